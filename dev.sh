@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# psdb's one entry point for a fresh machine (Debian 12, run as root or with sudo).
+#   ./dev.sh run [ARGS]   install what is missing, build (Release), run the main job
+#   ./dev.sh test         install what is missing, build with ASan+UBSan, run every test
+#   ./dev.sh deps         only install the Debian packages psdb needs
+#   ./dev.sh build [DIR]  only build (Release) into DIR (default build/release)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Every dependency psdb has, as Debian package names. CUDA and NCCL are not
+# here: they come with the machine image and are optional (PSDB_WITH_CUDA=AUTO).
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  librocksdb-dev rocksdb-tools libabsl-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
+  libssl-dev openssl redis-server libhiredis-dev gnuplot-nox python3
+)
+
+JOBS="${PSDB_JOBS:-2}"
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then return 0; fi
+  echo "dev.sh: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {  # build DIR [cmake args...]
+  local dir="$1"; shift
+  cmake -S . -B "$dir" -G Ninja "$@"
+  cmake --build "$dir" -j "$JOBS"
+}
+
+cmd="${1:-run}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  deps) install_deps ;;
+  build)
+    install_deps
+    build "${1:-build/release}" -DCMAKE_BUILD_TYPE=Release
+    ;;
+  run)
+    install_deps
+    build build/release -DCMAKE_BUILD_TYPE=Release -DPSDB_BUILD_TESTS=OFF
+    if [ -x build/release/tools/ps-train ]; then
+      exec tools/quickstart.sh build/release "$@"
+    else
+      exec build/release/examples/quickstart "$@"
+    fi
+    ;;
+  test)
+    install_deps
+    build build/asan -DCMAKE_BUILD_TYPE=Debug -DPSDB_SANITIZE=ON -DPSDB_BUILD_BENCHMARKS=ON
+    cd build/asan
+    # detect_leaks stays on; halt_on_error makes any report fail its test.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+    ctest --output-on-failure -j "$JOBS" --timeout 600 "$@"
+    ;;
+  *) echo "usage: $0 run|test|deps|build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,133 @@
+// ParameterClient: the one interface trainers, the worker cache and the tools
+// talk to. LocalClient (store/local_client.h) serves it from an in-process
+// Store; RemoteClient (rpc/) from ps-server processes over gRPC. Semantics
+// (DESIGN.md, "Operations") are the same for every implementation:
+//
+//  - Pull: get-or-create. out[i*dim ..) receives keys[i]'s row; duplicate keys
+//    are answered per position. With PullOptions::serving no row is created:
+//    missing keys get the table's MissingRowValue.
+//  - Push: grads[i*dim ..) is keys[i]'s gradient; duplicates are summed and
+//    the optimizer runs once per unique key.
+//  - PullRows / PutRows: whole rows with optimizer state and header; PutRows
+//    assigns (no optimizer), creating rows as needed.
+//  - Every call validates everything first; a bad request returns a Status
+//    naming what was wrong and changes nothing.
+//
+// Thread-safety: implementations are thread-safe; any number of threads may
+// call any method at once.
+#ifndef PSDB_STORE_PARAMETER_CLIENT_H_
+#define PSDB_STORE_PARAMETER_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "store/row.h"
+#include "store/table_spec.h"
+
+namespace psdb {
+
+struct PullOptions {
+  // Read-only pull for inference: never creates rows, never counts sightings.
+  // Default: false
+  bool serving = false;
+};
+
+struct PushOptions {
+  // The trainer's global step for this push (>= 1), used by Adam's bias
+  // correction and TTL. 0 = the table's current step + 1. Default: 0
+  int64_t step = 0;
+  // Worker that sent the push (for synchronous aggregation). Default: 0
+  int32_t worker_id = 0;
+};
+
+struct CheckpointOptions {
+  // Checkpoints to keep under the root directory, newest first; older ones
+  // are deleted after the new manifest is in place. 0 = keep all. Default: 3
+  int keep_last = 3;
+};
+
+struct CheckpointInfo {
+  // Directory of the checkpoint just written (contains MANIFEST.json).
+  std::string path;
+  int64_t step = 0;
+  // Rows written to RocksDB by this checkpoint (dirty rows only).
+  uint64_t rows_flushed = 0;
+  // Rows dropped by TTL during this checkpoint.
+  uint64_t rows_expired = 0;
+  absl::Duration duration;
+};
+
+struct TableStats {
+  std::string name;
+  uint64_t memory_rows = 0;   // rows resident in the memory tier
+  uint64_t memory_bytes = 0;  // bytes those rows use in the arena
+  uint64_t disk_rows = 0;     // RocksDB's estimate of rows on disk
+  uint64_t disk_bytes = 0;    // RocksDB's live SST size of the table
+  uint64_t hits = 0;          // lookups served by the memory tier
+  uint64_t misses = 0;        // lookups that went to RocksDB
+  uint64_t created = 0;       // rows created by initialization
+  uint64_t evictions = 0;     // rows evicted from memory
+  uint64_t dirty_writes = 0;  // evicted dirty rows written to RocksDB
+  uint64_t not_admitted = 0;  // sightings of keys below the admission threshold
+  int64_t step = 0;           // the table's current step
+};
+
+struct StoreStats {
+  std::vector<TableStats> tables;
+  uint64_t memory_budget_bytes = 0;
+  uint64_t memory_used_bytes = 0;
+  uint64_t checkpoints = 0;
+  absl::Duration last_checkpoint_duration;
+  absl::Duration total_checkpoint_duration;
+};
+
+class ParameterClient {
+ public:
+  virtual ~ParameterClient() = default;
+
+  // OK if the table exists with an identical spec (idempotent, so every
+  // worker may create the tables it uses); AlreadyExists if it exists with a
+  // different spec.
+  virtual absl::Status CreateTable(const TableSpec& spec) = 0;
+  virtual absl::Status DropTable(absl::string_view name) = 0;
+  virtual absl::StatusOr<std::vector<TableSpec>> ListTables() = 0;
+  virtual absl::StatusOr<TableSpec> GetTable(absl::string_view name) = 0;
+
+  // REQUIRES (else InvalidArgument): out.size() == keys.size() * dim.
+  virtual absl::Status Pull(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<float> out,
+                            const PullOptions& options) = 0;
+  // REQUIRES (else InvalidArgument): grads.size() == keys.size() * dim.
+  virtual absl::Status Push(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<const float> grads,
+                            const PushOptions& options) = 0;
+
+  // Get-or-create of whole rows; *out is resized to keys.size() rows.
+  virtual absl::Status PullRows(absl::string_view table,
+                                absl::Span<const uint64_t> keys,
+                                RowBatch* out) = 0;
+  // REQUIRES (else InvalidArgument): rows.size() == keys.size(), rows.dim and
+  // rows.state_size match the table, values finite. Duplicate keys: the last
+  // one wins.
+  virtual absl::Status PutRows(absl::string_view table,
+                               absl::Span<const uint64_t> keys,
+                               const RowBatch& rows) = 0;
+
+  // Writes a checkpoint under `root_dir` (on the machine holding the data).
+  virtual absl::StatusOr<CheckpointInfo> Checkpoint(
+      absl::string_view root_dir, const CheckpointOptions& options) = 0;
+
+  virtual absl::StatusOr<StoreStats> Stats() = 0;
+};
+
+}  // namespace psdb
+
+#endif  // PSDB_STORE_PARAMETER_CLIENT_H_

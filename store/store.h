@@ -1,0 +1,143 @@
+// Store: psdb's embedded, tiered parameter engine, opened in-process on a
+// local directory the way an application opens RocksDB.
+//
+//   psdb::StoreOptions options;
+//   options.memory_budget_bytes = 2ull << 30;
+//   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<psdb::Store> store,
+//                         psdb::Store::Open(options, "/data/psdb"));
+//
+// Tiers: hot rows live in a memory tier (striped key -> slot index, rows in a
+// slab arena, a byte budget, CLOCK or sampled-LRU eviction); the rest live in
+// RocksDB under <path>/db, one column family per table, keys and rows encoded
+// as in store/row_codec.h. Dirty rows reach RocksDB on eviction (WriteBatch)
+// and at checkpoint; misses are read with MultiGet. A table larger than the
+// budget is normal: it runs at the speed its hot-set hit rate allows.
+//
+// Directory layout:
+//   <path>/db/                 the live RocksDB database (table specs are
+//                              stored in its default column family)
+// Checkpoint layout, under the root directory given to Checkpoint():
+//   <root>/ckpt-<step>-<seq>/MANIFEST.json   written last, by atomic rename
+//   <root>/ckpt-<step>-<seq>/shard-<id>/     a rocksdb::Checkpoint (hard links)
+// A checkpoint directory without MANIFEST.json does not exist: readers ignore
+// it and the next Checkpoint() removes it.
+//
+// Thread-safety: every method is thread-safe. Pulls and pushes on different
+// keys proceed in parallel (one lock per index stripe); operations on the same
+// key are serialized. Checkpoint() may run concurrently with pulls and pushes;
+// it captures every update that completed before it was called.
+#ifndef PSDB_STORE_STORE_H_
+#define PSDB_STORE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "store/parameter_client.h"
+#include "store/row.h"
+#include "store/table_spec.h"
+
+namespace psdb {
+
+enum class EvictionPolicy : int {
+  kClock = 0,       // second-chance CLOCK over arena slots
+  kSampledLru = 1,  // evict the least recently used of a small random sample
+};
+
+struct StoreOptions {
+  // Bytes the memory tier may use for rows (values + state + header), across
+  // all tables. Default: 1 GiB
+  uint64_t memory_budget_bytes = 1ull << 30;
+  // Default: kClock
+  EvictionPolicy eviction = EvictionPolicy::kClock;
+  // Lock stripes of the key index; more stripes, less contention.
+  // Default: 64
+  int index_stripes = 64;
+  // Largest number of keys one Pull/Push/PullRows/PutRows may carry; larger
+  // requests fail with ResourceExhausted. Default: 1 << 20
+  size_t max_batch_keys = 1 << 20;
+  // Size of RocksDB's block cache. Default: 64 MiB
+  uint64_t rocksdb_block_cache_bytes = 64ull << 20;
+  // Create <path> if it does not exist. Default: true
+  bool create_if_missing = true;
+  // If set and <path>/db does not exist, the store starts from this
+  // checkpoint directory (one containing MANIFEST.json, or a root whose
+  // newest complete checkpoint is used): its files are hard-linked (copied
+  // across filesystems) into <path>/db, the tables come back with their
+  // specs and steps, and the memory tier warms lazily. Default: ""
+  std::string restore_from;
+  // Shard id recorded in checkpoints (cluster servers set their rank).
+  // Default: 0
+  int shard_id = 0;
+};
+
+class Store {
+ public:
+  // Opens (or creates) the store under `path`. On error nothing is left
+  // open and no partially initialized store is returned. Fails with
+  // FailedPrecondition if another process holds the directory (RocksDB LOCK),
+  // and with FailedPrecondition naming the version if the directory or
+  // restore checkpoint has a newer format than this build understands.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const StoreOptions& options, absl::string_view path);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Tables. See ParameterClient for semantics.
+  absl::Status CreateTable(const TableSpec& spec);
+  absl::Status DropTable(absl::string_view name);
+  std::vector<TableSpec> ListTables() const;
+  absl::StatusOr<TableSpec> GetTable(absl::string_view name) const;
+
+  // Data. See ParameterClient for semantics.
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out, const PullOptions& options = {});
+  absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads,
+                    const PushOptions& options = {});
+  absl::Status PullRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys, RowBatch* out);
+  absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
+                       const RowBatch& rows);
+
+  // Writes an incremental checkpoint under `root_dir` (layout above): dirty
+  // rows are flushed to RocksDB with WriteBatch, memtables are flushed,
+  // rocksdb::Checkpoint hard-links the SSTs into shard-<id>/, rows past their
+  // TTL are dropped, and MANIFEST.json is written last by atomic rename. Then
+  // all but the newest options.keep_last complete checkpoints, and any
+  // incomplete ones, are deleted.
+  absl::StatusOr<CheckpointInfo> Checkpoint(
+      absl::string_view root_dir, const CheckpointOptions& options = {});
+
+  // Writes only this store's shard (the rocksdb::Checkpoint) into
+  // `shard_dir`, which must not exist, and returns the per-table row counts
+  // for a manifest written by the caller (cluster checkpoints).
+  struct ShardCheckpoint {
+    std::vector<std::pair<TableSpec, uint64_t>> tables;  // spec, rows
+    int64_t step = 0;
+    uint64_t rows_flushed = 0;
+    uint64_t rows_expired = 0;
+  };
+  absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
+
+  StoreStats Stats() const;
+
+  // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
+  absl::Status Flush();
+
+ private:
+  class Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psdb
+
+#endif  // PSDB_STORE_STORE_H_

@@ -1,0 +1,13 @@
+#include "util/status_macros.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace psdb {
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace psdb
