@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "optim/kernels.h"
 
 namespace psdb::optim {
 
@@ -79,6 +80,9 @@ void InitState(const OptimizerSpec& spec, int dim, absl::Span<float> state);
 //           state.size() == StateSize(spec, dim), step >= 1.
 void Apply(const OptimizerSpec& spec, absl::Span<float> value,
            absl::Span<float> state, absl::Span<const float> grad, int64_t step);
+
+// The POD form of `spec` for optim/kernels.h (and CUDA kernels).
+KernelParams KernelParamsOf(const OptimizerSpec& spec);
 
 // Stable lower-case names: "sgd", "momentum", "adagrad", "rowwise_adagrad",
 // "adam", "lazy_adam", "ftrl".
