@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
   t->cf_options_.write_buffer_size = 32 << 20;
+  // Most miss lookups are not in the memtable: a whole-key bloom filter
+  // there saves the skip-list search (the largest cost of a miss otherwise).
+  t->cf_options_.memtable_prefix_bloom_size_ratio = 0.1;
+  t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;

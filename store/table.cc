@@ -159,7 +159,7 @@ void Table::CompactDirtyList(Stripe& stripe, uint32_t stripe_id) {
 void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
   stripe.index.erase(key);
   ++stripe.evict_seq;
-  mem_.ClearFlags(slot, kOccupied | kDirty | kRef);
+  mem_.ClearFlags(slot, kOccupied | kDirty | kRefMask);
   mem_.resident().fetch_sub(1, std::memory_order_relaxed);
   budget_->used().fetch_sub(mem_.slot_bytes(), std::memory_order_relaxed);
 }
@@ -778,9 +778,10 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
   };
   std::vector<Pending> pending;
   std::vector<uint32_t> freed;
-  rocksdb::WriteBatch batch;
+  // Encoded rows of the dirty victims, back to back (one allocation).
+  const size_t row_bytes = EncodedRowSize(dim(), state_size_);
+  std::string blob;
   std::string enc;
-  char kbuf[8];
   for (uint32_t slot : victims) {
     const uint64_t key = mem_.LoadKey(slot);
     Stripe& st = mem_.stripe(mem_.StripeOf(key));
@@ -791,8 +792,7 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
       EncodeRow(*mem_.header(slot),
                 absl::MakeConstSpan(mem_.values(slot), dim()),
                 absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
-      EncodeKey(key, kbuf);
-      batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+      blob.append(enc);
       pending.push_back({slot, key, mem_.meta(slot)->version});
     } else {
       RemoveLocked(st, key, slot);
@@ -800,7 +800,23 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
     }
   }
   absl::Status write_status;
-  if (!pending.empty()) write_status = disk_->WriteRows(&batch);
+  if (!pending.empty()) {
+    // Keys in order: the memtable skip list inserts a sorted batch much
+    // faster (each insert starts from the previous splice).
+    std::vector<uint32_t> order(pending.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return pending[a].key < pending[b].key;
+    });
+    rocksdb::WriteBatch batch(pending.size() * (row_bytes + 24));
+    char kbuf[8];
+    for (uint32_t j : order) {
+      EncodeKey(pending[j].key, kbuf);
+      batch.Put(cf_, rocksdb::Slice(kbuf, 8),
+                rocksdb::Slice(blob.data() + j * row_bytes, row_bytes));
+    }
+    write_status = disk_->WriteRows(&batch);
+  }
   if (write_status.ok()) {
     for (const Pending& p : pending) {
       Stripe& st = mem_.stripe(mem_.StripeOf(p.key));
