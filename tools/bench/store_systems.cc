@@ -72,6 +72,7 @@ RocksDbSystem::RocksDbSystem(const TableSpec& spec)
     : spec_(spec), state_size_(optim::StateSize(spec.optimizer, spec.dim)) {}
 
 RocksDbSystem::~RocksDbSystem() {
+  pinned_.clear();  // release every block before the DB goes away
   if (db_ != nullptr) db_->Close().PermitUncheckedError();
 }
 
@@ -132,6 +133,9 @@ absl::Status RocksDbSystem::ReadUnique(bool write_new) {
     } else {
       return FromRocks(statuses_[i], "MultiGet");
     }
+    // Unpin the block now: pins held across calls would both outlive the
+    // DB at close and hold cache memory beyond the budget.
+    pinned_[i].Reset();
   }
   return absl::OkStatus();
 }
