@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "optim/optimizer.h"
 #include "store/row.h"
 #include "store/store.h"
@@ -49,6 +50,9 @@ flags:
   --seed=S              stream, gradient and initializer seed (default 1)
   --dir=PATH            scratch directory (default: a fresh one under
                         $TMPDIR or /tmp, removed at the end)
+  --systems=A,B,..      measure only these of psdb_mem, psdb_tiered,
+                        rocksdb, hashmap (for profiling; ratios that need a
+                        skipped system are null) (default all)
   --json                print one JSON object instead of the report
 )";
 
@@ -64,6 +68,11 @@ struct Params {
   uint64_t seed = 1;
   std::string dir;
   bool json = false;
+  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
+                                      "hashmap"};
+  bool Runs(absl::string_view id) const {
+    return std::find(systems.begin(), systems.end(), id) != systems.end();
+  }
 };
 
 absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
@@ -71,7 +80,7 @@ absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
                         tools::Args::Parse(argc, argv, 1, {"json"}));
   PSDB_RETURN_IF_ERROR(args.CheckKnown(
       {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
-       "budget_fraction", "touch_fraction", "seed", "dir", "json"}));
+       "budget_fraction", "touch_fraction", "seed", "dir", "json", "systems"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -98,6 +107,17 @@ absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
   PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  if (args.Has("systems")) {
+    const std::vector<std::string> all = p.systems;
+    p.systems =
+        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
+    for (const std::string& id : p.systems) {
+      if (std::find(all.begin(), all.end(), id) == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--systems: unknown system '", id, "'"));
+      }
+    }
+  }
   return p;
 }
 
@@ -116,11 +136,17 @@ struct SystemResult {
   double hit_rate = -1;    // psdb: memory-tier hits / lookups while measuring
   uint64_t evictions = 0;  // psdb: rows evicted while measuring
   // keys/s; a zero time (impossible in practice) counts as 1 ns.
-  double PullRate() const { return keys / std::max(pull_s, 1e-9); }
-  double PushRate() const { return keys / std::max(push_s, 1e-9); }
+  // NaN if the system was not run.
+  double PullRate() const {
+    return keys == 0 ? NAN : keys / std::max(pull_s, 1e-9);
+  }
+  double PushRate() const {
+    return keys == 0 ? NAN : keys / std::max(push_s, 1e-9);
+  }
 };
 
 struct CheckpointResult {
+  bool ran = false;
   double full_s = 0;
   uint64_t full_rows = 0;
   double incremental_s = 0;
@@ -249,6 +275,7 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   PSDB_ASSIGN_OR_RETURN(CheckpointInfo incr, sys->store()->Checkpoint(root));
   ckpt->incremental_s = Seconds(Clock::now() - t0);
   ckpt->incremental_rows = incr.rows_flushed;
+  ckpt->ran = true;
   return absl::OkStatus();
 }
 
@@ -284,19 +311,28 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   out << absl::StrFormat("%-34s %9s %14s %14s %9s\n", "system", "load s",
                          "pull keys/s", "push keys/s", "hit rate");
   for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
     out << absl::StrFormat(
         "%-34s %9.2f %14.0f %14.0f %9s\n", s.label, s.load_s, s.PullRate(),
         s.PushRate(),
         s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
   }
-  out << absl::StrFormat(
-      "\ncheckpoint  full %.3f s (%d rows flushed); incremental after "
-      "updating %d rows (%g%%) %.3f s (%d rows flushed)\n\n",
-      ckpt.full_s, ckpt.full_rows, ckpt.touched, p.touch_fraction * 100,
-      ckpt.incremental_s, ckpt.incremental_rows);
+  if (ckpt.ran) {
+    out << absl::StrFormat(
+        "\ncheckpoint  full %.3f s (%d rows flushed); incremental after "
+        "updating %d rows (%g%%) %.3f s (%d rows flushed)\n",
+        ckpt.full_s, ckpt.full_rows, ckpt.touched, p.touch_fraction * 100,
+        ckpt.incremental_s, ckpt.incremental_rows);
+  }
+  out << "\n";
   out << absl::StrFormat("%-32s %8s  %-8s %s\n", "ratio", "value", "target",
                          "");
   for (const Ratio& r : ratios) {
+    if (std::isnan(r.value)) {
+      out << absl::StrFormat("%-32s %8s  %-8s %s\n", r.name, "-", r.target,
+                             "not run");
+      continue;
+    }
     out << absl::StrFormat("%-32s %8.3f  %-8s %s\n", r.name, r.value, r.target,
                            r.met ? "met" : "MISSED");
   }
@@ -340,9 +376,11 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   j += ",\"budget_bytes\":";
   num(budget);
   j += "},\"systems\":{";
-  for (size_t i = 0; i < systems.size(); ++i) {
-    const SystemResult& s = systems[i];
-    if (i > 0) j += ",";
+  bool first = true;
+  for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
+    if (!first) j += ",";
+    first = false;
     str(s.id);
     j += ":{\"label\":";
     str(s.label);
@@ -394,7 +432,9 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   for (size_t i = 0; i < ratios.size(); ++i) {
     if (i > 0) j += ",";
     str(ratios[i].name);
-    j += ratios[i].met ? ":true" : ":false";
+    j += std::isnan(ratios[i].value) ? ":null"
+         : ratios[i].met             ? ":true"
+                                     : ":false";
   }
   j += "}}\n";
   out << j;
@@ -463,9 +503,14 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   // psdb's RocksDB block cache is kept small and outside the budget: the
   // budget is what psdb's memory tier may use.
   constexpr uint64_t kPsdbBlockCache = 4ull << 20;
-  {
+  for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
+                       {1, "psdb_tiered"},
+                       {2, "rocksdb"},
+                       {3, "hashmap"}}) {
+    results[i].id = id;
+  }
+  if (p.Runs("psdb_mem")) {
     SystemResult& r = results[0];
-    r.id = "psdb_mem";
     r.label = "psdb, budget = whole table";
     StoreOptions options;
     // Twice the raw row bytes: room for the store's index and slab overhead.
@@ -475,9 +520,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
     drop(sub);
   }
-  {
+  if (p.Runs("psdb_tiered")) {
     SystemResult& r = results[1];
-    r.id = "psdb_tiered";
     r.label = absl::StrFormat("psdb, budget = %g%%", p.budget_fraction * 100);
     StoreOptions options;
     options.memory_budget_bytes = budget;
@@ -486,9 +530,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
     drop(sub);
   }
-  {
+  if (p.Runs("rocksdb")) {
     SystemResult& r = results[2];
-    r.id = "rocksdb";
     r.label = absl::StrFormat("rocksdb direct, cache = %g%%",
                               p.budget_fraction * 100);
     const std::string sub = fresh(r.id);
@@ -500,9 +543,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     sys.reset();
     drop(sub);
   }
-  {
+  if (p.Runs("hashmap")) {
     SystemResult& r = results[3];
-    r.id = "hashmap";
     r.label = "flat hash map (limit)";
     HashMapSystem sys(spec, p.rows);
     PSDB_RETURN_IF_ERROR(runner.Load(sys, &r));
@@ -514,7 +556,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const SystemResult& tiered = results[1];
   const SystemResult& rocks = results[2];
   const SystemResult& limit = results[3];
-  const double incr = ckpt.incremental_s / std::max(ckpt.full_s, 1e-9);
+  const double incr =
+      ckpt.ran ? ckpt.incremental_s / std::max(ckpt.full_s, 1e-9) : NAN;
   const double r1 = mem.PullRate() / limit.PullRate();
   const double r2 = mem.PushRate() / limit.PushRate();
   const double r3 = tiered.PullRate() / rocks.PullRate();
