@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
 #include "tools/common/args.h"
 
@@ -13,6 +14,10 @@ constexpr Scenario kScenarios[] = {
      "embedded Store pulls/pushes vs RocksDB used directly and a flat hash "
      "map (the memory limit); incremental vs full checkpoint",
      &RunStoreBench},
+    {"server",
+     "psdb over loopback (ps-server + RemoteClient) vs Redis pipelined "
+     "MGET/MSET vs a raw-TCP gather server (the limit)",
+     &RunServerBench},
 };
 
 void PrintUsage(std::ostream& os) {
