@@ -33,26 +33,26 @@ namespace psdb::train {
 struct GeneratorOptions {
   // Default: 1
   uint64_t seed = 1;
-  // Default: 500000
-  int64_t train_rows = 500000;
+  // Default: 400000
+  int64_t train_rows = 400000;
   // Default: 100000
   int64_t test_rows = 100000;
   // Train part files (train.txt-0000N). Default: 4
   int train_files = 4;
-  // Smallest and largest field vocabulary. Defaults: 4, 100000
+  // Smallest and largest field vocabulary. Defaults: 4, 50000
   int64_t min_vocab = 4;
-  int64_t max_vocab = 100000;
-  // Zipf exponent of id frequencies. Default: 1.1
-  double zipf_s = 1.1;
+  int64_t max_vocab = 50000;
+  // Zipf exponent of id frequencies. Default: 1.2
+  double zipf_s = 1.2;
   // Probability that any one feature is empty. Default: 0.05
   double missing_rate = 0.05;
   // Largest per-field std of the hidden id weights (each field draws its own
-  // in [0, cat_weight_std]). Default: 0.6
-  double cat_weight_std = 0.6;
+  // in [0, cat_weight_std]). Default: 0.5
+  double cat_weight_std = 0.5;
   // Std of the hidden integer-feature weights. Default: 0.15
   double int_weight_std = 0.15;
-  // Hidden model bias (sets the click rate). Default: -1.5
-  double bias = -1.5;
+  // Hidden model bias (sets the click rate). Default: -1.8
+  double bias = -1.8;
 };
 
 struct GeneratorResult {

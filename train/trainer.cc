@@ -194,6 +194,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   };
   auto evaluate = [&](int epoch, int64_t step) -> absl::Status {
     if (data.test_files.empty()) return absl::OkStatus();
+    PSDB_RETURN_IF_ERROR(model->WaitForPush());
+    PSDB_RETURN_IF_ERROR(embeddings->Flush());
     PSDB_ASSIGN_OR_RETURN(
         EvalResult eval,
         Evaluate(model.get(), data.test_files, options.batch_size * 4));
@@ -234,21 +236,22 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   int window_steps = 0;
   std::vector<float> window_probs, window_labels, probs;
   int last_epoch = current.epoch;
+  model->Begin(*current.batch);
   while (current.batch != nullptr) {
     PSDB_ASSIGN_OR_RETURN(BatchLoader::Item next, loader.Next());
-    if (next.batch != nullptr)
-      PSDB_RETURN_IF_ERROR(model->Prefetch(*next.batch));
     ++step;
-    PSDB_ASSIGN_OR_RETURN(double loss,
-                          model->TrainStep(*current.batch, step, &probs));
+    const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
+    PSDB_ASSIGN_OR_RETURN(
+        double loss,
+        model->TrainStep(*current.batch, stop_here ? nullptr : next.batch.get(),
+                         step, &probs));
     result.samples += current.batch->size();
     window_loss += loss;
     ++window_steps;
     window_probs.insert(window_probs.end(), probs.begin(), probs.end());
     window_labels.insert(window_labels.end(), current.batch->labels.begin(),
                          current.batch->labels.end());
-    const bool last_step = next.batch == nullptr ||
-                           (options.max_steps > 0 && step >= options.max_steps);
+    const bool last_step = next.batch == nullptr || stop_here;
     if (step % options.log_every == 0 || last_step) {
       const double mean_loss = window_loss / window_steps;
       result.last_loss = mean_loss;

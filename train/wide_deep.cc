@@ -206,33 +206,55 @@ std::vector<std::string> WideDeepModel::TableNames() const {
   return names;
 }
 
-void WideDeepModel::Dedup(const CriteoBatch& batch) {
-  uniq_.clear();
-  inv_.resize(batch.cat_keys.size());
+void WideDeepModel::Dedup(const CriteoBatch& batch, std::vector<uint64_t>* uniq,
+                          std::vector<int32_t>* inv) {
+  uniq->clear();
+  if (inv != nullptr) inv->resize(batch.cat_keys.size());
   absl::flat_hash_map<uint64_t, int32_t> index;
   index.reserve(batch.cat_keys.size());
   for (size_t i = 0; i < batch.cat_keys.size(); ++i) {
     auto [it, inserted] = index.try_emplace(batch.cat_keys[i],
-                                            static_cast<int32_t>(uniq_.size()));
-    if (inserted) uniq_.push_back(batch.cat_keys[i]);
-    inv_[i] = it->second;
+                                            static_cast<int32_t>(uniq->size()));
+    if (inserted) uniq->push_back(batch.cat_keys[i]);
+    if (inv != nullptr) (*inv)[i] = it->second;
   }
 }
 
-absl::Status WideDeepModel::PullAll(const CriteoBatch& batch, bool serving) {
+std::vector<EmbeddingRequest> WideDeepModel::Requests(
+    const std::vector<uint64_t>& ids) const {
+  return {EmbeddingRequest{kWideTable, 1, ids},
+          EmbeddingRequest{kDeepTable, config_.deep_dim, ids}};
+}
+
+void WideDeepModel::Begin(const CriteoBatch& first) {
+  Dedup(first, &next_uniq_, nullptr);
+  embeddings_->Announce(Requests(next_uniq_));
+}
+
+absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
+                                    const CriteoBatch* next, bool serving) {
   const int d = config_.deep_dim;
-  Dedup(batch);
-  wide_rows_.resize(uniq_.size());
-  deep_rows_.resize(uniq_.size() * d);
-  PSDB_RETURN_IF_ERROR(embeddings_->Lookup(
-      kWideTable, 1, uniq_, absl::MakeSpan(wide_rows_), serving));
-  PSDB_RETURN_IF_ERROR(embeddings_->Lookup(
-      kDeepTable, d, uniq_, absl::MakeSpan(deep_rows_), serving));
+  Dedup(batch, &uniq_, &inv_);
+  if (serving) {
+    PSDB_RETURN_IF_ERROR(
+        embeddings_->LookupForServing(Requests(uniq_), &rows_));
+  } else {
+    PSDB_RETURN_IF_ERROR(embeddings_->Lookup(Requests(uniq_), &rows_));
+  }
+  if (next != nullptr) {
+    // The next batch's rows are fetched while this one computes.
+    Dedup(*next, &next_uniq_, nullptr);
+    const std::vector<EmbeddingRequest> next_requests = Requests(next_uniq_);
+    embeddings_->Announce(next_requests);
+    PSDB_RETURN_IF_ERROR(embeddings_->Prefetch(next_requests));
+  }
+  const std::vector<float>& wide_rows = rows_[0];
+  const std::vector<float>& deep_rows = rows_[1];
   wide_pos_.resize(inv_.size());
   deep_pos_.resize(inv_.size() * d);
   for (size_t i = 0; i < inv_.size(); ++i) {
-    wide_pos_[i] = wide_rows_[inv_[i]];
-    std::copy_n(deep_rows_.begin() + static_cast<size_t>(inv_[i]) * d, d,
+    wide_pos_[i] = wide_rows[inv_[i]];
+    std::copy_n(deep_rows.begin() + static_cast<size_t>(inv_[i]) * d, d,
                 deep_pos_.begin() + i * d);
   }
   PSDB_RETURN_IF_ERROR(
@@ -245,25 +267,17 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch, bool serving) {
   return absl::OkStatus();
 }
 
-absl::Status WideDeepModel::Prefetch(const CriteoBatch& batch) {
-  std::vector<uint64_t> keys = batch.cat_keys;
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  PSDB_RETURN_IF_ERROR(embeddings_->Prefetch(kWideTable, 1, keys));
-  return embeddings_->Prefetch(kDeepTable, config_.deep_dim, keys);
-}
-
 absl::Status WideDeepModel::WaitForPush() {
   if (!pending_push_.valid()) return absl::OkStatus();
   return pending_push_.get();
 }
 
-absl::Status WideDeepModel::PushAll(int64_t step) {
-  const int d = config_.deep_dim;
-  PSDB_RETURN_IF_ERROR(
-      embeddings_->Update(kWideTable, 1, push_keys_, push_wide_, step));
-  PSDB_RETURN_IF_ERROR(
-      embeddings_->Update(kDeepTable, d, push_keys_, push_deep_, step));
+absl::Status WideDeepModel::PushEmbeddings(int64_t step) {
+  const absl::Span<const float> grads[] = {push_wide_, push_deep_};
+  return embeddings_->Update(Requests(push_keys_), grads, step);
+}
+
+absl::Status WideDeepModel::PushDense(int64_t step) {
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
   for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
     PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
@@ -272,11 +286,12 @@ absl::Status WideDeepModel::PushAll(int64_t step) {
 }
 
 absl::StatusOr<double> WideDeepModel::TrainStep(const CriteoBatch& batch,
+                                                const CriteoBatch* next,
                                                 int64_t step,
                                                 std::vector<float>* probs) {
   if (batch.size() == 0) return absl::InvalidArgumentError("empty batch");
   if (!config_.async_push) PSDB_RETURN_IF_ERROR(WaitForPush());
-  PSDB_RETURN_IF_ERROR(PullAll(batch, /*serving=*/false));
+  PSDB_RETURN_IF_ERROR(PullAll(batch, next, /*serving=*/false));
 
   WideDeepInputs in;
   in.n = static_cast<int>(batch.size());
@@ -303,11 +318,18 @@ absl::StatusOr<double> WideDeepModel::TrainStep(const CriteoBatch& batch,
   push_linear_ = grads_.linear;
   for (size_t t = 0; t < push_mlp_.size(); ++t) push_mlp_[t] = grads_.mlp[t];
   if (config_.async_push) {
-    pending_push_ =
-        std::async(std::launch::async, [this, step] { return PushAll(step); });
+    // A cache is driven by this thread only: its update stays here.
+    const bool embeddings_async = embeddings_->ConcurrentUpdate();
+    if (!embeddings_async) PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+    pending_push_ = std::async(
+        std::launch::async, [this, step, embeddings_async]() -> absl::Status {
+          if (embeddings_async) PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+          return PushDense(step);
+        });
     return loss;
   }
-  PSDB_RETURN_IF_ERROR(PushAll(step));
+  PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+  PSDB_RETURN_IF_ERROR(PushDense(step));
   return loss;
 }
 
@@ -318,7 +340,7 @@ absl::Status WideDeepModel::Predict(const CriteoBatch& batch,
     return absl::OkStatus();
   }
   PSDB_RETURN_IF_ERROR(WaitForPush());
-  PSDB_RETURN_IF_ERROR(PullAll(batch, /*serving=*/true));
+  PSDB_RETURN_IF_ERROR(PullAll(batch, nullptr, /*serving=*/true));
   WideDeepInputs in;
   in.n = static_cast<int>(batch.size());
   in.wide = wide_pos_;

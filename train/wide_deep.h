@@ -105,14 +105,17 @@ class WideDeepModel {
       EmbeddingSource* embeddings);
   ~WideDeepModel();
 
-  // One SGD step on `batch` at global step `step` (>= 1): pull, forward,
-  // backward, push. Returns the batch's mean loss; probs gets predictions.
-  absl::StatusOr<double> TrainStep(const CriteoBatch& batch, int64_t step,
+  // Announces the first batch to the embedding source (lookahead policies
+  // need to know every batch before it is looked up).
+  void Begin(const CriteoBatch& first);
+  // One step on `batch` at global step `step` (>= 1): look up, prefetch
+  // `next`'s rows (if not null; it is also announced), forward, backward,
+  // update. Returns the batch's mean loss; probs gets its predictions.
+  absl::StatusOr<double> TrainStep(const CriteoBatch& batch,
+                                   const CriteoBatch* next, int64_t step,
                                    std::vector<float>* probs);
   // Predictions without creating rows or updating anything.
   absl::Status Predict(const CriteoBatch& batch, std::vector<float>* probs);
-  // Tells the embedding source the ids of an upcoming batch.
-  absl::Status Prefetch(const CriteoBatch& batch);
   // Waits for a pending asynchronous push; returns its status.
   absl::Status WaitForPush();
 
@@ -123,10 +126,16 @@ class WideDeepModel {
   WideDeepModel(const WideDeepConfig& config, ParameterClient* client,
                 EmbeddingSource* embeddings);
   absl::Status CreateTables();
-  // Unique ids of the batch into uniq_, position -> unique index into inv_.
-  void Dedup(const CriteoBatch& batch);
-  absl::Status PullAll(const CriteoBatch& batch, bool serving);
-  absl::Status PushAll(int64_t step);
+  // Unique ids of the batch in first-occurrence order into *uniq, position
+  // -> unique index into *inv (if not null).
+  static void Dedup(const CriteoBatch& batch, std::vector<uint64_t>* uniq,
+                    std::vector<int32_t>* inv);
+  std::vector<EmbeddingRequest> Requests(
+      const std::vector<uint64_t>& ids) const;
+  absl::Status PullAll(const CriteoBatch& batch, const CriteoBatch* next,
+                       bool serving);
+  absl::Status PushEmbeddings(int64_t step);
+  absl::Status PushDense(int64_t step);
 
   const WideDeepConfig config_;
   const WideDeepShape shape_;
@@ -138,8 +147,9 @@ class WideDeepModel {
   // Per-step buffers.
   std::vector<uint64_t> uniq_;
   std::vector<int32_t> inv_;
-  std::vector<float> wide_rows_, deep_rows_;  // per unique id
-  std::vector<float> wide_pos_, deep_pos_;    // per position
+  std::vector<uint64_t> next_uniq_;
+  std::vector<std::vector<float>> rows_;    // [wide, deep] per unique id
+  std::vector<float> wide_pos_, deep_pos_;  // per position
   std::vector<float> dense_;
   std::vector<float> linear_values_;
   std::vector<std::vector<float>> mlp_values_;

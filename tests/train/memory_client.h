@@ -38,9 +38,8 @@ class MemoryClient final : public ParameterClient {
     absl::MutexLock lock(&mu_);
     auto it = tables_.find(spec.name);
     if (it != tables_.end()) {
-      return it->second.spec == spec
-                 ? absl::OkStatus()
-                 : absl::AlreadyExistsError(spec.name);
+      return it->second.spec == spec ? absl::OkStatus()
+                                     : absl::AlreadyExistsError(spec.name);
     }
     Table& t = tables_[spec.name];
     t.spec = spec;
@@ -65,7 +64,8 @@ class MemoryClient final : public ParameterClient {
     return it->second.spec;
   }
   absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> out, const PullOptions& options) override {
+                    absl::Span<float> out,
+                    const PullOptions& options) override {
     absl::MutexLock lock(&mu_);
     auto it = tables_.find(std::string(table));
     if (it == tables_.end()) return absl::NotFoundError(std::string(table));
@@ -123,8 +123,8 @@ class MemoryClient final : public ParameterClient {
                        const RowBatch&) override {
     return absl::UnimplementedError("MemoryClient::PutRows");
   }
-  absl::StatusOr<CheckpointInfo> Checkpoint(
-      absl::string_view root_dir, const CheckpointOptions&) override {
+  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view root_dir,
+                                            const CheckpointOptions&) override {
     absl::MutexLock lock(&mu_);
     CheckpointInfo info;
     info.path = absl::StrCat(root_dir, "/ckpt-memory-", ++checkpoints_);

@@ -62,7 +62,8 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   ClientEmbeddingSource embeddings(&client);
   TrainerOptions o = Options("ckpt");
   std::FILE* log = std::tmpfile();
-  ASSERT_OK_AND_ASSIGN(TrainResult r, RunTraining(o, &client, &embeddings, log));
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, &client, &embeddings, log));
   EXPECT_EQ(r.steps, 120);  // 2 epochs of 6000 / 100
   EXPECT_EQ(r.samples, 12000u);
   ASSERT_TRUE(r.auc.has_value());
@@ -70,14 +71,15 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   // A constant predictor scores AUC 0.5 and log-loss H(ctr).
   const double ctr = gen_.test_ctr;
   const double entropy = -(ctr * std::log(ctr) + (1 - ctr) * std::log(1 - ctr));
-  EXPECT_GT(*r.auc, 0.5 + 0.5 * (*r.bayes_auc - 0.5)) << "bayes " << *r.bayes_auc;
+  EXPECT_GT(*r.auc, 0.5 + 0.5 * (*r.bayes_auc - 0.5))
+      << "bayes " << *r.bayes_auc;
   EXPECT_LT(*r.logloss, entropy);
   EXPECT_LE(*r.auc, *r.bayes_auc + 0.02);
 
   const std::string summary = ReadAll(o.checkpoint_dir + "/summary.json");
-  for (const char* key : {"\"auc\"", "\"bayes_auc\"", "\"logloss\"",
-                          "\"samples_per_sec\"", "\"cache_hit_rate\"",
-                          "\"checkpoint\""}) {
+  for (const char* key :
+       {"\"auc\"", "\"bayes_auc\"", "\"logloss\"", "\"samples_per_sec\"",
+        "\"cache_hit_rate\"", "\"checkpoint\""}) {
     EXPECT_THAT(summary, ::testing::HasSubstr(key));
   }
   EXPECT_NEAR(JsonNumber(summary, "auc").value_or(-1), *r.auc, 1e-5);
@@ -91,9 +93,11 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   std::string text;
   char buf[4096];
   size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), log)) > 0) text.append(buf, got);
+  while ((got = std::fread(buf, 1, sizeof(buf), log)) > 0)
+    text.append(buf, got);
   std::fclose(log);
-  EXPECT_THAT(text, ::testing::ContainsRegex("epoch: 1 step: 20, loss is 0\\.[0-9]{4}\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex(
+                        "epoch: 1 step: 20, loss is 0\\.[0-9]{4}\n"));
   EXPECT_THAT(text, ::testing::ContainsRegex("epoch: 2 step: 120, loss is"));
   EXPECT_THAT(text, ::testing::HasSubstr("epoch: 1 step: 60, eval AUC is"));
   EXPECT_THAT(text, ::testing::HasSubstr("checkpoint: step 100 ->"));
@@ -112,7 +116,8 @@ TEST_F(TrainerTest, SyncRunsAreDeterministic) {
   ASSERT_OK_AND_ASSIGN(TrainResult rb, RunTraining(o, &b, &eb, log));
   std::fclose(log);
   EXPECT_EQ(ra.auc, rb.auc);
-  for (const char* table : {"wide", "deep", "wide_linear", "mlp.w0", "mlp.b2"}) {
+  for (const char* table :
+       {"wide", "deep", "wide_linear", "mlp.w0", "mlp.b2"}) {
     const auto rows_a = a.Rows(table), rows_b = b.Rows(table);
     ASSERT_EQ(rows_a.size(), rows_b.size()) << table;
     EXPECT_GT(rows_a.size(), 0u) << table;
@@ -133,7 +138,8 @@ TEST_F(TrainerTest, AsyncModeAndLineShardingTrain) {
   o.epochs = 1;
   o.shard = {.rank = 1, .world = 2, .shard_by = ShardBy::kLine};
   std::FILE* log = std::tmpfile();
-  ASSERT_OK_AND_ASSIGN(TrainResult r, RunTraining(o, &client, &embeddings, log));
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, &client, &embeddings, log));
   std::fclose(log);
   EXPECT_EQ(r.samples, 3000u);
   ASSERT_TRUE(r.auc.has_value());
@@ -153,6 +159,23 @@ TEST_F(TrainerTest, BadOptionsAndMissingDataFail) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// Not part of the suite: generates the quick start's data set into
+// PSDB_TUNE_DATA.
+TEST(TrainerTuning, DISABLED_Generate) {
+  const char* data = std::getenv("PSDB_TUNE_DATA");
+  ASSERT_NE(data, nullptr);
+  GeneratorOptions g;
+  if (const char* rows = std::getenv("PSDB_TUNE_ROWS")) {
+    g.train_rows = std::atoll(rows);
+  }
+  if (const char* vocab = std::getenv("PSDB_TUNE_VOCAB")) {
+    g.max_vocab = std::atoll(vocab);
+  }
+  ASSERT_OK_AND_ASSIGN(GeneratorResult r, GenerateSynthetic(g, data));
+  std::printf("bayes_auc %.4f expected %.4f logloss %.4f ctr %.3f\n",
+              r.bayes_auc, r.bayes_auc_expected, r.bayes_logloss, r.train_ctr);
+}
+
 // Not part of the suite: trains the quick start's configuration on a data
 // directory given by PSDB_TUNE_DATA (for tuning, in a Release build).
 TEST(TrainerTuning, DISABLED_QuickstartConfig) {
@@ -165,7 +188,8 @@ TEST(TrainerTuning, DISABLED_QuickstartConfig) {
   o.data_dir = data;
   o.checkpoint_dir = dir.Sub("ckpt");
   o.log_every = 200;
-  ASSERT_OK_AND_ASSIGN(TrainResult r, RunTraining(o, &client, &embeddings, stdout));
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, &client, &embeddings, stdout));
 }
 
 }  // namespace
