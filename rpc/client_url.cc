@@ -1,0 +1,36 @@
+#include "rpc/client_url.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "rpc/key_router.h"
+#include "store/local_client.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+
+absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
+    absl::string_view url, const RemoteClientOptions& remote,
+    const StoreOptions& local) {
+  absl::string_view rest = url;
+  if (absl::ConsumePrefix(&rest, "local:")) {
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("URL '", url, "' names no directory"));
+    }
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<LocalClient> client,
+                          LocalClient::Open(rest, local));
+    return std::unique_ptr<ParameterClient>(std::move(client));
+  }
+  if (absl::ConsumePrefix(&rest, "servers:")) {
+    RemoteClientOptions options = remote;
+    PSDB_ASSIGN_OR_RETURN(options.servers, ParseServerList(rest));
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client,
+                          RemoteClient::Open(options));
+    return std::unique_ptr<ParameterClient>(std::move(client));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "URL '", url, "': expected local:DIR or servers:host:port,..."));
+}
+
+}  // namespace psdb::rpc
