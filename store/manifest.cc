@@ -1,0 +1,354 @@
+#include "store/manifest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "util/status_macros.h"
+
+namespace psdb {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr absl::string_view kCkptPrefix = "ckpt-";
+
+absl::string_view InitKindName(InitKind k) {
+  switch (k) {
+    case InitKind::kZeros:
+      return "zeros";
+    case InitKind::kConstant:
+      return "constant";
+    case InitKind::kUniform:
+      return "uniform";
+    case InitKind::kNormal:
+      return "normal";
+    case InitKind::kTruncatedNormal:
+      return "truncated_normal";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<InitKind> ParseInitKind(absl::string_view s) {
+  for (InitKind k : {InitKind::kZeros, InitKind::kConstant, InitKind::kUniform,
+                     InitKind::kNormal, InitKind::kTruncatedNormal}) {
+    if (s == InitKindName(k)) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown initializer kind \"", s, "\""));
+}
+
+absl::Status ErrnoStatus(absl::string_view what, absl::string_view path) {
+  return absl::InternalError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  const int fd =
+      ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return ErrnoStatus("open", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("fsync", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CheckpointRef>> ListDirs(absl::string_view root,
+                                                    bool complete) {
+  std::vector<CheckpointRef> out;
+  const fs::path root_path{std::string(root)};
+  std::error_code ec;
+  if (!fs::exists(root_path, ec)) return out;
+  fs::directory_iterator it(root_path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot list ", root, ": ", ec.message()));
+  }
+  for (const fs::directory_entry& e : it) {
+    if (!e.is_directory(ec)) continue;
+    CheckpointRef ref;
+    ref.id = e.path().filename().string();
+    if (!ParseCheckpointId(ref.id, &ref.step, &ref.seq)) continue;
+    const bool has_manifest =
+        fs::exists(e.path() / kManifestFileName, ec) && !ec;
+    if (has_manifest != complete) continue;
+    ref.path = e.path().string();
+    out.push_back(std::move(ref));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointRef& x, const CheckpointRef& y) {
+              if (x.seq != y.seq) return x.seq > y.seq;
+              return x.step > y.step;
+            });
+  return out;
+}
+
+}  // namespace
+
+v1::TableSpec TableSpecToProto(const TableSpec& spec) {
+  v1::TableSpec p;
+  p.set_name(spec.name);
+  p.set_dim(spec.dim);
+  p.mutable_initializer()->set_kind(
+      std::string(InitKindName(spec.initializer.kind)));
+  p.mutable_initializer()->set_a(spec.initializer.a);
+  p.mutable_initializer()->set_b(spec.initializer.b);
+  const optim::OptimizerSpec& o = spec.optimizer;
+  v1::OptimizerSpec* po = p.mutable_optimizer();
+  po->set_kind(std::string(optim::KindName(o.kind)));
+  po->set_learning_rate(o.learning_rate);
+  po->set_momentum(o.momentum);
+  po->set_nesterov(o.nesterov);
+  po->set_initial_accumulator(o.initial_accumulator);
+  po->set_beta1(o.beta1);
+  po->set_beta2(o.beta2);
+  po->set_epsilon(o.epsilon);
+  po->set_l1(o.l1);
+  po->set_l2(o.l2);
+  po->set_lr_power(o.lr_power);
+  po->set_weight_decay(o.weight_decay);
+  p.set_seed(spec.seed);
+  p.set_admission_threshold(spec.admission_threshold);
+  p.set_ttl_steps(spec.ttl_steps);
+  p.set_non_finite(spec.non_finite == NonFinitePolicy::kSkipRow ? "skip_row"
+                                                                : "reject");
+  p.set_serving_default(
+      spec.serving_default == MissingRowValue::kZeros ? "zeros" : "init");
+  return p;
+}
+
+absl::StatusOr<TableSpec> TableSpecFromProto(const v1::TableSpec& p) {
+  TableSpec spec;
+  spec.name = p.name();
+  spec.dim = p.dim();
+  PSDB_ASSIGN_OR_RETURN(spec.initializer.kind,
+                        ParseInitKind(p.initializer().kind()));
+  spec.initializer.a = p.initializer().a();
+  spec.initializer.b = p.initializer().b();
+  const v1::OptimizerSpec& po = p.optimizer();
+  absl::StatusOr<optim::OptimizerKind> kind = optim::ParseKind(po.kind());
+  if (!kind.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", p.name(), ": unknown optimizer kind \"", po.kind(), "\""));
+  }
+  optim::OptimizerSpec& o = spec.optimizer;
+  o.kind = *kind;
+  o.learning_rate = po.learning_rate();
+  o.momentum = po.momentum();
+  o.nesterov = po.nesterov();
+  o.initial_accumulator = po.initial_accumulator();
+  o.beta1 = po.beta1();
+  o.beta2 = po.beta2();
+  o.epsilon = po.epsilon();
+  o.l1 = po.l1();
+  o.l2 = po.l2();
+  o.lr_power = po.lr_power();
+  o.weight_decay = po.weight_decay();
+  spec.seed = p.seed();
+  spec.admission_threshold = p.admission_threshold();
+  spec.ttl_steps = p.ttl_steps();
+  if (p.non_finite() == "reject" || p.non_finite().empty()) {
+    spec.non_finite = NonFinitePolicy::kReject;
+  } else if (p.non_finite() == "skip_row") {
+    spec.non_finite = NonFinitePolicy::kSkipRow;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", p.name(), ": unknown non_finite \"", p.non_finite(), "\""));
+  }
+  if (p.serving_default() == "init" || p.serving_default().empty()) {
+    spec.serving_default = MissingRowValue::kInit;
+  } else if (p.serving_default() == "zeros") {
+    spec.serving_default = MissingRowValue::kZeros;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", p.name(), ": unknown serving_default \"",
+                     p.serving_default(), "\""));
+  }
+  return spec;
+}
+
+std::string TableSpecToJson(const TableSpec& spec) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(TableSpecToProto(spec),
+                                                    &out, opts);
+  return out;
+}
+
+absl::StatusOr<TableSpec> TableSpecFromJson(absl::string_view json) {
+  v1::TableSpec p;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  auto st =
+      google::protobuf::util::JsonStringToMessage(std::string(json), &p, opts);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unparsable table spec JSON: ", st.ToString()));
+  }
+  return TableSpecFromProto(p);
+}
+
+std::string ManifestToJson(const v1::Manifest& manifest) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  opts.add_whitespace = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(manifest, &out, opts);
+  return out;
+}
+
+absl::StatusOr<v1::Manifest> ManifestFromJson(absl::string_view json,
+                                              absl::string_view source) {
+  v1::Manifest m;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  auto st =
+      google::protobuf::util::JsonStringToMessage(std::string(json), &m, opts);
+  if (!st.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(source, ": unparsable manifest: ", st.ToString()));
+  }
+  if (m.format_version() > kManifestFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        source, ": manifest format version ", m.format_version(),
+        " is newer than this build supports (", kManifestFormatVersion, ")"));
+  }
+  return m;
+}
+
+absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir) {
+  const std::string file = absl::StrCat(checkpoint_dir, "/", kManifestFileName);
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    return absl::NotFoundError(absl::StrCat("no manifest: ", file));
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return absl::DataLossError(absl::StrCat("cannot read ", file));
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("cannot read ", file));
+  }
+  return ManifestFromJson(buf.str(), file);
+}
+
+absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
+                                 const v1::Manifest& manifest) {
+  v1::Manifest m = manifest;
+  if (m.format_version() == 0) m.set_format_version(kManifestFormatVersion);
+  const std::string json = ManifestToJson(m);
+  const std::string dir(checkpoint_dir);
+  const std::string tmp = absl::StrCat(dir, "/", kManifestFileName, ".tmp");
+  const std::string final_path = absl::StrCat(dir, "/", kManifestFileName);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return ErrnoStatus("create", tmp);
+  size_t off = 0;
+  while (off < json.size()) {
+    const ssize_t n = ::write(fd, json.data() + off, json.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status s = ErrnoStatus("write", tmp);
+      ::close(fd);
+      return s;
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = ErrnoStatus("fsync", tmp);
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return ErrnoStatus("close", tmp);
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    return ErrnoStatus("rename to", final_path);
+  }
+  return FsyncPath(dir, /*directory=*/true);
+}
+
+std::string CheckpointId(int64_t step, uint64_t seq) {
+  return absl::StrFormat("ckpt-%012d-%06d", step, seq);
+}
+
+bool ParseCheckpointId(absl::string_view name, int64_t* step, uint64_t* seq) {
+  if (name.substr(0, kCkptPrefix.size()) != kCkptPrefix) return false;
+  name.remove_prefix(kCkptPrefix.size());
+  const size_t dash = name.find('-');
+  if (dash == absl::string_view::npos || dash == 0 || dash + 1 == name.size()) {
+    return false;
+  }
+  for (char c : name) {
+    if (c != '-' && (c < '0' || c > '9')) return false;
+  }
+  int64_t st;
+  uint64_t sq;
+  if (!absl::SimpleAtoi(name.substr(0, dash), &st) ||
+      !absl::SimpleAtoi(name.substr(dash + 1), &sq)) {
+    return false;
+  }
+  *step = st;
+  *seq = sq;
+  return true;
+}
+
+std::string ShardDirName(int shard_id) {
+  return absl::StrCat("shard-", shard_id);
+}
+
+absl::StatusOr<std::vector<CheckpointRef>> ListCheckpoints(
+    absl::string_view root) {
+  return ListDirs(root, /*complete=*/true);
+}
+
+absl::StatusOr<std::vector<CheckpointRef>> ListIncompleteCheckpoints(
+    absl::string_view root) {
+  return ListDirs(root, /*complete=*/false);
+}
+
+absl::StatusOr<CheckpointRef> LatestCheckpoint(absl::string_view root) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> all, ListCheckpoints(root));
+  if (all.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no complete checkpoint under ", root));
+  }
+  return all.front();
+}
+
+absl::StatusOr<uint64_t> NextCheckpointSeq(absl::string_view root) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> done, ListCheckpoints(root));
+  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> partial,
+                        ListIncompleteCheckpoints(root));
+  uint64_t max_seq = 0;
+  for (const auto& r : done) max_seq = std::max(max_seq, r.seq);
+  for (const auto& r : partial) max_seq = std::max(max_seq, r.seq);
+  return max_seq + 1;
+}
+
+absl::StatusOr<std::string> ResolveCheckpointDir(absl::string_view path) {
+  std::error_code ec;
+  if (fs::exists(absl::StrCat(path, "/", kManifestFileName), ec)) {
+    return std::string(path);
+  }
+  absl::StatusOr<CheckpointRef> latest = LatestCheckpoint(path);
+  if (!latest.ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no checkpoint at ", path, " (neither a ", kManifestFileName,
+        " there nor a complete checkpoint under it)"));
+  }
+  return latest->path;
+}
+
+}  // namespace psdb
