@@ -73,6 +73,9 @@ class EvictionPolicy {
 
   // Sightings of the slot's key, including those before it was cached.
   uint64_t frequency(int32_t slot) const { return freq_[slot]; }
+  // Adds sightings learned after Insert (the row header of a fetch that
+  // completed later). REQUIRES: the slot is pinned.
+  void AddFrequency(int32_t slot, uint64_t f) { freq_[slot] += f; }
 
  protected:
   std::vector<uint64_t> freq_;  // per slot

@@ -81,6 +81,8 @@ class SlotMap {
   const SlotKey& key(int32_t slot) const { return keys_[slot]; }
   bool occupied(int32_t slot) const { return occupied_[slot]; }
   uint64_t frequency(int32_t slot) const { return policy_->frequency(slot); }
+  // See EvictionPolicy::AddFrequency. REQUIRES: pinned(slot).
+  void AddFrequency(int32_t slot, uint64_t f) { policy_->AddFrequency(slot, f); }
 
  private:
   int32_t capacity_;
