@@ -178,6 +178,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   auto checkpoint = [&](int64_t step) -> absl::Status {
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
+    // One checkpoint per cluster: every server writes its shard when asked,
+    // so only rank 0 asks.
+    if (options.shard.rank != 0) return absl::OkStatus();
     CheckpointOptions copts;
     copts.keep_last = options.keep_checkpoints;
     PSDB_ASSIGN_OR_RETURN(CheckpointInfo info,

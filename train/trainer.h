@@ -12,6 +12,9 @@
 // The next batch is read and parsed in the background while the current one
 // trains, and its ids are handed to EmbeddingSource::Prefetch.
 //
+// Checkpoints are written by rank 0 only (in a cluster every server writes
+// its shard of one checkpoint); every rank flushes its cache at those points.
+//
 // Determinism: with mode kSync, the same seed, data and order give the same
 // pushes in the same order, hence identical checkpoint rows.
 //

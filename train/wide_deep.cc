@@ -164,41 +164,68 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
 }
 
 absl::Status WideDeepModel::CreateTables() {
-  const uint64_t seed = config_.seed;
+  return CreateModelTables(config_, client_);
+}
+
+std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
+  const uint64_t seed = config.seed;
+  std::vector<TableSpec> specs;
   TableSpec wide;
   wide.name = kWideTable;
   wide.dim = 1;
   wide.initializer = {InitKind::kZeros, 0, 0};
-  wide.optimizer = Ftrl(config_);
+  wide.optimizer = Ftrl(config);
   wide.seed = seed;
-  PSDB_RETURN_IF_ERROR(client_->CreateTable(wide));
+  specs.push_back(wide);
 
   TableSpec deep;
   deep.name = kDeepTable;
-  deep.dim = config_.deep_dim;
+  deep.dim = config.deep_dim;
   deep.initializer = {InitKind::kUniform, -0.05f, 0.05f};
-  deep.optimizer.kind = config_.deep_optimizer;
-  deep.optimizer.learning_rate = config_.deep_lr;
+  deep.optimizer.kind = config.deep_optimizer;
+  deep.optimizer.learning_rate = config.deep_lr;
   deep.seed = seed + 1;
-  PSDB_RETURN_IF_ERROR(client_->CreateTable(deep));
+  specs.push_back(deep);
 
-  PSDB_RETURN_IF_ERROR(client_->CreateTable(
-      linear_.Spec({InitKind::kZeros, 0, 0}, Ftrl(config_), seed + 2)));
+  DenseTensor linear(kLinearTable, kLinearSize, config.block_dim);
+  specs.push_back(
+      linear.Spec({InitKind::kZeros, 0, 0}, Ftrl(config), seed + 2));
 
   optim::OptimizerSpec adam;
   adam.kind = optim::OptimizerKind::kAdam;
-  adam.learning_rate = config_.dense_lr;
-  for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+  adam.learning_rate = config.dense_lr;
+  const Mlp mlp(MlpSizes(config));
+  const std::vector<size_t> sizes = mlp.TensorSizes();
+  for (size_t t = 0; t < sizes.size(); ++t) {
     const int layer = static_cast<int>(t / 2);
-    const float limit = shape_.mlp.GlorotLimit(layer);
+    const float limit = mlp.GlorotLimit(layer);
     const InitializerSpec init =
         t % 2 == 0 ? InitializerSpec{InitKind::kUniform, -limit, limit}
                    : InitializerSpec{InitKind::kZeros, 0, 0};
-    PSDB_RETURN_IF_ERROR(
-        client_->CreateTable(mlp_tensors_[t].Spec(init, adam, seed + 3 + t)));
+    DenseTensor tensor(absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", layer),
+                       sizes[t], config.block_dim);
+    specs.push_back(tensor.Spec(init, adam, seed + 3 + t));
+  }
+  return specs;
+}
+
+absl::Status CreateModelTables(const WideDeepConfig& config,
+                               ParameterClient* client) {
+  for (const TableSpec& spec : ModelTableSpecs(config)) {
+    absl::Status s = client->CreateTable(spec);
+    if (absl::IsAlreadyExists(s)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "table ", spec.name,
+          " already exists in the store with a different spec (another "
+          "model configuration trained there; use a fresh store): ",
+          s.message()));
+    }
+    PSDB_RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }
+
+std::vector<std::string> EmbeddingTables() { return {kWideTable, kDeepTable}; }
 
 std::vector<std::string> WideDeepModel::TableNames() const {
   std::vector<std::string> names = {kWideTable, kDeepTable, kLinearTable};

@@ -96,6 +96,15 @@ double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
 // sign(x) * log1p(|x|) of present features, 0 for missing ones.
 void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out);
 
+// Every table of the model with its full spec: "wide", "deep",
+// "wide_linear", "mlp.w0", "mlp.b0", ...
+std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config);
+// Creates them (idempotent: OK if they exist with the same specs).
+absl::Status CreateModelTables(const WideDeepConfig& config,
+                               ParameterClient* client);
+// The embedding tables ("wide", "deep"), the ones a worker cache serves.
+std::vector<std::string> EmbeddingTables();
+
 class WideDeepModel {
  public:
   // Creates (or reuses, if identical) the model's tables. `client` and
