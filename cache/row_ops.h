@@ -35,8 +35,8 @@ PSDB_HOST_DEVICE inline void GatherRow(int64_t i, int dim, int64_t stride,
 // Slot slots[i] <- values row i and state row i (state_size floats).
 PSDB_HOST_DEVICE inline void ScatterRow(int64_t i, int dim, int state_size,
                                         int64_t stride, const int32_t* slots,
-                                        const float* values,
-                                        const float* state, float* pool) {
+                                        const float* values, const float* state,
+                                        float* pool) {
   float* row = pool + slots[i] * stride;
   CopyRow(dim, values + i * dim, row);
   if (state_size > 0) CopyRow(state_size, state + i * state_size, row + dim);
@@ -70,8 +70,8 @@ PSDB_HOST_DEVICE inline void SumGradients(int dim, const float* grads,
 PSDB_HOST_DEVICE inline void ApplyGradientRow(
     const optim::KernelParams& params, int64_t u, int dim, int64_t stride,
     const int32_t* unique_slots, const int32_t* offsets,
-    const int32_t* positions, const float* grads, int64_t step,
-    float* pool, float* scratch) {
+    const int32_t* positions, const float* grads, int64_t step, float* pool,
+    float* scratch) {
   SumGradients(dim, grads, positions, offsets[u], offsets[u + 1], scratch);
   float* row = pool + unique_slots[u] * stride;
   optim::ApplyKernel(params, dim, row, row + dim, scratch, step);

@@ -82,7 +82,9 @@ class SlotMap {
   bool occupied(int32_t slot) const { return occupied_[slot]; }
   uint64_t frequency(int32_t slot) const { return policy_->frequency(slot); }
   // See EvictionPolicy::AddFrequency. REQUIRES: pinned(slot).
-  void AddFrequency(int32_t slot, uint64_t f) { policy_->AddFrequency(slot, f); }
+  void AddFrequency(int32_t slot, uint64_t f) {
+    policy_->AddFrequency(slot, f);
+  }
 
  private:
   int32_t capacity_;

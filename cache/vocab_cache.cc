@@ -33,8 +33,8 @@ struct VocabCache::Pool {
   int state_stride = 0;
   std::unique_ptr<SlotMap> map;
   std::unique_ptr<CacheBackend> backend;
-  std::vector<RowHeader> headers;    // per slot (write-back)
-  std::vector<int64_t> fetched_at;   // per slot: table pushes at fetch time
+  std::vector<RowHeader> headers;   // per slot (write-back)
+  std::vector<int64_t> fetched_at;  // per slot: table pushes at fetch time
 };
 
 // One table's part of a batch: unique ids, inverse index, and the positions
@@ -43,10 +43,10 @@ struct TablePart {
   int table = 0;
   std::vector<uint64_t> ids;
   std::vector<uint64_t> unique;
-  std::vector<int32_t> inverse;    // position -> unique index
-  std::vector<int32_t> offsets;    // unique u's positions: [offsets[u], [u+1])
+  std::vector<int32_t> inverse;  // position -> unique index
+  std::vector<int32_t> offsets;  // unique u's positions: [offsets[u], [u+1])
   std::vector<int32_t> positions;
-  std::vector<int32_t> slots;      // unique index -> slot (after Assign)
+  std::vector<int32_t> slots;  // unique index -> slot (after Assign)
 };
 
 struct VocabCache::PendingBatch {
@@ -91,9 +91,9 @@ absl::StatusOr<std::unique_ptr<VocabCache>> VocabCache::Create(
     const VocabCacheOptions& options) {
   if (client == nullptr) return absl::InvalidArgumentError("client is null");
   if (options.capacity_rows < 1 || options.capacity_rows > (1 << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab cache capacity_rows must be in [1, 2^30], got ",
-        options.capacity_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab cache capacity_rows must be in [1, 2^30], got ",
+                     options.capacity_rows));
   }
   if (options.max_staleness < 0) {
     return absl::InvalidArgumentError("max_staleness must be >= 0");
@@ -148,7 +148,8 @@ absl::StatusOr<std::unique_ptr<VocabCache>> VocabCache::Create(
   for (auto& p : cache->pools_) {
     p->map = std::make_unique<SlotMap>(capacity, options.policy);
     PSDB_ASSIGN_OR_RETURN(p->backend, MakeBackend(options.backend));
-    PSDB_RETURN_IF_ERROR(p->backend->Allocate(capacity, p->dim, p->state_stride));
+    PSDB_RETURN_IF_ERROR(
+        p->backend->Allocate(capacity, p->dim, p->state_stride));
     p->headers.assign(capacity, RowHeader{});
     p->fetched_at.assign(capacity, 0);
   }
@@ -200,7 +201,8 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     }
     const size_t nu = part.unique.size();
     part.offsets.assign(nu + 1, 0);
-    for (size_t u = 0; u < nu; ++u) part.offsets[u + 1] = part.offsets[u] + count[u];
+    for (size_t u = 0; u < nu; ++u)
+      part.offsets[u + 1] = part.offsets[u] + count[u];
     part.positions.resize(in.ids.size());
     std::vector<int32_t> fill(part.offsets.begin(), part.offsets.end() - 1);
     for (size_t i = 0; i < in.ids.size(); ++i) {
@@ -239,8 +241,8 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       }
       batch->pinned.emplace_back(table.pool, slot);
       part.slots[u] = slot;
-      if (!write_back && table.pushes - pool.fetched_at[slot] >
-                             options_.max_staleness) {
+      if (!write_back &&
+          table.pushes - pool.fetched_at[slot] > options_.max_staleness) {
         Fetch::Part& fp = fetch->parts[part.table];
         fp.keys.push_back(part.unique[u]);
         fp.slots.push_back(slot);
@@ -270,14 +272,15 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       for (const TablePart& part : batch->parts) {
         if (tables_[part.table]->pool != static_cast<int>(p)) continue;
         unique += part.unique.size();
-        absl::StrAppend(&names, names.empty() ? "" : ",", tables_[part.table]->name);
+        absl::StrAppend(&names, names.empty() ? "" : ",",
+                        tables_[part.table]->name);
       }
       UnpinBatch(*batch);
       batch->pinned.clear();
       return absl::ResourceExhaustedError(absl::StrCat(
           "vocab cache: the batch has ", unique, " unique ids in table(s) ",
-          names, " but their pool holds ", pool.map->capacity(),
-          " rows (", pool.map->capacity() - pool.map->available(),
+          names, " but their pool holds ", pool.map->capacity(), " rows (",
+          pool.map->capacity() - pool.map->available(),
           " pinned); raise capacity_rows or cut the batch"));
     }
   }
@@ -289,8 +292,9 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       Table& table = *tables_[part.table];
       std::optional<SlotKey> evicted;
       uint64_t evicted_frequency = 0;
-      const int32_t slot = pool.map->Insert(SlotKey{table.index, part.unique[u]},
-                                            0, &evicted, &evicted_frequency);
+      const int32_t slot =
+          pool.map->Insert(SlotKey{table.index, part.unique[u]}, 0, &evicted,
+                           &evicted_frequency);
       if (evicted) {
         Table& victim_table = *tables_[evicted->table];
         ++victim_table.stats.evictions;
@@ -343,9 +347,10 @@ absl::Status VocabCache::RunFetch(Fetch* fetch) {
     if (!s.ok()) {
       // The rows have left the cache; the store keeps its older copy.
       status.Update(absl::Status(
-          s.code(), absl::StrCat("vocab cache: writing back ",
-                                 fp.victim_keys.size(), " evicted rows of table ",
-                                 table.name, " failed: ", s.message())));
+          s.code(),
+          absl::StrCat("vocab cache: writing back ", fp.victim_keys.size(),
+                       " evicted rows of table ", table.name,
+                       " failed: ", s.message())));
       continue;
     }
     tables_[fp.table]->stats.write_backs += fp.victim_keys.size();
@@ -381,15 +386,15 @@ absl::Status VocabCache::RunFetch(Fetch* fetch) {
     Pool& pool = *pools_[table.pool];
     const RowBatch& rows = fetched[fp.table];
     if (rows.size() != fp.keys.size() || rows.dim != table.dim) {
-      return absl::InternalError(absl::StrCat(
-          "vocab cache: PullRows of table ", table.name, " returned ",
-          rows.size(), " rows of dim ", rows.dim));
+      return absl::InternalError(
+          absl::StrCat("vocab cache: PullRows of table ", table.name,
+                       " returned ", rows.size(), " rows of dim ", rows.dim));
     }
     const int state_size = write_back ? table.state_size : 0;
     if (write_back && rows.state_size != state_size) {
       return absl::InternalError(absl::StrCat(
-          "vocab cache: PullRows of table ", table.name, " returned state size ",
-          rows.state_size, ", expected ", state_size));
+          "vocab cache: PullRows of table ", table.name,
+          " returned state size ", rows.state_size, ", expected ", state_size));
     }
     PSDB_RETURN_IF_ERROR(
         pool.backend->Write(fp.slots, rows.values, rows.state, state_size));
@@ -434,7 +439,8 @@ void VocabCache::Announce(absl::Span<const TableIds> batch) {
     absl::StatusOr<int> t = TableIndex(in.table);
     if (!t.ok()) continue;
     const Table& table = *tables_[*t];
-    for (uint64_t id : in.ids) keys[table.pool].push_back(SlotKey{table.index, id});
+    for (uint64_t id : in.ids)
+      keys[table.pool].push_back(SlotKey{table.index, id});
   }
   absl::MutexLock l(&mu_);
   for (size_t p = 0; p < pools_.size(); ++p) {
@@ -456,7 +462,8 @@ absl::Status VocabCache::Lookup(absl::Span<const TableIds> batch,
     for (auto& pool : pools_) pool->map->BeginBatch(seq);
     PSDB_RETURN_IF_ERROR(Assign(pending.get(), /*count_access=*/true,
                                 /*partial=*/false, &fetch));
-    if (prefetch_ != nullptr && prefetch_->fingerprint == pending->fingerprint) {
+    if (prefetch_ != nullptr &&
+        prefetch_->fingerprint == pending->fingerprint) {
       ReleasePrefetchPins();
     }
   }
@@ -473,7 +480,8 @@ absl::Status VocabCache::Lookup(absl::Span<const TableIds> batch,
       position_slots[i] = part.slots[part.inverse[i]];
     }
     (*rows)[k].resize(part.ids.size() * table.dim);
-    PSDB_RETURN_IF_ERROR(pool.backend->Gather(position_slots, absl::MakeSpan((*rows)[k])));
+    PSDB_RETURN_IF_ERROR(
+        pool.backend->Gather(position_slots, absl::MakeSpan((*rows)[k])));
     if (options_.mode == CacheMode::kWriteBack) {
       // The sightings a Pull of these ids would have counted.
       for (size_t u = 0; u < part.unique.size(); ++u) {
@@ -501,26 +509,26 @@ absl::Status VocabCache::Update(
   }
   PendingBatch& batch = *current_;
   if (grads.size() != batch.parts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab cache: Update got gradients for ", grads.size(),
-        " tables, the batch has ", batch.parts.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab cache: Update got gradients for ", grads.size(),
+                     " tables, the batch has ", batch.parts.size()));
   }
   for (size_t k = 0; k < batch.parts.size(); ++k) {
     const Table& table = *tables_[batch.parts[k].table];
     if (grads[k].size() != batch.parts[k].ids.size() * table.dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "vocab cache: table ", table.name, ": ", batch.parts[k].ids.size(),
-          " ids of dim ", table.dim, " need ",
-          batch.parts[k].ids.size() * table.dim, " gradient floats, got ",
-          grads[k].size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab cache: table ", table.name, ": ",
+                       batch.parts[k].ids.size(), " ids of dim ", table.dim,
+                       " need ", batch.parts[k].ids.size() * table.dim,
+                       " gradient floats, got ", grads[k].size()));
     }
   }
   if (options_.mode == CacheMode::kPushThrough) {
     absl::Status status;
     for (size_t k = 0; k < batch.parts.size(); ++k) {
       Table& table = *tables_[batch.parts[k].table];
-      absl::Status s =
-          client_->Push(table.name, batch.parts[k].ids, grads[k], PushOptions{});
+      absl::Status s = client_->Push(table.name, batch.parts[k].ids, grads[k],
+                                     PushOptions{});
       absl::MutexLock l(&mu_);
       if (s.ok()) {
         ++table.pushes;
@@ -546,7 +554,8 @@ absl::Status VocabCache::Update(
     for (size_t u = 0; u < part.unique.size(); ++u) {
       bool finite = true;
       for (int32_t q = part.offsets[u]; q < part.offsets[u + 1]; ++q) {
-        const float* g = grads[k].data() + static_cast<size_t>(part.positions[q]) * table.dim;
+        const float* g = grads[k].data() +
+                         static_cast<size_t>(part.positions[q]) * table.dim;
         for (int j = 0; j < table.dim; ++j) finite &= std::isfinite(g[j]);
       }
       if (!finite) {
@@ -632,9 +641,9 @@ absl::Status VocabCache::Flush() {
       const Table& table = *tables_[t];
       Pool& pool = *pools_[table.pool];
       rows[t].Resize(table.dim, table.state_size, slots[t].size());
-      PSDB_RETURN_IF_ERROR(pool.backend->Read(slots[t], absl::MakeSpan(rows[t].values),
-                                              absl::MakeSpan(rows[t].state),
-                                              table.state_size));
+      PSDB_RETURN_IF_ERROR(
+          pool.backend->Read(slots[t], absl::MakeSpan(rows[t].values),
+                             absl::MakeSpan(rows[t].state), table.state_size));
       for (size_t i = 0; i < slots[t].size(); ++i) {
         rows[t].headers[i] = pool.headers[slots[t][i]];
       }
@@ -644,12 +653,6 @@ absl::Status VocabCache::Flush() {
     Table& table = *tables_[t];
     if (!keys[t].empty()) {
       PSDB_RETURN_IF_ERROR(client_->PutRows(table.name, keys[t], rows[t]));
-    }
-    // Bring the store's table step to the cache's, as the pushes would have.
-    PushOptions step;
-    step.step = table.step;
-    if (table.step > 0) {
-      PSDB_RETURN_IF_ERROR(client_->Push(table.name, {}, {}, step));
     }
     absl::MutexLock l(&mu_);
     table.stats.write_backs += keys[t].size();
