@@ -187,12 +187,13 @@ absl::StatusOr<CheckpointInfo> Store::Impl::Checkpoint(
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return FsError("create", root, ec);
+  // seq first, so it stays above every directory ever created here.
+  PSDB_ASSIGN_OR_RETURN(uint64_t seq, NextCheckpointSeq(root));
   PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> partial,
                         ListIncompleteCheckpoints(root));
   for (const CheckpointRef& r : partial) {
     PSDB_RETURN_IF_ERROR(RemoveCheckpointDir(r.path));
   }
-  PSDB_ASSIGN_OR_RETURN(uint64_t seq, NextCheckpointSeq(root));
   int64_t step = 0;
   for (const auto& t : Snapshot()) step = std::max(step, t->step());
   const std::string id = CheckpointId(step, seq);

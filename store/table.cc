@@ -314,7 +314,7 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         std::memcpy(mem_.values(slot), row, 4 * row_floats_);
         *mem_.header(slot) = headers[i];
         mem_.StoreKey(slot, keys[i]);
-        mem_.meta(slot)->version = 0;
+        ++mem_.meta(slot)->version;  // never reused: no ABA across owners
         mem_.SetFlags(slot, kOccupied | kRef);
         st.index.emplace(keys[i], slot);
         mem_.resident().fetch_add(1, std::memory_order_relaxed);
@@ -385,7 +385,7 @@ absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
   std::memcpy(mem_.values(slot), row.data(), 4 * row_floats_);
   *mem_.header(slot) = header;
   mem_.StoreKey(slot, key);
-  mem_.meta(slot)->version = 0;
+  ++mem_.meta(slot)->version;
   mem_.SetFlags(slot, kOccupied | kRef);
   st.index.emplace(key, slot);
   mem_.resident().fetch_add(1, std::memory_order_relaxed);
@@ -822,6 +822,10 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
 }
 
 absl::StatusOr<uint64_t> Table::FlushDirty() {
+  // Rows are written in chunks of about kWriteBatchBytes. Each chunk holds
+  // evict_mu_ from encoding to clearing the dirty flags, so an eviction can
+  // never write a newer version of a row in between and have it overwritten
+  // by our older copy.
   struct Entry {
     uint32_t slot;
     uint64_t key;
@@ -829,38 +833,19 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
   };
   uint64_t total = 0;
   std::vector<Entry> entries;
+  std::vector<uint32_t> list;
+  absl::flat_hash_set<uint32_t> seen;
   rocksdb::WriteBatch batch;
   std::string enc;
   char kbuf[8];
-  auto write = [&]() -> absl::Status {
-    if (entries.empty()) return absl::OkStatus();
-    PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
-    batch.Clear();
-    // Entries are in stripe order: lock each stripe once.
-    for (size_t j = 0; j < entries.size();) {
-      const uint32_t s = mem_.StripeOf(entries[j].key);
-      Stripe& st = mem_.stripe(s);
-      absl::MutexLock l(&st.mu);
-      for (; j < entries.size() && mem_.StripeOf(entries[j].key) == s; ++j) {
-        const Entry& e = entries[j];
-        auto it = st.index.find(e.key);
-        if (it == st.index.end() || it->second != e.slot) continue;
-        if (mem_.meta(e.slot)->version == e.version) {
-          mem_.ClearFlags(e.slot, kDirty);
-        } else {
-          st.dirty.push_back(e.slot);  // changed meanwhile: flush next time
-        }
-      }
-    }
-    total += entries.size();
+  const int ns = mem_.num_stripes();
+  int s = 0;
+  while (s < ns) {
+    absl::MutexLock el(&evict_mu_);
     entries.clear();
-    return absl::OkStatus();
-  };
-  std::vector<uint32_t> list;
-  absl::flat_hash_set<uint32_t> seen;
-  for (int s = 0; s < mem_.num_stripes(); ++s) {
-    Stripe& st = mem_.stripe(s);
-    {
+    batch.Clear();
+    for (; s < ns && batch.GetDataSize() < kWriteBatchBytes; ++s) {
+      Stripe& st = mem_.stripe(s);
       absl::MutexLock l(&st.mu);
       list.clear();
       list.swap(st.dirty);
@@ -881,27 +866,26 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
         entries.push_back({slot, key, mem_.meta(slot)->version});
       }
     }
-    if (batch.GetDataSize() >= kWriteBatchBytes) {
-      absl::Status w = write();
-      if (!w.ok()) {
-        // Put the unwritten rows back on their dirty lists.
-        for (const Entry& e : entries) {
-          Stripe& es = mem_.stripe(mem_.StripeOf(e.key));
-          absl::MutexLock l(&es.mu);
-          es.dirty.push_back(e.slot);
+    if (entries.empty()) continue;
+    const absl::Status w = disk_->WriteRows(&batch);
+    // Entries are in stripe order: lock each stripe once.
+    for (size_t j = 0; j < entries.size();) {
+      const uint32_t sid = mem_.StripeOf(entries[j].key);
+      Stripe& st = mem_.stripe(sid);
+      absl::MutexLock l(&st.mu);
+      for (; j < entries.size() && mem_.StripeOf(entries[j].key) == sid; ++j) {
+        const Entry& e = entries[j];
+        auto it = st.index.find(e.key);
+        if (it == st.index.end() || it->second != e.slot) continue;
+        if (w.ok() && mem_.meta(e.slot)->version == e.version) {
+          mem_.ClearFlags(e.slot, kDirty);
+        } else {
+          st.dirty.push_back(e.slot);  // still dirty: flush next time
         }
-        return w;
       }
     }
-  }
-  absl::Status w = write();
-  if (!w.ok()) {
-    for (const Entry& e : entries) {
-      Stripe& es = mem_.stripe(mem_.StripeOf(e.key));
-      absl::MutexLock l(&es.mu);
-      es.dirty.push_back(e.slot);
-    }
-    return w;
+    if (!w.ok()) return w;
+    total += entries.size();
   }
   return total;
 }
@@ -909,7 +893,8 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
 absl::StatusOr<uint64_t> Table::ExpireRows() {
   if (spec_.ttl_steps <= 0) return 0;
   const int64_t threshold = step() - spec_.ttl_steps;
-  if (threshold <= 0) return 0;  // last_update_step >= 0 is never below
+  if (threshold <= 0) return 0;    // last_update_step >= 0 is never below
+  absl::MutexLock el(&evict_mu_);  // no row writes while we delete
   uint64_t expired = 0;
   rocksdb::WriteBatch batch;
   std::vector<uint32_t> freed;
