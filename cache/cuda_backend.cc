@@ -58,7 +58,7 @@ absl::Status CudaBackend::Allocate(int32_t slots, int dim, int state_stride) {
                      " state_stride=", state_stride));
   }
   dim_ = dim;
-  stride_ = dim + state_stride;
+  stride_ = (dim + state_stride + 15) / 16 * 16;  // 64-byte rows
   cudaFree(pool_);
   pool_ = nullptr;
   const size_t bytes = sizeof(float) * static_cast<size_t>(slots) * stride_;

@@ -4,8 +4,9 @@
 // run the math the GPU runs.
 //
 // Slot storage layout (both backends): slot s is one contiguous row of
-// `stride` = dim + state_stride floats, values first, then the optimizer
-// state (state_stride >= the state size of every table sharing the pool).
+// `stride` >= dim + state_stride floats, values first, then the optimizer
+// state (state_stride >= the state size of every table sharing the pool);
+// backends round the stride up to 64 bytes so rows start on cache lines.
 //
 // Gradient sums follow the store's order exactly (store/table.cc, Push):
 // the first occurrence's gradient is copied, later ones are added in
@@ -21,7 +22,9 @@
 
 namespace psdb::cache {
 
-PSDB_HOST_DEVICE inline void CopyRow(int n, const float* src, float* dst) {
+// Rows never overlap; __restrict__ lets the host compiler vectorize.
+PSDB_HOST_DEVICE inline void CopyRow(int n, const float* __restrict__ src,
+                                     float* __restrict__ dst) {
   for (int j = 0; j < n; ++j) dst[j] = src[j];
 }
 

@@ -72,6 +72,51 @@ struct VocabCache::Fetch {
   PendingBatch* batch = nullptr;
 };
 
+// De-duplicates one batch's ids: open addressing over arrays reused from
+// batch to batch (a generation stamp clears them), so a lookup allocates
+// nothing and hashes each id once.
+class VocabCache::IdDedup {
+ public:
+  void Reset(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (keys_.size() < cap) {
+      keys_.resize(cap);
+      values_.resize(cap);
+      stamps_.assign(cap, 0);
+      generation_ = 0;
+    }
+    mask_ = cap - 1;
+    if (++generation_ == 0) {  // wrapped: forget every stamp
+      std::fill(stamps_.begin(), stamps_.end(), 0);
+      generation_ = 1;
+    }
+  }
+  // The index of `id`: `next` if it is new (*inserted set), else its index.
+  int32_t Insert(uint64_t id, int32_t next, bool* inserted) {
+    for (size_t h = Mix64(id) & mask_;; h = (h + 1) & mask_) {
+      if (stamps_[h] != generation_) {
+        stamps_[h] = generation_;
+        keys_[h] = id;
+        values_[h] = next;
+        *inserted = true;
+        return next;
+      }
+      if (keys_[h] == id) {
+        *inserted = false;
+        return values_[h];
+      }
+    }
+  }
+
+ private:
+  std::vector<uint64_t> keys_;
+  std::vector<int32_t> values_;
+  std::vector<uint32_t> stamps_;
+  uint32_t generation_ = 0;
+  size_t mask_ = 0;
+};
+
 namespace {
 
 uint64_t RowBytes(const RowBatch& rows) {
@@ -82,7 +127,7 @@ uint64_t RowBytes(const RowBatch& rows) {
 
 VocabCache::VocabCache(ParameterClient* client,
                        const VocabCacheOptions& options)
-    : client_(client), options_(options) {}
+    : client_(client), options_(options), dedup_(std::make_unique<IdDedup>()) {}
 
 VocabCache::~VocabCache() { WaitForPrefetch().IgnoreError(); }
 
@@ -183,20 +228,20 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     TablePart part;
     part.table = t;
     part.ids.assign(in.ids.begin(), in.ids.end());
-    absl::flat_hash_map<uint64_t, int32_t> index;
-    index.reserve(in.ids.size());
+    dedup_->Reset(in.ids.size());
     part.inverse.resize(in.ids.size());
     std::vector<int32_t> count;
     fp = Mix64(fp ^ static_cast<uint64_t>(t));
     for (size_t i = 0; i < in.ids.size(); ++i) {
-      auto [it, inserted] = index.try_emplace(
-          in.ids[i], static_cast<int32_t>(part.unique.size()));
+      bool inserted;
+      const int32_t u = dedup_->Insert(
+          in.ids[i], static_cast<int32_t>(part.unique.size()), &inserted);
       if (inserted) {
         part.unique.push_back(in.ids[i]);
         count.push_back(0);
       }
-      ++count[it->second];
-      part.inverse[i] = it->second;
+      ++count[u];
+      part.inverse[i] = u;
       fp = Mix64(fp ^ in.ids[i]);
     }
     const size_t nu = part.unique.size();
@@ -227,8 +272,20 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
     TablePart& part = batch->parts[k];
     Table& table = *tables_[part.table];
     Pool& pool = *pools_[table.pool];
+    // Index probes first, then the slots' bookkeeping with its cache lines
+    // requested ahead: the per-slot work is a chain of random accesses, and
+    // this lets the memory system serve many ids at once.
     for (size_t u = 0; u < part.unique.size(); ++u) {
-      const int32_t slot = pool.map->Find(SlotKey{table.index, part.unique[u]});
+      part.slots[u] = pool.map->Find(SlotKey{table.index, part.unique[u]});
+    }
+    for (int32_t slot : part.slots) {
+      if (slot >= 0) {
+        pool.map->Prefetch(slot);
+        __builtin_prefetch(&pool.headers[slot]);
+      }
+    }
+    for (size_t u = 0; u < part.unique.size(); ++u) {
+      const int32_t slot = part.slots[u];
       if (slot < 0) {
         misses[table.pool].emplace_back(k, u);
         continue;

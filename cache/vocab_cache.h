@@ -178,6 +178,7 @@ class VocabCache {
   struct Pool;
   struct PendingBatch;
   struct Fetch;
+  class IdDedup;
 
   VocabCache(ParameterClient* client, const VocabCacheOptions& options);
 
@@ -198,6 +199,7 @@ class VocabCache {
   const VocabCacheOptions options_;
   std::vector<std::unique_ptr<Table>> tables_;
   std::vector<std::unique_ptr<Pool>> pools_;
+  std::unique_ptr<IdDedup> dedup_;  // Prepare's scratch (caller's thread)
 
   mutable absl::Mutex mu_;
   int64_t next_seq_ = 0;   // sequence number of the next Lookup

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "tools/bench/cache_bench.h"
 #include "tools/bench/store_bench.h"
 #include "tools/common/args.h"
 
@@ -13,6 +14,10 @@ constexpr Scenario kScenarios[] = {
      "embedded Store pulls/pushes vs RocksDB used directly and a flat hash "
      "map (the memory limit); incremental vs full checkpoint",
      &RunStoreBench},
+    {"cache",
+     "cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) "
+     "and CPU-backend gather throughput vs a plain indexed copy",
+     &RunCacheBench},
 };
 
 void PrintUsage(std::ostream& os) {
