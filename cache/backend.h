@@ -33,8 +33,7 @@ class CacheBackend {
   // Slot slots[i] <- values[i*dim ..), state[i*state_size ..).
   virtual absl::Status Write(absl::Span<const int32_t> slots,
                              absl::Span<const float> values,
-                             absl::Span<const float> state,
-                             int state_size) = 0;
+                             absl::Span<const float> state, int state_size) = 0;
   // values[i*dim ..), state[i*state_size ..) <- slot slots[i].
   virtual absl::Status Read(absl::Span<const int32_t> slots,
                             absl::Span<float> values, absl::Span<float> state,

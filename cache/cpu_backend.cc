@@ -12,8 +12,11 @@ absl::Status CpuBackend::Allocate(int32_t slots, int dim, int state_stride) {
                      " state_stride=", state_stride));
   }
   dim_ = dim;
-  stride_ = dim + state_stride;
-  pool_.assign(static_cast<size_t>(slots) * stride_, 0.0f);
+  stride_ = (dim + state_stride + 15) / 16 * 16;  // 64-byte rows
+  // 16 spare floats so the rows can start on a 64-byte boundary.
+  pool_.assign(static_cast<size_t>(slots) * stride_ + 16, 0.0f);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(pool_.data());
+  base_ = pool_.data() + ((64 - addr % 64) % 64) / sizeof(float);
   scratch_.assign(dim, 0.0f);
   return absl::OkStatus();
 }
@@ -23,7 +26,7 @@ absl::Status CpuBackend::Write(absl::Span<const int32_t> slots,
                                absl::Span<const float> state, int state_size) {
   for (size_t i = 0; i < slots.size(); ++i) {
     ScatterRow(i, dim_, state_size, stride_, slots.data(), values.data(),
-               state.data(), pool_.data());
+               state.data(), base_);
   }
   return absl::OkStatus();
 }
@@ -32,8 +35,8 @@ absl::Status CpuBackend::Read(absl::Span<const int32_t> slots,
                               absl::Span<float> values, absl::Span<float> state,
                               int state_size) {
   for (size_t i = 0; i < slots.size(); ++i) {
-    ReadRow(i, dim_, state_size, stride_, slots.data(), pool_.data(),
-            values.data(), state.data());
+    ReadRow(i, dim_, state_size, stride_, slots.data(), base_, values.data(),
+            state.data());
   }
   return absl::OkStatus();
 }
@@ -41,7 +44,7 @@ absl::Status CpuBackend::Read(absl::Span<const int32_t> slots,
 absl::Status CpuBackend::Gather(absl::Span<const int32_t> slots,
                                 absl::Span<float> out) {
   for (size_t i = 0; i < slots.size(); ++i) {
-    GatherRow(i, dim_, stride_, slots.data(), pool_.data(), out.data());
+    GatherRow(i, dim_, stride_, slots.data(), base_, out.data());
   }
   return absl::OkStatus();
 }
@@ -55,7 +58,7 @@ absl::Status CpuBackend::ApplyGradients(const optim::KernelParams& params,
   for (size_t u = 0; u < unique_slots.size(); ++u) {
     ApplyGradientRow(params, u, dim_, stride_, unique_slots.data(),
                      offsets.data(), positions.data(), grads.data(), step,
-                     pool_.data(), scratch_.data());
+                     base_, scratch_.data());
   }
   return absl::OkStatus();
 }

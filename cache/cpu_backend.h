@@ -4,6 +4,7 @@
 #ifndef PSDB_CACHE_CPU_BACKEND_H_
 #define PSDB_CACHE_CPU_BACKEND_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "cache/backend.h"
@@ -32,6 +33,7 @@ class CpuBackend final : public CacheBackend {
   int dim_ = 0;
   int64_t stride_ = 0;
   std::vector<float> pool_;
+  float* base_ = nullptr;  // first row, 64-byte aligned, inside pool_
   std::vector<float> scratch_;
 };
 

@@ -20,17 +20,16 @@ absl::string_view PolicyName(PolicyKind kind) {
   return "unknown";
 }
 
-EvictionPolicy::EvictionPolicy(int32_t capacity)
-    : freq_(capacity, 0), tick_(capacity, 0) {}
+EvictionPolicy::EvictionPolicy(int32_t capacity) : use_(capacity) {}
 
 void EvictionPolicy::Insert(int32_t slot, uint64_t key, uint64_t frequency) {
-  freq_[slot] = frequency + 1;
-  tick_[slot] = ++now_;
+  use_[slot].freq = frequency + 1;
+  use_[slot].tick = ++now_;
 }
 
 void EvictionPolicy::Access(int32_t slot) {
-  ++freq_[slot];
-  tick_[slot] = ++now_;
+  ++use_[slot].freq;
+  use_[slot].tick = ++now_;
 }
 
 namespace {
@@ -41,43 +40,51 @@ namespace {
 class LruPolicy final : public EvictionPolicy {
  public:
   explicit LruPolicy(int32_t capacity)
-      : EvictionPolicy(capacity),
-        prev_(capacity, -1),
-        next_(capacity, -1),
-        linked_(capacity, false) {}
+      : EvictionPolicy(capacity), links_(capacity) {}
 
+  void Prefetch(int32_t slot) const override {
+    EvictionPolicy::Prefetch(slot);
+    __builtin_prefetch(&links_[slot]);
+  }
   void Pin(int32_t slot) override { Unlink(slot); }
   void Unpin(int32_t slot) override {
-    if (linked_[slot]) Unlink(slot);
-    prev_[slot] = -1;
-    next_[slot] = head_;
-    if (head_ >= 0) prev_[head_] = slot;
+    Link& l = links_[slot];
+    if (l.linked) Unlink(slot);
+    l.prev = -1;
+    l.next = head_;
+    if (head_ >= 0) links_[head_].prev = slot;
     head_ = slot;
     if (tail_ < 0) tail_ = slot;
-    linked_[slot] = true;
+    l.linked = true;
   }
   void Erase(int32_t slot) override { Unlink(slot); }
   int32_t Victim() const override { return tail_; }
 
  private:
   void Unlink(int32_t slot) {
-    if (!linked_[slot]) return;
-    if (prev_[slot] >= 0) {
-      next_[prev_[slot]] = next_[slot];
+    Link& l = links_[slot];
+    if (!l.linked) return;
+    if (l.prev >= 0) {
+      links_[l.prev].next = l.next;
     } else {
-      head_ = next_[slot];
+      head_ = l.next;
     }
-    if (next_[slot] >= 0) {
-      prev_[next_[slot]] = prev_[slot];
+    if (l.next >= 0) {
+      links_[l.next].prev = l.prev;
     } else {
-      tail_ = prev_[slot];
+      tail_ = l.prev;
     }
-    prev_[slot] = next_[slot] = -1;
-    linked_[slot] = false;
+    l.prev = l.next = -1;
+    l.linked = false;
   }
 
-  std::vector<int32_t> prev_, next_;
-  std::vector<bool> linked_;
+  // One struct per slot: a slot's links share a cache line.
+  struct Link {
+    int32_t prev = -1;
+    int32_t next = -1;
+    bool linked = false;
+  };
+  std::vector<Link> links_;
   int32_t head_ = -1, tail_ = -1;
 };
 
@@ -118,7 +125,7 @@ class LfuPolicy final : public EvictionPolicy {
 
   void Pin(int32_t slot) override { order_.Remove(slot); }
   void Unpin(int32_t slot) override {
-    order_.Add(slot, {freq_[slot], tick_[slot], 0});
+    order_.Add(slot, {use_[slot].freq, use_[slot].tick, 0});
   }
   void Erase(int32_t slot) override { order_.Remove(slot); }
   int32_t Victim() const override { return order_.Min(); }
@@ -206,12 +213,12 @@ class LookaheadPolicy final : public EvictionPolicy {
     const int64_t next = NextUse(key_[slot]);
     if (next == kNever) {
       inside_.Remove(slot);
-      outside_.Add(slot, {freq_[slot], tick_[slot], 0});
+      outside_.Add(slot, {use_[slot].freq, use_[slot].tick, 0});
     } else {
       outside_.Remove(slot);
       // Furthest next use first: the smallest (kNever - next).
-      inside_.Add(slot, {static_cast<uint64_t>(kNever - next), freq_[slot],
-                         tick_[slot]});
+      inside_.Add(slot, {static_cast<uint64_t>(kNever - next), use_[slot].freq,
+                         use_[slot].tick});
     }
   }
 

@@ -67,19 +67,25 @@ class EvictionPolicy {
   // change anything: the caller Erases the slot.
   virtual int32_t Victim() const = 0;
 
+  // Brings the slot's bookkeeping into cache (a hint).
+  virtual void Prefetch(int32_t slot) const { __builtin_prefetch(&use_[slot]); }
+
   // Lookahead hooks (no-ops for LRU and LFU). REQUIRES: seq increasing.
   virtual void AddFuture(int64_t seq, absl::Span<const uint64_t> keys) {}
   virtual void BeginBatch(int64_t seq) {}
 
   // Sightings of the slot's key, including those before it was cached.
-  uint64_t frequency(int32_t slot) const { return freq_[slot]; }
+  uint64_t frequency(int32_t slot) const { return use_[slot].freq; }
   // Adds sightings learned after Insert (the row header of a fetch that
   // completed later). REQUIRES: the slot is pinned.
-  void AddFrequency(int32_t slot, uint64_t f) { freq_[slot] += f; }
+  void AddFrequency(int32_t slot, uint64_t f) { use_[slot].freq += f; }
 
  protected:
-  std::vector<uint64_t> freq_;  // per slot
-  std::vector<uint64_t> tick_;  // per slot: logical time of last access
+  struct Use {
+    uint64_t freq = 0;  // sightings
+    uint64_t tick = 0;  // logical time of the last access
+  };
+  std::vector<Use> use_;  // per slot
   uint64_t now_ = 0;
 };
 

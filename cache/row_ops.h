@@ -4,8 +4,9 @@
 // run the math the GPU runs.
 //
 // Slot storage layout (both backends): slot s is one contiguous row of
-// `stride` = dim + state_stride floats, values first, then the optimizer
-// state (state_stride >= the state size of every table sharing the pool).
+// `stride` >= dim + state_stride floats, values first, then the optimizer
+// state (state_stride >= the state size of every table sharing the pool);
+// backends round the stride up to 64 bytes so rows start on cache lines.
 //
 // Gradient sums follow the store's order exactly (store/table.cc, Push):
 // the first occurrence's gradient is copied, later ones are added in
@@ -21,7 +22,9 @@
 
 namespace psdb::cache {
 
-PSDB_HOST_DEVICE inline void CopyRow(int n, const float* src, float* dst) {
+// Rows never overlap; __restrict__ lets the host compiler vectorize.
+PSDB_HOST_DEVICE inline void CopyRow(int n, const float* __restrict__ src,
+                                     float* __restrict__ dst) {
   for (int j = 0; j < n; ++j) dst[j] = src[j];
 }
 
@@ -35,8 +38,8 @@ PSDB_HOST_DEVICE inline void GatherRow(int64_t i, int dim, int64_t stride,
 // Slot slots[i] <- values row i and state row i (state_size floats).
 PSDB_HOST_DEVICE inline void ScatterRow(int64_t i, int dim, int state_size,
                                         int64_t stride, const int32_t* slots,
-                                        const float* values,
-                                        const float* state, float* pool) {
+                                        const float* values, const float* state,
+                                        float* pool) {
   float* row = pool + slots[i] * stride;
   CopyRow(dim, values + i * dim, row);
   if (state_size > 0) CopyRow(state_size, state + i * state_size, row + dim);
@@ -70,8 +73,8 @@ PSDB_HOST_DEVICE inline void SumGradients(int dim, const float* grads,
 PSDB_HOST_DEVICE inline void ApplyGradientRow(
     const optim::KernelParams& params, int64_t u, int dim, int64_t stride,
     const int32_t* unique_slots, const int32_t* offsets,
-    const int32_t* positions, const float* grads, int64_t step,
-    float* pool, float* scratch) {
+    const int32_t* positions, const float* grads, int64_t step, float* pool,
+    float* scratch) {
   SumGradients(dim, grads, positions, offsets[u], offsets[u + 1], scratch);
   float* row = pool + unique_slots[u] * stride;
   optim::ApplyKernel(params, dim, row, row + dim, scratch, step);

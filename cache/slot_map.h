@@ -55,6 +55,11 @@ class SlotMap {
 
   // The slot holding `key`, or -1.
   int32_t Find(const SlotKey& key) const;
+  // Asks the CPU to bring the slot's bookkeeping into cache (a hint).
+  void Prefetch(int32_t slot) const {
+    __builtin_prefetch(&pins_[slot]);
+    policy_->Prefetch(slot);
+  }
   // Pins a resident slot and counts one access to it.
   void PinAndAccess(int32_t slot);
   // Adds one pin to a resident slot without counting an access.
@@ -82,7 +87,9 @@ class SlotMap {
   bool occupied(int32_t slot) const { return occupied_[slot]; }
   uint64_t frequency(int32_t slot) const { return policy_->frequency(slot); }
   // See EvictionPolicy::AddFrequency. REQUIRES: pinned(slot).
-  void AddFrequency(int32_t slot, uint64_t f) { policy_->AddFrequency(slot, f); }
+  void AddFrequency(int32_t slot, uint64_t f) {
+    policy_->AddFrequency(slot, f);
+  }
 
  private:
   int32_t capacity_;

@@ -33,8 +33,8 @@ struct VocabCache::Pool {
   int state_stride = 0;
   std::unique_ptr<SlotMap> map;
   std::unique_ptr<CacheBackend> backend;
-  std::vector<RowHeader> headers;    // per slot (write-back)
-  std::vector<int64_t> fetched_at;   // per slot: table pushes at fetch time
+  std::vector<RowHeader> headers;   // per slot (write-back)
+  std::vector<int64_t> fetched_at;  // per slot: table pushes at fetch time
 };
 
 // One table's part of a batch: unique ids, inverse index, and the positions
@@ -43,10 +43,10 @@ struct TablePart {
   int table = 0;
   std::vector<uint64_t> ids;
   std::vector<uint64_t> unique;
-  std::vector<int32_t> inverse;    // position -> unique index
-  std::vector<int32_t> offsets;    // unique u's positions: [offsets[u], [u+1])
+  std::vector<int32_t> inverse;  // position -> unique index
+  std::vector<int32_t> offsets;  // unique u's positions: [offsets[u], [u+1])
   std::vector<int32_t> positions;
-  std::vector<int32_t> slots;      // unique index -> slot (after Assign)
+  std::vector<int32_t> slots;  // unique index -> slot (after Assign)
 };
 
 struct VocabCache::PendingBatch {
@@ -72,6 +72,51 @@ struct VocabCache::Fetch {
   PendingBatch* batch = nullptr;
 };
 
+// De-duplicates one batch's ids: open addressing over arrays reused from
+// batch to batch (a generation stamp clears them), so a lookup allocates
+// nothing and hashes each id once.
+class VocabCache::IdDedup {
+ public:
+  void Reset(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (keys_.size() < cap) {
+      keys_.resize(cap);
+      values_.resize(cap);
+      stamps_.assign(cap, 0);
+      generation_ = 0;
+    }
+    mask_ = cap - 1;
+    if (++generation_ == 0) {  // wrapped: forget every stamp
+      std::fill(stamps_.begin(), stamps_.end(), 0);
+      generation_ = 1;
+    }
+  }
+  // The index of `id`: `next` if it is new (*inserted set), else its index.
+  int32_t Insert(uint64_t id, int32_t next, bool* inserted) {
+    for (size_t h = Mix64(id) & mask_;; h = (h + 1) & mask_) {
+      if (stamps_[h] != generation_) {
+        stamps_[h] = generation_;
+        keys_[h] = id;
+        values_[h] = next;
+        *inserted = true;
+        return next;
+      }
+      if (keys_[h] == id) {
+        *inserted = false;
+        return values_[h];
+      }
+    }
+  }
+
+ private:
+  std::vector<uint64_t> keys_;
+  std::vector<int32_t> values_;
+  std::vector<uint32_t> stamps_;
+  uint32_t generation_ = 0;
+  size_t mask_ = 0;
+};
+
 namespace {
 
 uint64_t RowBytes(const RowBatch& rows) {
@@ -82,7 +127,7 @@ uint64_t RowBytes(const RowBatch& rows) {
 
 VocabCache::VocabCache(ParameterClient* client,
                        const VocabCacheOptions& options)
-    : client_(client), options_(options) {}
+    : client_(client), options_(options), dedup_(std::make_unique<IdDedup>()) {}
 
 VocabCache::~VocabCache() { WaitForPrefetch().IgnoreError(); }
 
@@ -91,9 +136,9 @@ absl::StatusOr<std::unique_ptr<VocabCache>> VocabCache::Create(
     const VocabCacheOptions& options) {
   if (client == nullptr) return absl::InvalidArgumentError("client is null");
   if (options.capacity_rows < 1 || options.capacity_rows > (1 << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab cache capacity_rows must be in [1, 2^30], got ",
-        options.capacity_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab cache capacity_rows must be in [1, 2^30], got ",
+                     options.capacity_rows));
   }
   if (options.max_staleness < 0) {
     return absl::InvalidArgumentError("max_staleness must be >= 0");
@@ -148,7 +193,8 @@ absl::StatusOr<std::unique_ptr<VocabCache>> VocabCache::Create(
   for (auto& p : cache->pools_) {
     p->map = std::make_unique<SlotMap>(capacity, options.policy);
     PSDB_ASSIGN_OR_RETURN(p->backend, MakeBackend(options.backend));
-    PSDB_RETURN_IF_ERROR(p->backend->Allocate(capacity, p->dim, p->state_stride));
+    PSDB_RETURN_IF_ERROR(
+        p->backend->Allocate(capacity, p->dim, p->state_stride));
     p->headers.assign(capacity, RowHeader{});
     p->fetched_at.assign(capacity, 0);
   }
@@ -182,25 +228,26 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     TablePart part;
     part.table = t;
     part.ids.assign(in.ids.begin(), in.ids.end());
-    absl::flat_hash_map<uint64_t, int32_t> index;
-    index.reserve(in.ids.size());
+    dedup_->Reset(in.ids.size());
     part.inverse.resize(in.ids.size());
     std::vector<int32_t> count;
     fp = Mix64(fp ^ static_cast<uint64_t>(t));
     for (size_t i = 0; i < in.ids.size(); ++i) {
-      auto [it, inserted] = index.try_emplace(
-          in.ids[i], static_cast<int32_t>(part.unique.size()));
+      bool inserted;
+      const int32_t u = dedup_->Insert(
+          in.ids[i], static_cast<int32_t>(part.unique.size()), &inserted);
       if (inserted) {
         part.unique.push_back(in.ids[i]);
         count.push_back(0);
       }
-      ++count[it->second];
-      part.inverse[i] = it->second;
+      ++count[u];
+      part.inverse[i] = u;
       fp = Mix64(fp ^ in.ids[i]);
     }
     const size_t nu = part.unique.size();
     part.offsets.assign(nu + 1, 0);
-    for (size_t u = 0; u < nu; ++u) part.offsets[u + 1] = part.offsets[u] + count[u];
+    for (size_t u = 0; u < nu; ++u)
+      part.offsets[u + 1] = part.offsets[u] + count[u];
     part.positions.resize(in.ids.size());
     std::vector<int32_t> fill(part.offsets.begin(), part.offsets.end() - 1);
     for (size_t i = 0; i < in.ids.size(); ++i) {
@@ -225,8 +272,20 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
     TablePart& part = batch->parts[k];
     Table& table = *tables_[part.table];
     Pool& pool = *pools_[table.pool];
+    // Index probes first, then the slots' bookkeeping with its cache lines
+    // requested ahead: the per-slot work is a chain of random accesses, and
+    // this lets the memory system serve many ids at once.
     for (size_t u = 0; u < part.unique.size(); ++u) {
-      const int32_t slot = pool.map->Find(SlotKey{table.index, part.unique[u]});
+      part.slots[u] = pool.map->Find(SlotKey{table.index, part.unique[u]});
+    }
+    for (int32_t slot : part.slots) {
+      if (slot >= 0) {
+        pool.map->Prefetch(slot);
+        __builtin_prefetch(&pool.headers[slot]);
+      }
+    }
+    for (size_t u = 0; u < part.unique.size(); ++u) {
+      const int32_t slot = part.slots[u];
       if (slot < 0) {
         misses[table.pool].emplace_back(k, u);
         continue;
@@ -239,8 +298,8 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       }
       batch->pinned.emplace_back(table.pool, slot);
       part.slots[u] = slot;
-      if (!write_back && table.pushes - pool.fetched_at[slot] >
-                             options_.max_staleness) {
+      if (!write_back &&
+          table.pushes - pool.fetched_at[slot] > options_.max_staleness) {
         Fetch::Part& fp = fetch->parts[part.table];
         fp.keys.push_back(part.unique[u]);
         fp.slots.push_back(slot);
@@ -270,14 +329,15 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       for (const TablePart& part : batch->parts) {
         if (tables_[part.table]->pool != static_cast<int>(p)) continue;
         unique += part.unique.size();
-        absl::StrAppend(&names, names.empty() ? "" : ",", tables_[part.table]->name);
+        absl::StrAppend(&names, names.empty() ? "" : ",",
+                        tables_[part.table]->name);
       }
       UnpinBatch(*batch);
       batch->pinned.clear();
       return absl::ResourceExhaustedError(absl::StrCat(
           "vocab cache: the batch has ", unique, " unique ids in table(s) ",
-          names, " but their pool holds ", pool.map->capacity(),
-          " rows (", pool.map->capacity() - pool.map->available(),
+          names, " but their pool holds ", pool.map->capacity(), " rows (",
+          pool.map->capacity() - pool.map->available(),
           " pinned); raise capacity_rows or cut the batch"));
     }
   }
@@ -289,8 +349,9 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
       Table& table = *tables_[part.table];
       std::optional<SlotKey> evicted;
       uint64_t evicted_frequency = 0;
-      const int32_t slot = pool.map->Insert(SlotKey{table.index, part.unique[u]},
-                                            0, &evicted, &evicted_frequency);
+      const int32_t slot =
+          pool.map->Insert(SlotKey{table.index, part.unique[u]}, 0, &evicted,
+                           &evicted_frequency);
       if (evicted) {
         Table& victim_table = *tables_[evicted->table];
         ++victim_table.stats.evictions;
@@ -343,9 +404,10 @@ absl::Status VocabCache::RunFetch(Fetch* fetch) {
     if (!s.ok()) {
       // The rows have left the cache; the store keeps its older copy.
       status.Update(absl::Status(
-          s.code(), absl::StrCat("vocab cache: writing back ",
-                                 fp.victim_keys.size(), " evicted rows of table ",
-                                 table.name, " failed: ", s.message())));
+          s.code(),
+          absl::StrCat("vocab cache: writing back ", fp.victim_keys.size(),
+                       " evicted rows of table ", table.name,
+                       " failed: ", s.message())));
       continue;
     }
     tables_[fp.table]->stats.write_backs += fp.victim_keys.size();
@@ -381,15 +443,15 @@ absl::Status VocabCache::RunFetch(Fetch* fetch) {
     Pool& pool = *pools_[table.pool];
     const RowBatch& rows = fetched[fp.table];
     if (rows.size() != fp.keys.size() || rows.dim != table.dim) {
-      return absl::InternalError(absl::StrCat(
-          "vocab cache: PullRows of table ", table.name, " returned ",
-          rows.size(), " rows of dim ", rows.dim));
+      return absl::InternalError(
+          absl::StrCat("vocab cache: PullRows of table ", table.name,
+                       " returned ", rows.size(), " rows of dim ", rows.dim));
     }
     const int state_size = write_back ? table.state_size : 0;
     if (write_back && rows.state_size != state_size) {
       return absl::InternalError(absl::StrCat(
-          "vocab cache: PullRows of table ", table.name, " returned state size ",
-          rows.state_size, ", expected ", state_size));
+          "vocab cache: PullRows of table ", table.name,
+          " returned state size ", rows.state_size, ", expected ", state_size));
     }
     PSDB_RETURN_IF_ERROR(
         pool.backend->Write(fp.slots, rows.values, rows.state, state_size));
@@ -434,7 +496,8 @@ void VocabCache::Announce(absl::Span<const TableIds> batch) {
     absl::StatusOr<int> t = TableIndex(in.table);
     if (!t.ok()) continue;
     const Table& table = *tables_[*t];
-    for (uint64_t id : in.ids) keys[table.pool].push_back(SlotKey{table.index, id});
+    for (uint64_t id : in.ids)
+      keys[table.pool].push_back(SlotKey{table.index, id});
   }
   absl::MutexLock l(&mu_);
   for (size_t p = 0; p < pools_.size(); ++p) {
@@ -456,7 +519,8 @@ absl::Status VocabCache::Lookup(absl::Span<const TableIds> batch,
     for (auto& pool : pools_) pool->map->BeginBatch(seq);
     PSDB_RETURN_IF_ERROR(Assign(pending.get(), /*count_access=*/true,
                                 /*partial=*/false, &fetch));
-    if (prefetch_ != nullptr && prefetch_->fingerprint == pending->fingerprint) {
+    if (prefetch_ != nullptr &&
+        prefetch_->fingerprint == pending->fingerprint) {
       ReleasePrefetchPins();
     }
   }
@@ -473,7 +537,8 @@ absl::Status VocabCache::Lookup(absl::Span<const TableIds> batch,
       position_slots[i] = part.slots[part.inverse[i]];
     }
     (*rows)[k].resize(part.ids.size() * table.dim);
-    PSDB_RETURN_IF_ERROR(pool.backend->Gather(position_slots, absl::MakeSpan((*rows)[k])));
+    PSDB_RETURN_IF_ERROR(
+        pool.backend->Gather(position_slots, absl::MakeSpan((*rows)[k])));
     if (options_.mode == CacheMode::kWriteBack) {
       // The sightings a Pull of these ids would have counted.
       for (size_t u = 0; u < part.unique.size(); ++u) {
@@ -501,26 +566,26 @@ absl::Status VocabCache::Update(
   }
   PendingBatch& batch = *current_;
   if (grads.size() != batch.parts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab cache: Update got gradients for ", grads.size(),
-        " tables, the batch has ", batch.parts.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab cache: Update got gradients for ", grads.size(),
+                     " tables, the batch has ", batch.parts.size()));
   }
   for (size_t k = 0; k < batch.parts.size(); ++k) {
     const Table& table = *tables_[batch.parts[k].table];
     if (grads[k].size() != batch.parts[k].ids.size() * table.dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "vocab cache: table ", table.name, ": ", batch.parts[k].ids.size(),
-          " ids of dim ", table.dim, " need ",
-          batch.parts[k].ids.size() * table.dim, " gradient floats, got ",
-          grads[k].size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab cache: table ", table.name, ": ",
+                       batch.parts[k].ids.size(), " ids of dim ", table.dim,
+                       " need ", batch.parts[k].ids.size() * table.dim,
+                       " gradient floats, got ", grads[k].size()));
     }
   }
   if (options_.mode == CacheMode::kPushThrough) {
     absl::Status status;
     for (size_t k = 0; k < batch.parts.size(); ++k) {
       Table& table = *tables_[batch.parts[k].table];
-      absl::Status s =
-          client_->Push(table.name, batch.parts[k].ids, grads[k], PushOptions{});
+      absl::Status s = client_->Push(table.name, batch.parts[k].ids, grads[k],
+                                     PushOptions{});
       absl::MutexLock l(&mu_);
       if (s.ok()) {
         ++table.pushes;
@@ -546,7 +611,8 @@ absl::Status VocabCache::Update(
     for (size_t u = 0; u < part.unique.size(); ++u) {
       bool finite = true;
       for (int32_t q = part.offsets[u]; q < part.offsets[u + 1]; ++q) {
-        const float* g = grads[k].data() + static_cast<size_t>(part.positions[q]) * table.dim;
+        const float* g = grads[k].data() +
+                         static_cast<size_t>(part.positions[q]) * table.dim;
         for (int j = 0; j < table.dim; ++j) finite &= std::isfinite(g[j]);
       }
       if (!finite) {
@@ -632,9 +698,9 @@ absl::Status VocabCache::Flush() {
       const Table& table = *tables_[t];
       Pool& pool = *pools_[table.pool];
       rows[t].Resize(table.dim, table.state_size, slots[t].size());
-      PSDB_RETURN_IF_ERROR(pool.backend->Read(slots[t], absl::MakeSpan(rows[t].values),
-                                              absl::MakeSpan(rows[t].state),
-                                              table.state_size));
+      PSDB_RETURN_IF_ERROR(
+          pool.backend->Read(slots[t], absl::MakeSpan(rows[t].values),
+                             absl::MakeSpan(rows[t].state), table.state_size));
       for (size_t i = 0; i < slots[t].size(); ++i) {
         rows[t].headers[i] = pool.headers[slots[t][i]];
       }
@@ -644,12 +710,6 @@ absl::Status VocabCache::Flush() {
     Table& table = *tables_[t];
     if (!keys[t].empty()) {
       PSDB_RETURN_IF_ERROR(client_->PutRows(table.name, keys[t], rows[t]));
-    }
-    // Bring the store's table step to the cache's, as the pushes would have.
-    PushOptions step;
-    step.step = table.step;
-    if (table.step > 0) {
-      PSDB_RETURN_IF_ERROR(client_->Push(table.name, {}, {}, step));
     }
     absl::MutexLock l(&mu_);
     table.stats.write_backs += keys[t].size();

@@ -5,7 +5,8 @@
 //   options.capacity_rows = 1 << 20;
 //   options.policy = PolicyKind::kLookahead;
 //   PSDB_ASSIGN_OR_RETURN(auto cache,
-//                         VocabCache::Create(client, {"user", "item"}, options));
+//                         VocabCache::Create(client, {"user", "item"},
+//                         options));
 //   for (t = 0; ...) {
 //     cache->Announce(batch[t + K]);          // lookahead: the loader's window
 //     PSDB_RETURN_IF_ERROR(cache->Lookup(batch[t], &rows));
@@ -34,11 +35,14 @@
 //    (optim/kernels.h, the store's own math, with the table's step counted
 //    by the cache from the store's step on Create), keeps their optimizer
 //    state and row headers, and writes whole rows back with PutRows on
-//    eviction and on Flush(). Flush also advances the store's table step to
-//    the cache's (an empty Push with PushOptions::step). A write-back run
-//    followed by Flush() leaves the store bit-identical (values, state,
-//    headers, table step) to the same run of Pull + Push without a cache,
-//    for any capacity, provided this cache is the table's only writer.
+//    eviction and on Flush(). A write-back run followed by Flush() leaves
+//    every row of the store bit-identical (values, optimizer state and
+//    header) to the same run of Pull + Push without a cache, for any
+//    capacity, provided this cache is the table's only writer. The store's
+//    table step is not advanced (the ParameterClient has no call for it; an
+//    empty Push is rejected): a trainer that goes on pushing to the table
+//    directly after a write-back run passes PushOptions::step explicitly.
+//    A new cache starts counting from the store's table step.
 //    Tables with an admission threshold > 1 are refused (FailedPrecondition):
 //    the store would not apply the pushes of unadmitted keys, the cache
 //    cannot know which those are, so it could not be exact.
@@ -56,10 +60,11 @@
 // applied to it (write-back), or makes it stale (push-through), never lost.
 //
 // Stats per table (TableCacheStats): lookups count ids (positions); a
-// position is a hit if its row was resident when its batch was looked up
-// (prefetched rows count as resident); misses are rows Lookup fetched
-// (de-duplicated), refreshes are stale rows re-fetched; prefetched rows are
-// counted apart.
+// position misses if its row was not resident when its batch was looked up
+// and it is the row's first position in the batch (the fetched row serves
+// the duplicates), otherwise it hits; prefetched rows count as resident.
+// misses are rows Lookup fetched, refreshes stale rows re-fetched (also
+// hits), prefetched the rows Prefetch fetched.
 //
 // Thread-safety: the public methods are meant for one training thread (they
 // may be called from different threads but not at the same time); the
@@ -173,6 +178,7 @@ class VocabCache {
   struct Pool;
   struct PendingBatch;
   struct Fetch;
+  class IdDedup;
 
   VocabCache(ParameterClient* client, const VocabCacheOptions& options);
 
@@ -193,11 +199,12 @@ class VocabCache {
   const VocabCacheOptions options_;
   std::vector<std::unique_ptr<Table>> tables_;
   std::vector<std::unique_ptr<Pool>> pools_;
+  std::unique_ptr<IdDedup> dedup_;  // Prepare's scratch (caller's thread)
 
   mutable absl::Mutex mu_;
-  int64_t next_seq_ = 0;      // sequence number of the next Lookup
-  int64_t announced_ = 0;     // sequence number of the next Announce
-  std::unique_ptr<PendingBatch> current_;   // looked up, pinned
+  int64_t next_seq_ = 0;   // sequence number of the next Lookup
+  int64_t announced_ = 0;  // sequence number of the next Announce
+  std::unique_ptr<PendingBatch> current_;  // looked up, pinned
   std::unique_ptr<PendingBatch> prefetch_ ABSL_GUARDED_BY(mu_);
   std::thread prefetch_thread_;
   absl::Status prefetch_status_ ABSL_GUARDED_BY(mu_);
