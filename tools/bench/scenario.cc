@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "tools/bench/cache_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
 #include "tools/common/args.h"
@@ -18,6 +19,10 @@ constexpr Scenario kScenarios[] = {
      "psdb over loopback (ps-server + RemoteClient) vs Redis pipelined "
      "MGET/MSET vs a raw-TCP gather server (the limit)",
      &RunServerBench},
+    {"cache",
+     "cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) "
+     "and CPU-backend gather throughput vs a plain indexed copy",
+     &RunCacheBench},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -1,0 +1,162 @@
+// ps-train end to end through its command line (tools/train/train_cli.h) on
+// the embedded store: gen, train, checkpoints, reports, determinism.
+#include "tools/train/train_cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rocksdb/iterator.h"
+#include "store/row_codec.h"
+#include "tests/testing/test_util.h"
+#include "tools/dump/checkpoint_reader.h"
+#include "train/criteo_reader.h"
+
+namespace psdb::train {
+namespace {
+
+using ::psdb::testing::ScratchDir;
+
+int Run(std::vector<std::string> args, std::string* out_text = nullptr,
+        std::string* err_text = nullptr) {
+  args.insert(args.begin(), "ps-train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int rc = RunTrain(static_cast<int>(argv.size()), argv.data(), out, err);
+  if (out_text != nullptr) *out_text = out.str();
+  if (err_text != nullptr) *err_text = err.str();
+  return rc;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every table's rows of the newest checkpoint under `root`: table -> key ->
+// encoded row bytes.
+using Rows = std::map<std::string, std::map<uint64_t, std::string>>;
+Rows CheckpointRows(const std::string& root) {
+  Rows rows;
+  auto reader = dump::CheckpointReader::Open(root);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return rows;
+  for (const dump::TableInfo& t : (*reader)->tables()) {
+    for (size_t shard = 0; shard < (*reader)->shards().size(); ++shard) {
+      auto it = (*reader)->NewIterator(shard, t.spec.name);
+      EXPECT_TRUE(it.ok()) << it.status();
+      for ((*it)->SeekToFirst(); (*it)->Valid(); (*it)->Next()) {
+        uint64_t key;
+        EXPECT_OK(DecodeKey(
+            absl::string_view((*it)->key().data(), (*it)->key().size()), &key));
+        rows[t.spec.name][key] = (*it)->value().ToString();
+      }
+    }
+  }
+  return rows;
+}
+
+class TrainCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string out;
+    ASSERT_EQ(
+        Run({"gen", "--out", data(), "--train_rows", "3000", "--test_rows",
+             "1000", "--train_files", "2", "--max_vocab", "200"},
+            &out),
+        0);
+    EXPECT_THAT(out, ::testing::HasSubstr("Bayes-optimal test AUC"));
+  }
+  std::string data() const { return dir_.Sub("data"); }
+  std::vector<std::string> TrainArgs(const std::string& ckpt) const {
+    return {"--data",       data(),  "--checkpoint_dir",   dir_.Sub(ckpt),
+            "--batch_size", "100",   "--deep_dim",         "4",
+            "--hidden",     "16,8",  "--block_dim",        "64",
+            "--log_every",  "10",    "--checkpoint_every", "20",
+            "--deep_lr",    "0.01",  "--wide_lr",          "0.1",
+            "--dense_lr",   "0.003", "--no_progress",      "--no_plot"};
+  }
+
+  ScratchDir dir_;
+};
+
+TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
+  std::vector<std::string> a = TrainArgs("ckpt-a");
+  a.insert(a.end(), {"--cache_rows", "6000"});
+  ASSERT_EQ(Run(a), 0);
+  const std::string summary = ReadAll(dir_.Sub("ckpt-a/summary.json"));
+  const std::optional<double> auc = JsonNumber(summary, "auc");
+  const std::optional<double> bayes = JsonNumber(summary, "bayes_auc");
+  ASSERT_TRUE(auc.has_value() && bayes.has_value()) << summary;
+  EXPECT_GT(*auc, 0.5 + 0.4 * (*bayes - 0.5)) << summary;
+  const std::optional<double> hit_rate = JsonNumber(summary, "cache_hit_rate");
+  ASSERT_TRUE(hit_rate.has_value()) << summary;
+  EXPECT_GT(*hit_rate, 0.3);
+  EXPECT_LE(*hit_rate, 1.0);
+  EXPECT_THAT(summary, ::testing::HasSubstr("\"checkpoint\": \"" +
+                                            dir_.Sub("ckpt-a/ckpt-")));
+
+  // Same seed, same data, same order: identical checkpoint rows.
+  std::vector<std::string> b = TrainArgs("ckpt-b");
+  b.insert(b.end(), {"--cache_rows", "6000"});
+  ASSERT_EQ(Run(b), 0);
+  const Rows rows_a = CheckpointRows(dir_.Sub("ckpt-a"));
+  const Rows rows_b = CheckpointRows(dir_.Sub("ckpt-b"));
+  ASSERT_EQ(rows_a.size(), 9u);  // wide, deep, wide_linear, mlp.{w,b}{0,1,2}
+  EXPECT_GT(rows_a.at("deep").size(), 500u);
+  EXPECT_TRUE(rows_a == rows_b);
+
+  // Without the worker cache (straight pulls and pushes) the values and
+  // optimizer state are the same: the write-back cache is exact.
+  std::vector<std::string> c = TrainArgs("ckpt-c");
+  c.insert(c.end(), {"--cache_rows", "0"});
+  ASSERT_EQ(Run(c), 0);
+  const Rows rows_c = CheckpointRows(dir_.Sub("ckpt-c"));
+  ASSERT_EQ(rows_c.size(), rows_a.size());
+  for (const auto& [table, keyed] : rows_a) {
+    ASSERT_EQ(keyed.size(), rows_c.at(table).size()) << table;
+    for (const auto& [key, bytes] : keyed) {
+      int dim, state_size;
+      ASSERT_OK(PeekRowShape(bytes, &dim, &state_size));
+      std::vector<float> va(dim), sa(state_size), vc(dim), sc(state_size);
+      RowHeader ha, hc;
+      ASSERT_OK(DecodeRow(bytes, dim, state_size, &ha, absl::MakeSpan(va),
+                          absl::MakeSpan(sa)));
+      ASSERT_OK(DecodeRow(rows_c.at(table).at(key), dim, state_size, &hc,
+                          absl::MakeSpan(vc), absl::MakeSpan(sc)));
+      ASSERT_EQ(va, vc) << table << " key " << key;
+      ASSERT_EQ(sa, sc) << table << " key " << key;
+    }
+  }
+}
+
+TEST_F(TrainCliTest, RejectsSchedulerStoreAndBadFlags) {
+  std::string err;
+  std::vector<std::string> args = TrainArgs("ckpt");
+  args.insert(args.end(), {"--store", "scheduler:localhost:9000"});
+  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("not yet supported"));
+  EXPECT_EQ(Run({"--data", data()}, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("--checkpoint_dir"));
+  args = TrainArgs("ckpt");
+  args.insert(args.end(), {"--bogus", "1"});
+  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  args = TrainArgs("ckpt");
+  args.insert(args.end(), {"--mode", "sometimes"});
+  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  args = TrainArgs("ckpt");
+  args.insert(args.end(), {"--cache_rows", "10"});
+  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("too small"));
+  EXPECT_EQ(Run({"gen"}, nullptr, &err), 2);
+  EXPECT_EQ(Run({"frobnicate"}, nullptr, &err), 2);
+}
+
+}  // namespace
+}  // namespace psdb::train

@@ -1,0 +1,425 @@
+#include "tools/bench/cache_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "cache/cpu_backend.h"
+#include "cache/policy_sim.h"
+#include "cache/vocab_cache.h"
+#include "store/local_client.h"
+#include "tools/bench/machine.h"
+#include "tools/bench/zipf.h"
+#include "tools/common/args.h"
+#include "tools/common/text.h"
+#include "util/status_macros.h"
+
+namespace psdb::bench {
+namespace {
+
+constexpr char kUsage[] = R"(usage: ps-bench cache [--json] [flags]
+Cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) on
+Zipf streams, and CPU-backend gather throughput vs a plain indexed copy.
+  --ns=LIST               distinct ids per stream (default 100000,1000000)
+  --alphas=LIST           Zipf exponents (default 0.8,1.0,1.2)
+  --capacities=LIST       capacity / N (default 0.01,0.1)
+  --warmup_capacities=K   warm-up accesses = K x capacity (default 30)
+  --counted=N             accesses counted after the warm-up (default 1000000)
+  --batch=B               ids per batch for lookahead (default 16)
+  --lookahead_capacities=K  lookahead window = K x capacity accesses (default 16)
+  --gather_rows=N         rows cached for the gather test (default 262144)
+  --gather_batches=N      4096-id batches timed (default 2000)
+  --seed=S                stream seed (default 1)
+  --json                  print one JSON object instead of the report
+)";
+
+struct Params {
+  std::vector<int64_t> ns;
+  std::vector<double> alphas;
+  std::vector<double> capacities;
+  int64_t warmup_capacities = 30;
+  int64_t counted = 1000000;
+  int64_t batch = 16;
+  int64_t lookahead_capacities = 16;
+  int64_t gather_rows = 262144;
+  int64_t gather_batches = 2000;
+  int64_t seed = 1;
+  bool json = false;
+};
+
+template <typename T>
+absl::StatusOr<std::vector<T>> ParseList(const tools::Args& args,
+                                         absl::string_view name,
+                                         absl::string_view def) {
+  std::vector<T> out;
+  for (absl::string_view s : absl::StrSplit(args.GetString(name, def), ',')) {
+    T v;
+    bool ok;
+    if constexpr (std::is_same_v<T, double>) {
+      ok = absl::SimpleAtod(s, &v) && v > 0;
+    } else {
+      ok = absl::SimpleAtoi(s, &v) && v > 0;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": bad value '", s, "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
+  PSDB_ASSIGN_OR_RETURN(tools::Args args,
+                        tools::Args::Parse(argc, argv, 1, {"json"}));
+  PSDB_RETURN_IF_ERROR(
+      args.CheckKnown({"ns", "alphas", "capacities", "warmup_capacities",
+                       "counted", "batch", "lookahead_capacities",
+                       "gather_rows", "gather_batches", "seed", "json"}));
+  Params p;
+  PSDB_ASSIGN_OR_RETURN(p.ns, ParseList<int64_t>(args, "ns", "100000,1000000"));
+  PSDB_ASSIGN_OR_RETURN(p.alphas,
+                        ParseList<double>(args, "alphas", "0.8,1.0,1.2"));
+  PSDB_ASSIGN_OR_RETURN(p.capacities,
+                        ParseList<double>(args, "capacities", "0.01,0.1"));
+  PSDB_ASSIGN_OR_RETURN(p.warmup_capacities,
+                        args.GetInt("warmup_capacities", 30, 0, 1000));
+  PSDB_ASSIGN_OR_RETURN(p.counted, args.GetInt("counted", 1000000, 1, 1e10));
+  PSDB_ASSIGN_OR_RETURN(p.batch, args.GetInt("batch", 16, 1, 1 << 20));
+  PSDB_ASSIGN_OR_RETURN(p.lookahead_capacities,
+                        args.GetInt("lookahead_capacities", 16, 0, 1000));
+  PSDB_ASSIGN_OR_RETURN(p.gather_rows,
+                        args.GetInt("gather_rows", 262144, 4096, 1 << 26));
+  PSDB_ASSIGN_OR_RETURN(p.gather_batches,
+                        args.GetInt("gather_batches", 2000, 1, 1e8));
+  PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", 1, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  return p;
+}
+
+struct HitRate {
+  int64_t n;
+  double alpha;
+  int64_t capacity;
+  const char* policy;
+  double hit_rate;
+};
+
+struct Gather {
+  int64_t rows = 0;
+  int64_t batches = 0;
+  double limit_ids_per_s = 0;
+  double backend_ids_per_s = 0;
+  double lookup_ids_per_s = 0;
+};
+
+double Seconds(std::chrono::steady_clock::time_point a,
+               std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+absl::Status RunHitRates(const Params& p, std::vector<HitRate>* out,
+                         std::ostream& log) {
+  for (int64_t n : p.ns) {
+    for (double alpha : p.alphas) {
+      const std::vector<double> probs = cache::ZipfProbabilities(n, alpha);
+      for (double fraction : p.capacities) {
+        const int64_t c = std::max<int64_t>(1, std::llround(n * fraction));
+        const int64_t warmup = p.warmup_capacities * c;
+        const std::vector<uint64_t> trace =
+            cache::ZipfTrace(probs, warmup + p.counted, p.seed);
+        cache::SimOptions o;
+        o.capacity = static_cast<int32_t>(c);
+        o.warmup = warmup;
+        auto add = [&](const char* policy, double h) {
+          out->push_back({n, alpha, c, policy, h});
+        };
+        o.policy = cache::PolicyKind::kLru;
+        PSDB_ASSIGN_OR_RETURN(cache::SimResult lru,
+                              cache::SimulateHitRate(trace, o));
+        o.policy = cache::PolicyKind::kLfu;
+        PSDB_ASSIGN_OR_RETURN(cache::SimResult lfu,
+                              cache::SimulateHitRate(trace, o));
+        o.policy = cache::PolicyKind::kLookahead;
+        o.batch_size = static_cast<int32_t>(p.batch);
+        o.lookahead_batches =
+            static_cast<int32_t>(p.lookahead_capacities * c / p.batch);
+        PSDB_ASSIGN_OR_RETURN(cache::SimResult ahead,
+                              cache::SimulateHitRate(trace, o));
+        add("lru", lru.hit_rate());
+        add("lfu", lfu.hit_rate());
+        add("lookahead", ahead.hit_rate());
+        add("che", cache::CheLruHitRate(probs, c));
+        add("static_opt", cache::StaticOptimumHitRate(probs, c));
+        add("belady", cache::BeladyHitRate(trace, c, warmup));
+        log << absl::StrFormat("ps-bench cache: n=%d alpha=%.1f C=%d done\n", n,
+                               alpha, c);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunGather(const Params& p, Gather* g) {
+  constexpr int kDim = 64;
+  constexpr int kBatch = 4096;
+  const int64_t rows = p.gather_rows;
+  g->rows = rows;
+  g->batches = p.gather_batches;
+  // The same Zipf(1.0) batches of row indices for every contender.
+  ZipfSampler zipf(rows, 1.0);
+  SplitMix rng(p.seed);
+  std::vector<uint64_t> ranks(kBatch * p.gather_batches);
+  for (uint64_t& r : ranks) r = zipf.Sample(rng) - 1;
+
+  // The limit: an indexed copy out of one row array.
+  std::vector<float> table(rows * kDim);
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<float>(i % 977);
+  std::vector<float> out(kBatch * kDim);
+  float sink = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < p.gather_batches; ++b) {
+    const uint64_t* idx = ranks.data() + b * kBatch;
+    for (int i = 0; i < kBatch; ++i) {
+      std::memcpy(out.data() + i * kDim, table.data() + idx[i] * kDim,
+                  sizeof(float) * kDim);
+    }
+    sink += out[b % out.size()];
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  g->limit_ids_per_s = kBatch * p.gather_batches / Seconds(t0, t1);
+
+  // The backend's gather alone (slots known), with an Adam-sized row stride.
+  cache::CpuBackend backend;
+  PSDB_RETURN_IF_ERROR(
+      backend.Allocate(static_cast<int32_t>(rows), kDim, 2 * kDim + 1));
+  std::vector<int32_t> slots(ranks.begin(), ranks.end());
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < p.gather_batches; ++b) {
+    PSDB_RETURN_IF_ERROR(
+        backend.Gather(absl::MakeConstSpan(slots).subspan(b * kBatch, kBatch),
+                       absl::MakeSpan(out)));
+    sink += out[b % out.size()];
+  }
+  t1 = std::chrono::steady_clock::now();
+  g->backend_ids_per_s = kBatch * p.gather_batches / Seconds(t0, t1);
+
+  // A warm VocabCache over a real store: every row resident.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      absl::StrFormat("psdb-cache-bench-%d", static_cast<int64_t>(getpid()));
+  std::filesystem::remove_all(dir);
+  absl::Status status = [&]() -> absl::Status {
+    PSDB_ASSIGN_OR_RETURN(auto client, LocalClient::Open(dir.string()));
+    TableSpec spec;
+    spec.name = "emb";
+    spec.dim = kDim;
+    spec.optimizer.kind = optim::OptimizerKind::kAdam;
+    PSDB_RETURN_IF_ERROR(client->CreateTable(spec));
+    cache::VocabCacheOptions options;
+    options.capacity_rows = rows;
+    PSDB_ASSIGN_OR_RETURN(
+        auto vc, cache::VocabCache::Create(client.get(), {"emb"}, options));
+    std::vector<uint64_t> ids(kBatch);
+    std::vector<std::vector<float>> result;
+    for (int64_t start = 0; start < rows; start += kBatch) {
+      for (int i = 0; i < kBatch; ++i) ids[i] = (start + i) % rows;
+      PSDB_RETURN_IF_ERROR(vc->Lookup({{"emb", ids}}, &result));
+      vc->Release();
+    }
+    const uint64_t misses_before = vc->Stats()[0].misses;
+    auto s0 = std::chrono::steady_clock::now();
+    for (int64_t b = 0; b < p.gather_batches; ++b) {
+      PSDB_RETURN_IF_ERROR(vc->Lookup(
+          {{"emb", absl::MakeConstSpan(ranks).subspan(b * kBatch, kBatch)}},
+          &result));
+      vc->Release();
+      sink += result[0][b % result[0].size()];
+    }
+    auto s1 = std::chrono::steady_clock::now();
+    if (vc->Stats()[0].misses != misses_before) {
+      return absl::InternalError("gather test: the warm cache missed");
+    }
+    g->lookup_ids_per_s = kBatch * p.gather_batches / Seconds(s0, s1);
+    return absl::OkStatus();
+  }();
+  std::filesystem::remove_all(dir);
+  if (sink == 12345.678f) std::fprintf(stderr, " ");  // keep the copies alive
+  return status;
+}
+
+struct Ratios {
+  double lru_minus_che_max_pp = 0;
+  double lfu_vs_static_opt_min = 1e9;
+  double lookahead_vs_belady_min = 1e9;
+  double gather_vs_limit = 0;
+  bool lookahead_beats = true;  // where Belady leads LRU/LFU by > 2 points
+};
+
+Ratios ComputeRatios(const std::vector<HitRate>& r, const Gather& g) {
+  Ratios x;
+  for (size_t i = 0; i + 5 < r.size(); i += 6) {
+    const double lru = r[i].hit_rate, lfu = r[i + 1].hit_rate,
+                 ahead = r[i + 2].hit_rate, che = r[i + 3].hit_rate,
+                 stat = r[i + 4].hit_rate, belady = r[i + 5].hit_rate;
+    x.lru_minus_che_max_pp =
+        std::max(x.lru_minus_che_max_pp, 100 * std::abs(lru - che));
+    x.lfu_vs_static_opt_min = std::min(x.lfu_vs_static_opt_min, lfu / stat);
+    x.lookahead_vs_belady_min =
+        std::min(x.lookahead_vs_belady_min, ahead / belady);
+    if (belady - lru > 0.02 && ahead <= lru) x.lookahead_beats = false;
+    if (belady - lfu > 0.02 && ahead <= lfu) x.lookahead_beats = false;
+  }
+  x.gather_vs_limit = g.lookup_ids_per_s / g.limit_ids_per_s;
+  return x;
+}
+
+void PrintJson(const Params& p, const MachineInfo& m,
+               const std::vector<HitRate>& r, const Gather& g, const Ratios& x,
+               std::ostream& out) {
+  std::string j = "{\"scenario\":\"cache\",\"machine\":{\"cores\":";
+  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
+  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
+  num(m.cores);
+  j += ",\"cpu\":";
+  str(m.cpu_model);
+  j += ",\"memory_bytes\":";
+  num(m.memory_bytes);
+  j += "},\"params\":{\"warmup_capacities\":";
+  num(p.warmup_capacities);
+  j += ",\"counted\":";
+  num(p.counted);
+  j += ",\"lookahead_batch\":";
+  num(p.batch);
+  j += ",\"lookahead_capacities\":";
+  num(p.lookahead_capacities);
+  j += ",\"seed\":";
+  num(p.seed);
+  j += "},\"results\":[";
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (i > 0) j += ",";
+    j += "{\"n\":";
+    num(r[i].n);
+    j += ",\"alpha\":";
+    num(r[i].alpha);
+    j += ",\"capacity\":";
+    num(r[i].capacity);
+    j += ",\"policy\":";
+    str(r[i].policy);
+    j += ",\"hit_rate\":";
+    num(r[i].hit_rate);
+    j += "}";
+  }
+  j += "],\"gather\":{\"dim\":64,\"batch_ids\":4096,\"rows\":";
+  num(g.rows);
+  j += ",\"batches\":";
+  num(g.batches);
+  j += ",\"limit_ids_per_s\":";
+  num(g.limit_ids_per_s);
+  j += ",\"backend_gather_ids_per_s\":";
+  num(g.backend_ids_per_s);
+  j += ",\"lookup_ids_per_s\":";
+  num(g.lookup_ids_per_s);
+  j += "},\"ratios\":{\"lru_minus_che_max_pp\":";
+  num(x.lru_minus_che_max_pp);
+  j += ",\"lfu_vs_static_opt_min\":";
+  num(x.lfu_vs_static_opt_min);
+  j += ",\"lookahead_vs_belady_min\":";
+  num(x.lookahead_vs_belady_min);
+  j += ",\"gather_vs_limit\":";
+  num(x.gather_vs_limit);
+  j += ",\"backend_gather_vs_limit\":";
+  num(g.backend_ids_per_s / g.limit_ids_per_s);
+  j += "}}\n";
+  out << j;
+}
+
+void PrintReport(const Params& p, const MachineInfo& m,
+                 const std::vector<HitRate>& r, const Gather& g,
+                 const Ratios& x, std::ostream& out) {
+  out << "ps-bench cache\n";
+  out << absl::StrFormat("machine     %d cores, %s\n", m.cores, m.cpu_model);
+  out << absl::StrFormat(
+      "streams     IRM Zipf; warm-up %d x C accesses, then %d counted; "
+      "lookahead: %d-id batches, window %d x C accesses\n\n",
+      p.warmup_capacities, p.counted, p.batch, p.lookahead_capacities);
+  out << absl::StrFormat("%9s %5s %8s | %7s %7s %7s | %7s %7s %7s\n", "N",
+                         "alpha", "C", "lru", "lfu", "lookahd", "che", "static",
+                         "belady");
+  for (size_t i = 0; i + 5 < r.size(); i += 6) {
+    out << absl::StrFormat(
+        "%9d %5.1f %8d | %7.4f %7.4f %7.4f | %7.4f %7.4f %7.4f\n", r[i].n,
+        r[i].alpha, r[i].capacity, r[i].hit_rate, r[i + 1].hit_rate,
+        r[i + 2].hit_rate, r[i + 3].hit_rate, r[i + 4].hit_rate,
+        r[i + 5].hit_rate);
+  }
+  out << absl::StrFormat(
+      "\ngather      4096-id Zipf(1.0) batches of dim-64 rows, %d rows "
+      "cached, %d batches\n"
+      "  plain indexed copy (limit)   %12.0f ids/s\n"
+      "  CpuBackend::Gather           %12.0f ids/s\n"
+      "  VocabCache::Lookup (warm)    %12.0f ids/s\n\n",
+      g.rows, g.batches, g.limit_ids_per_s, g.backend_ids_per_s,
+      g.lookup_ids_per_s);
+  out << absl::StrFormat(
+      "ratios\n"
+      "  lru_minus_che_max_pp     %7.3f   (target <= 1.5)  %s\n"
+      "  lfu_vs_static_opt_min    %7.4f   (target >= 0.97) %s\n"
+      "  lookahead_vs_belady_min  %7.4f   (target >= 0.95) %s\n"
+      "  gather_vs_limit          %7.3f   (target >= 0.5)  %s   (warm "
+      "VocabCache::Lookup; the backend's gather alone: %.3f)\n"
+      "  lookahead beats LRU/LFU where Belady leads by > 2 points: %s\n",
+      x.lru_minus_che_max_pp, x.lru_minus_che_max_pp <= 1.5 ? "met" : "MISSED",
+      x.lfu_vs_static_opt_min,
+      x.lfu_vs_static_opt_min >= 0.97 ? "met" : "MISSED",
+      x.lookahead_vs_belady_min,
+      x.lookahead_vs_belady_min >= 0.95 ? "met" : "MISSED", x.gather_vs_limit,
+      x.gather_vs_limit >= 0.5 ? "met" : "MISSED",
+      g.backend_ids_per_s / g.limit_ids_per_s,
+      x.lookahead_beats ? "yes" : "NO");
+}
+
+}  // namespace
+
+int RunCacheBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h" || a == "help") {
+      out << kUsage;
+      return 0;
+    }
+  }
+  absl::StatusOr<Params> params = ParseParams(argc, argv);
+  if (!params.ok()) {
+    err << "ps-bench cache: " << params.status().message() << "\n\n" << kUsage;
+    return tools::kUsageExitCode;
+  }
+  const MachineInfo machine = DescribeMachine();
+  std::vector<HitRate> rates;
+  Gather gather;
+  absl::Status st = RunHitRates(*params, &rates, err);
+  if (st.ok()) st = RunGather(*params, &gather);
+  if (!st.ok()) {
+    err << "ps-bench cache: " << st << "\n";
+    return 1;
+  }
+  const Ratios ratios = ComputeRatios(rates, gather);
+  if (params->json) {
+    PrintJson(*params, machine, rates, gather, ratios, out);
+  } else {
+    PrintReport(*params, machine, rates, gather, ratios, out);
+  }
+  return 0;
+}
+
+}  // namespace psdb::bench

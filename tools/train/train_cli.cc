@@ -1,0 +1,345 @@
+#include "tools/train/train_cli.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "rpc/client_url.h"
+#include "tools/common/args.h"
+#include "train/embedding_source.h"
+#include "train/synthetic.h"
+#include "train/trainer.h"
+#include "util/status_macros.h"
+#ifdef PSDB_TRAIN_HAVE_CACHE
+#include "train/cached_embedding_source.h"
+#endif
+
+namespace psdb::train {
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  ps-train gen --out DIR [--seed N] [--train_rows N] [--test_rows N]\n"
+    "               [--train_files N] [--min_vocab N] [--max_vocab N]\n"
+    "               [--zipf S] [--missing_rate P]\n"
+    "  ps-train --data DIR --checkpoint_dir CDIR [--store local:DIR |\n"
+    "           servers:h1:p1,... | scheduler:HOST:PORT] [--mode sync|async]\n"
+    "           [--epochs N] [--batch_size N] [--max_steps N] [--log_every N]\n"
+    "           [--checkpoint_every N] [--keep_checkpoints N] [--eval_every "
+    "N]\n"
+    "           [--rank R] [--world W] [--shard_by file|line]\n"
+    "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
+    "           [--cache_mode write_back|push_through]\n"
+    "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
+    "           [--wide_lr F] [--dense_lr F] [--deep_dim N] [--hidden "
+    "256,128]\n"
+    "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
+    "           [--no_progress] [--no_plot]\n";
+
+int Usage(std::ostream& err, const absl::Status& status) {
+  err << "ps-train: " << status.message() << "\n" << kUsage;
+  return tools::kUsageExitCode;
+}
+
+int Fail(std::ostream& err, const absl::Status& status) {
+  err << "ps-train: " << status << "\n";
+  return 1;
+}
+
+int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
+  absl::Status known =
+      args.CheckKnown({"out", "seed", "train_rows", "test_rows", "train_files",
+                       "min_vocab", "max_vocab", "zipf", "missing_rate"});
+  if (!known.ok()) return Usage(err, known);
+  const std::string dir = args.GetString("out", "");
+  if (dir.empty())
+    return Usage(err, absl::InvalidArgumentError("gen needs --out DIR"));
+  GeneratorOptions o;
+  auto parse = [&]() -> absl::Status {
+    PSDB_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
+    o.seed = static_cast<uint64_t>(seed);
+    PSDB_ASSIGN_OR_RETURN(
+        o.train_rows, args.GetInt("train_rows", o.train_rows, 1, 1LL << 40));
+    PSDB_ASSIGN_OR_RETURN(o.test_rows,
+                          args.GetInt("test_rows", o.test_rows, 2, 1LL << 40));
+    PSDB_ASSIGN_OR_RETURN(int64_t files,
+                          args.GetInt("train_files", o.train_files, 1, 100000));
+    o.train_files = static_cast<int>(files);
+    PSDB_ASSIGN_OR_RETURN(o.min_vocab,
+                          args.GetInt("min_vocab", o.min_vocab, 1, 1LL << 31));
+    PSDB_ASSIGN_OR_RETURN(o.max_vocab,
+                          args.GetInt("max_vocab", o.max_vocab, 1, 1LL << 31));
+    PSDB_ASSIGN_OR_RETURN(o.zipf_s, args.GetDouble("zipf", o.zipf_s, 0.01, 10));
+    PSDB_ASSIGN_OR_RETURN(
+        o.missing_rate,
+        args.GetDouble("missing_rate", o.missing_rate, 0, 0.99));
+    return absl::OkStatus();
+  };
+  absl::Status parsed = parse();
+  if (!parsed.ok()) return Usage(err, parsed);
+  absl::StatusOr<GeneratorResult> r = GenerateSynthetic(o, dir);
+  if (!r.ok()) return Fail(err, r.status());
+  out << absl::StrFormat(
+      "ps-train gen: wrote %d train rows in %d files and %d test rows to %s\n"
+      "ps-train gen: click rate %.3f (train), %.3f (test); Bayes-optimal test "
+      "AUC %.4f (expected %.4f), log-loss %.4f -> %s/meta.json\n",
+      o.train_rows, o.train_files, o.test_rows, dir, r->train_ctr, r->test_ctr,
+      r->bayes_auc, r->bayes_auc_expected, r->bayes_logloss, dir);
+  return 0;
+}
+
+absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
+                               int64_t* cache_rows, std::string* cache_policy,
+                               std::string* cache_mode, std::string* store,
+                               int64_t* memory_budget_mb) {
+  PSDB_RETURN_IF_ERROR(args.CheckKnown({"data",
+                                        "checkpoint_dir",
+                                        "store",
+                                        "mode",
+                                        "epochs",
+                                        "batch_size",
+                                        "max_steps",
+                                        "log_every",
+                                        "checkpoint_every",
+                                        "keep_checkpoints",
+                                        "eval_every",
+                                        "rank",
+                                        "world",
+                                        "shard_by",
+                                        "cache_rows",
+                                        "cache_policy",
+                                        "cache_mode",
+                                        "deep_optimizer",
+                                        "deep_lr",
+                                        "wide_lr",
+                                        "dense_lr",
+                                        "deep_dim",
+                                        "hidden",
+                                        "block_dim",
+                                        "seed",
+                                        "memory_budget_mb",
+                                        "no_progress",
+                                        "no_plot"}));
+  o->data_dir = args.GetString("data", "");
+  o->checkpoint_dir = args.GetString("checkpoint_dir", "");
+  if (o->data_dir.empty() || o->checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "training needs --data DIR and --checkpoint_dir CDIR");
+  }
+  *store = args.GetString(
+      "store",
+      absl::StrCat(
+          "local:",
+          (std::filesystem::path(o->checkpoint_dir) / "store").string()));
+  const std::string mode = args.GetString("mode", "sync");
+  if (mode == "sync") {
+    o->mode = SyncMode::kSync;
+  } else if (mode == "async") {
+    o->mode = SyncMode::kAsync;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode must be sync or async, not '", mode, "'"));
+  }
+  PSDB_ASSIGN_OR_RETURN(int64_t v, args.GetInt("epochs", 1, 1, 1000));
+  o->epochs = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("batch_size", 512, 1, 1 << 20));
+  o->batch_size = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(o->max_steps,
+                        args.GetInt("max_steps", 0, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("log_every", 200, 1, 1 << 30));
+  o->log_every = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(o->checkpoint_every,
+                        args.GetInt("checkpoint_every", 0, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("keep_checkpoints", 3, 0, 1 << 20));
+  o->keep_checkpoints = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(o->eval_every,
+                        args.GetInt("eval_every", 0, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("world", 1, 1, 1 << 20));
+  o->shard.world = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("rank", 0, 0, o->shard.world - 1));
+  o->shard.rank = static_cast<int>(v);
+  const std::string shard_by = args.GetString("shard_by", "file");
+  if (shard_by == "file") {
+    o->shard.shard_by = ShardBy::kFile;
+  } else if (shard_by == "line") {
+    o->shard.shard_by = ShardBy::kLine;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard_by must be file or line, not '", shard_by, "'"));
+  }
+  PSDB_ASSIGN_OR_RETURN(*cache_rows,
+                        args.GetInt("cache_rows", 1 << 18, 0, 1LL << 31));
+  *cache_policy = args.GetString("cache_policy", "lru");
+  *cache_mode = args.GetString("cache_mode", "write_back");
+  const std::string deep_opt = args.GetString("deep_optimizer", "lazy_adam");
+  if (deep_opt == "lazy_adam") {
+    o->model.deep_optimizer = optim::OptimizerKind::kLazyAdam;
+  } else if (deep_opt == "adagrad") {
+    o->model.deep_optimizer = optim::OptimizerKind::kAdagrad;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--deep_optimizer must be lazy_adam or adagrad, not '", deep_opt, "'"));
+  }
+  // Adagrad wants a larger step than LazyAdam.
+  const double deep_lr_default =
+      deep_opt == "adagrad" ? 0.05 : o->model.deep_lr;
+  PSDB_ASSIGN_OR_RETURN(double lr,
+                        args.GetDouble("deep_lr", deep_lr_default, 1e-9, 100));
+  o->model.deep_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(lr,
+                        args.GetDouble("wide_lr", o->model.wide_lr, 1e-9, 100));
+  o->model.wide_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(
+      lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));
+  o->model.dense_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("deep_dim", o->model.deep_dim, 1, 4096));
+  o->model.deep_dim = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v,
+                        args.GetInt("block_dim", o->model.block_dim, 1, 65536));
+  o->model.block_dim = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("seed", 42, 0, INT64_MAX));
+  o->model.seed = static_cast<uint64_t>(v);
+  if (args.Has("hidden")) {
+    o->model.hidden.clear();
+    for (absl::string_view w :
+         absl::StrSplit(args.GetString("hidden", ""), ',')) {
+      int width;
+      if (!absl::SimpleAtoi(w, &width) || width < 1 || width > 65536) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--hidden must be comma-separated widths, e.g. 256,128; got '",
+            args.GetString("hidden", ""), "'"));
+      }
+      o->model.hidden.push_back(width);
+    }
+  }
+  PSDB_ASSIGN_OR_RETURN(*memory_budget_mb,
+                        args.GetInt("memory_budget_mb", 1024, 1, 1LL << 24));
+  PSDB_ASSIGN_OR_RETURN(bool no_progress, args.GetBool("no_progress"));
+  PSDB_ASSIGN_OR_RETURN(bool no_plot, args.GetBool("no_plot"));
+  o->progress = !no_progress;
+  o->plot = !no_plot;
+  return absl::OkStatus();
+}
+
+int RunTrainCommand(const tools::Args& args, std::ostream& out,
+                    std::ostream& err) {
+  TrainerOptions o;
+  int64_t cache_rows = 0, memory_budget_mb = 0;
+  std::string cache_policy, cache_mode, store;
+  absl::Status parsed =
+      ParseTrainOptions(args, &o, &cache_rows, &cache_policy, &cache_mode,
+                        &store, &memory_budget_mb);
+  if (!parsed.ok()) return Usage(err, parsed);
+  if (absl::StartsWith(store, "scheduler:")) {
+    return Usage(err, absl::UnimplementedError(absl::StrCat(
+                          "--store ", store,
+                          ": scheduler mode is not yet supported (it arrives "
+                          "with ps-scheduler); use local:DIR or "
+                          "servers:h1:p1,h2:p2")));
+  }
+  if (!absl::StartsWith(store, "local:") &&
+      !absl::StartsWith(store, "servers:")) {
+    return Usage(
+        err, absl::InvalidArgumentError(absl::StrCat(
+                 "--store must be local:DIR or servers:h1:p1,...; got '", store,
+                 "'")));
+  }
+  o.store_description = store;
+  StoreOptions local;
+  local.memory_budget_bytes = static_cast<uint64_t>(memory_budget_mb) << 20;
+  absl::StatusOr<std::unique_ptr<ParameterClient>> client =
+      rpc::OpenParameterClient(store, {}, local);
+  if (!client.ok()) return Fail(err, client.status());
+
+  // The model's tables must exist before a cache is put in front of them.
+  std::unique_ptr<EmbeddingSource> embeddings;
+  if (cache_rows > 0) {
+#ifdef PSDB_TRAIN_HAVE_CACHE
+    cache::VocabCacheOptions copts;
+    copts.capacity_rows = cache_rows;
+    if (cache_policy == "lru") {
+      copts.policy = cache::PolicyKind::kLru;
+    } else if (cache_policy == "lfu") {
+      copts.policy = cache::PolicyKind::kLfu;
+    } else if (cache_policy == "lookahead") {
+      copts.policy = cache::PolicyKind::kLookahead;
+    } else {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "--cache_policy must be lru, lfu or lookahead, "
+                            "not '",
+                            cache_policy, "'")));
+    }
+    if (cache_mode == "write_back") {
+      copts.mode = cache::CacheMode::kWriteBack;
+    } else if (cache_mode == "push_through") {
+      copts.mode = cache::CacheMode::kPushThrough;
+    } else {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "--cache_mode must be write_back or push_through, "
+                            "not '",
+                            cache_mode, "'")));
+    }
+    // Two batches (the current one and the prefetched next) must fit.
+    const int64_t need = 2LL * o.batch_size * kNumCatFeatures;
+    if (cache_rows < need) {
+      return Usage(err, absl::InvalidArgumentError(absl::StrFormat(
+                            "--cache_rows %d is too small for --batch_size %d: "
+                            "a batch and its prefetched successor may need "
+                            "%d rows per table",
+                            cache_rows, o.batch_size, need)));
+    }
+    absl::Status created = CreateModelTables(o.model, client->get());
+    if (!created.ok()) return Fail(err, created);
+    absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =
+        CachedEmbeddingSource::Create(client->get(), EmbeddingTables(), copts);
+    if (!cached.ok()) return Fail(err, cached.status());
+    embeddings = std::move(*cached);
+#else
+    err << "ps-train: this build has no worker cache (cache/ module); "
+           "training straight on the parameter client\n";
+#endif
+  }
+  if (embeddings == nullptr) {
+    embeddings = std::make_unique<ClientEmbeddingSource>(client->get());
+  }
+  absl::StatusOr<TrainResult> r =
+      psdb::train::RunTraining(o, client->get(), embeddings.get(), stdout);
+  std::fflush(stdout);
+  if (!r.ok()) return Fail(err, r.status());
+  return 0;
+}
+
+}  // namespace
+
+int RunTrain(int argc, const char* const* argv, std::ostream& out,
+             std::ostream& err) {
+  absl::StatusOr<tools::Args> args =
+      tools::Args::Parse(argc, argv, 1, {"no_progress", "no_plot", "help"});
+  if (!args.ok()) return Usage(err, args.status());
+  if (args->Has("help")) {
+    out << kUsage;
+    return 0;
+  }
+  const std::vector<std::string>& pos = args->positional();
+  if (!pos.empty() && pos[0] == "gen") {
+    if (pos.size() > 1) {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "unexpected argument '", pos[1], "'")));
+    }
+    return RunGen(*args, out, err);
+  }
+  if (!pos.empty()) {
+    return Usage(err, absl::InvalidArgumentError(
+                          absl::StrCat("unknown command '", pos[0], "'")));
+  }
+  return RunTrainCommand(*args, out, err);
+}
+
+}  // namespace psdb::train

@@ -1,0 +1,41 @@
+// ps-train's command line (the logic behind tools/ps_train_main.cc):
+//
+//   ps-train gen --out DIR [--seed N --train_rows N --test_rows N
+//                --train_files N --min_vocab N --max_vocab N --zipf S
+//                --missing_rate P]
+//       Writes a synthetic Criteo-format data set (train/synthetic.h) and its
+//       meta.json with the Bayes-optimal AUC.
+//
+//   ps-train --data DIR --checkpoint_dir CDIR [--store URL] [--mode sync|async]
+//            [--epochs N --batch_size N --max_steps N --log_every N
+//             --checkpoint_every N --keep_checkpoints N --eval_every N]
+//            [--rank R --world W --shard_by file|line]
+//            [--cache_rows N --cache_policy lru|lfu|lookahead
+//             --cache_mode write_back|push_through]
+//            [--deep_optimizer lazy_adam|adagrad --deep_lr F --wide_lr F
+//             --dense_lr F --deep_dim N --hidden 256,128 --block_dim N
+//             --seed N --memory_budget_mb N --no_progress --no_plot]
+//       Trains Wide&Deep (train/trainer.h). --store:
+//         local:DIR              embedded Store (default: local:CDIR/store)
+//         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
+//         scheduler:HOST:PORT    not yet supported (rejected)
+//       --cache_rows 0 trains straight on the client (no worker cache).
+//
+// Exit codes: 0 success, 1 failure, 2 usage error.
+//
+// Thread-safety: RunTrain is a blocking call.
+#ifndef PSDB_TOOLS_TRAIN_TRAIN_CLI_H_
+#define PSDB_TOOLS_TRAIN_TRAIN_CLI_H_
+
+#include <ostream>
+
+namespace psdb::train {
+
+// Runs ps-train with argv; messages go to `out` / `err` (training logs to
+// stdout, the progress bar to stderr).
+int RunTrain(int argc, const char* const* argv, std::ostream& out,
+             std::ostream& err);
+
+}  // namespace psdb::train
+
+#endif  // PSDB_TOOLS_TRAIN_TRAIN_CLI_H_

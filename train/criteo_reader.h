@@ -1,0 +1,136 @@
+// Reader for the Criteo display-advertising format, as in the Kaggle / Criteo
+// Labs logs and the seeds' trainers: one example per line, tab-separated,
+//   <label> <I1>..<I13> <C1>..<C26>
+// label 0 or 1; I* integers (may be negative); C* hexadecimal ids (Criteo
+// uses 8 hex digits; up to 16 are accepted). Any I* or C* may be empty
+// (missing). A line with another field count, a bad label, a bad integer or
+// a bad hex id is malformed: it is counted and skipped, never fatal, unless
+// a whole file yields no valid line (then Next() fails naming the file).
+//
+// Categorical values become psdb keys with CategoricalKey(field, value): the
+// field is folded into the 64-bit hash, so one embedding table serves all 26
+// fields without cross-field collisions (DESIGN.md: no modulo tables).
+//
+// Sharding (`rank` of `world` workers), the way the seeds' trainers split
+// train.txt-0000N by trainer id:
+//   kFile: this reader reads files[i] for i % world == rank.
+//   kLine: it reads every file and keeps line g (0-based, counted over all
+//          files in order, malformed lines included) when g % world == rank.
+// Either way the ranks of one world partition the input exactly.
+//
+// Thread-safety: thread-compatible (one thread drives a reader).
+#ifndef PSDB_TRAIN_CRITEO_READER_H_
+#define PSDB_TRAIN_CRITEO_READER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psdb::train {
+
+inline constexpr int kNumIntFeatures = 13;
+inline constexpr int kNumCatFeatures = 26;
+inline constexpr int kNumCriteoFields = 1 + kNumIntFeatures + kNumCatFeatures;
+
+// The psdb key of categorical field `field` (0..25) with hex value `value`;
+// `present` = false gives the field's "missing" key.
+uint64_t CategoricalKey(int field, uint64_t value, bool present = true);
+
+// A batch of parsed examples, column blocks per example (row-major).
+struct CriteoBatch {
+  std::vector<float> labels;         // n, 0 or 1
+  std::vector<int64_t> ints;         // n * 13 raw integers (0 when missing)
+  std::vector<uint8_t> int_present;  // n * 13, 1 when the field was set
+  std::vector<uint64_t> cat_keys;    // n * 26 CategoricalKey()s
+
+  size_t size() const { return labels.size(); }
+  void Clear();
+};
+
+// Parses one line (without its newline; a trailing '\r' is ignored) and
+// appends it to *batch. InvalidArgument describing the problem if it is
+// malformed; *batch is then unchanged.
+absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch);
+
+enum class ShardBy : int { kFile = 0, kLine = 1 };
+
+struct ReaderOptions {
+  // This worker's rank in [0, world). Default: 0
+  int rank = 0;
+  // Number of workers sharing the input. Default: 1
+  int world = 1;
+  // Default: kFile
+  ShardBy shard_by = ShardBy::kFile;
+};
+
+class CriteoReader {
+ public:
+  // InvalidArgument if files is empty, rank/world are out of range, or
+  // sharding by file leaves this rank with no file.
+  static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(
+      std::vector<std::string> files, const ReaderOptions& options = {});
+  ~CriteoReader();
+  CriteoReader(const CriteoReader&) = delete;
+  CriteoReader& operator=(const CriteoReader&) = delete;
+
+  // Appends up to `max_examples` valid examples of this shard to *batch
+  // (cleared first); returns how many, 0 at the end of the input. NotFound
+  // if a file cannot be opened, DataLoss if a file (of this shard) has no
+  // valid line.
+  absl::StatusOr<size_t> Next(size_t max_examples, CriteoBatch* batch);
+
+  // Starts over from the first file (next epoch). Counters keep counting.
+  void Rewind();
+
+  // The files this reader reads, in order.
+  const std::vector<std::string>& files() const { return files_; }
+  uint64_t valid_lines() const { return valid_lines_; }
+  uint64_t malformed_lines() const { return malformed_lines_; }
+  // The first malformed line's file, line number and problem ("" if none).
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  CriteoReader(std::vector<std::string> files, const ReaderOptions& options);
+  absl::Status OpenNextFile();
+  absl::Status CloseFile();
+
+  const std::vector<std::string> files_;
+  const ReaderOptions options_;
+  size_t file_index_ = 0;  // next file to open
+  std::FILE* file_ = nullptr;
+  std::string current_path_;
+  uint64_t line_in_file_ = 0;
+  uint64_t examined_in_file_ = 0;
+  uint64_t valid_in_file_ = 0;
+  uint64_t global_line_ = 0;  // lines seen over all files (kLine sharding)
+  char* line_buf_ = nullptr;
+  size_t line_cap_ = 0;
+  uint64_t valid_lines_ = 0;
+  uint64_t malformed_lines_ = 0;
+  std::string first_error_;
+};
+
+// A data directory: train* and test* files in Criteo format (sorted by
+// name), and meta.json's bayes_auc if present.
+struct DataDir {
+  std::vector<std::string> train_files;
+  std::vector<std::string> test_files;
+  std::optional<double> bayes_auc;
+};
+
+// NotFound if `dir` does not exist or holds no train* file.
+absl::StatusOr<DataDir> LoadDataDir(absl::string_view dir);
+
+// The number value of top-level key `key` in a flat JSON object, if there.
+std::optional<double> JsonNumber(absl::string_view json, absl::string_view key);
+
+}  // namespace psdb::train
+
+#endif  // PSDB_TRAIN_CRITEO_READER_H_

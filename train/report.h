@@ -1,0 +1,67 @@
+// The files a training run leaves next to its checkpoints:
+//   metrics.csv   step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss
+//                 (empty cells where a value was not measured at that row)
+//   metrics.png   loss and AUC against step, rendered by gnuplot
+//   summary.json  the run's headline numbers
+//
+// Thread-safety: thread-compatible.
+#ifndef PSDB_TRAIN_REPORT_H_
+#define PSDB_TRAIN_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psdb::train {
+
+struct MetricsRow {
+  int64_t step = 0;
+  int epoch = 0;
+  uint64_t samples = 0;
+  std::optional<double> train_loss;
+  std::optional<double> train_auc;
+  std::optional<double> eval_auc;
+  std::optional<double> eval_logloss;
+};
+
+absl::Status WriteMetricsCsv(absl::string_view path,
+                             const std::vector<MetricsRow>& rows);
+
+// Renders `csv` to `png` with gnuplot (a horizontal line at bayes_auc when
+// given). Unavailable (with a message saying so) if gnuplot is not on PATH;
+// Internal if it fails.
+absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
+                         std::optional<double> bayes_auc);
+
+// Where `program` is on $PATH, if it is.
+std::optional<std::string> FindOnPath(absl::string_view program);
+
+// A flat JSON object writer: numbers, strings, null for absent optionals.
+class JsonObject {
+ public:
+  JsonObject& Add(absl::string_view key, double value);
+  JsonObject& Add(absl::string_view key, int64_t value);
+  JsonObject& Add(absl::string_view key, uint64_t value);
+  JsonObject& Add(absl::string_view key, std::optional<double> value);
+  JsonObject& Add(absl::string_view key, absl::string_view value);
+  JsonObject& AddRaw(absl::string_view key, absl::string_view json);
+  std::string ToString() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+std::string JsonEscape(absl::string_view s);
+
+// Writes `contents` to `path` via a temporary file and rename.
+absl::Status WriteFileAtomically(absl::string_view path,
+                                 absl::string_view contents);
+
+}  // namespace psdb::train
+
+#endif  // PSDB_TRAIN_REPORT_H_

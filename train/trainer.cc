@@ -1,0 +1,416 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "util/status_macros.h"
+
+namespace psdb::train {
+namespace {
+
+// Batches of every epoch in order, read one step ahead in the background.
+class BatchLoader {
+ public:
+  struct Item {
+    std::shared_ptr<CriteoBatch> batch;  // null at the end
+    int epoch = 0;                       // 1-based
+  };
+
+  BatchLoader(CriteoReader* reader, int epochs, size_t batch_size)
+      : reader_(reader), epochs_(epochs), batch_size_(batch_size) {}
+  ~BatchLoader() {
+    if (next_.valid()) next_.wait();
+  }
+
+  // Starts reading the first batch.
+  void Start() {
+    next_ = std::async(std::launch::async, [this] { return Read(); });
+  }
+
+  // The batch read in the background, and starts reading the one after.
+  absl::StatusOr<Item> Next() {
+    absl::StatusOr<Item> item = next_.get();
+    if (item.ok() && item->batch != nullptr) Start();
+    return item;
+  }
+
+ private:
+  absl::StatusOr<Item> Read() {
+    auto batch = std::make_shared<CriteoBatch>();
+    while (epoch_ <= epochs_) {
+      PSDB_ASSIGN_OR_RETURN(size_t n, reader_->Next(batch_size_, batch.get()));
+      if (n > 0) return Item{batch, epoch_};
+      ++epoch_;
+      if (epoch_ <= epochs_) reader_->Rewind();
+    }
+    return Item{};
+  }
+
+  CriteoReader* const reader_;
+  const int epochs_;
+  const size_t batch_size_;
+  int epoch_ = 1;
+  std::future<absl::StatusOr<Item>> next_;
+};
+
+struct EvalResult {
+  double auc = NAN;
+  double logloss = NAN;
+  uint64_t examples = 0;
+};
+
+absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
+                                    const std::vector<std::string>& files,
+                                    size_t batch_size) {
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                        CriteoReader::Open(files));
+  std::vector<float> probs, all_probs, all_labels;
+  CriteoBatch batch;
+  while (true) {
+    PSDB_ASSIGN_OR_RETURN(size_t n, reader->Next(batch_size, &batch));
+    if (n == 0) break;
+    PSDB_RETURN_IF_ERROR(model->Predict(batch, &probs));
+    all_probs.insert(all_probs.end(), probs.begin(), probs.end());
+    all_labels.insert(all_labels.end(), batch.labels.begin(),
+                      batch.labels.end());
+  }
+  EvalResult result;
+  result.examples = all_probs.size();
+  PSDB_ASSIGN_OR_RETURN(result.auc, Auc(all_probs, all_labels));
+  PSDB_ASSIGN_OR_RETURN(result.logloss, LogLoss(all_probs, all_labels));
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> CountLines(const std::vector<std::string>& files) {
+  uint64_t lines = 0;
+  std::vector<char> buf(1 << 20);
+  for (const std::string& path : files) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) {
+      return absl::NotFoundError(absl::StrCat("cannot open data file ", path));
+    }
+    char last = '\n';
+    size_t got;
+    while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+      lines += std::count(buf.data(), buf.data() + got, '\n');
+      last = buf[got - 1];
+    }
+    if (last != '\n') ++lines;
+    std::fclose(f);
+  }
+  return lines;
+}
+
+absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
+                                        ParameterClient* client,
+                                        EmbeddingSource* embeddings,
+                                        FILE* log) {
+  if (options.data_dir.empty() || options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "data_dir and checkpoint_dir are required");
+  }
+  if (options.batch_size < 1 || options.epochs < 1 || options.log_every < 1) {
+    return absl::InvalidArgumentError(
+        "batch_size, epochs and log_every must be >= 1");
+  }
+  PSDB_ASSIGN_OR_RETURN(DataDir data, LoadDataDir(options.data_dir));
+  std::error_code ec;
+  std::filesystem::create_directories(options.checkpoint_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create ", options.checkpoint_dir, ": ", ec.message()));
+  }
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                        CriteoReader::Open(data.train_files, options.shard));
+  WideDeepConfig config = options.model;
+  config.async_push = options.mode == SyncMode::kAsync;
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<WideDeepModel> model,
+                        WideDeepModel::Create(config, client, embeddings));
+
+  // Work estimate for the progress bar: this shard's lines times epochs.
+  PSDB_ASSIGN_OR_RETURN(uint64_t lines, CountLines(reader->files()));
+  if (options.shard.shard_by == ShardBy::kLine) {
+    lines = (lines + options.shard.world - 1 - options.shard.rank) /
+            options.shard.world;
+  }
+  uint64_t total = lines * options.epochs;
+  if (options.max_steps > 0) {
+    total = std::min<uint64_t>(total, options.max_steps * options.batch_size);
+  }
+
+  std::fprintf(log,
+               "ps-train: Wide&Deep on %s (%zu train files, %zu test files, "
+               "rank %d of %d, shard by %s), mode %s\n",
+               options.data_dir.c_str(), reader->files().size(),
+               data.test_files.size(), options.shard.rank, options.shard.world,
+               options.shard.shard_by == ShardBy::kFile ? "file" : "line",
+               options.mode == SyncMode::kSync ? "sync" : "async");
+  std::fprintf(log,
+               "ps-train: store %s; embeddings %s; batch %d, %d epoch(s), "
+               "~%llu samples\n",
+               options.store_description.c_str(),
+               embeddings->Describe().c_str(), options.batch_size,
+               options.epochs, static_cast<unsigned long long>(total));
+  std::fflush(log);
+
+  const bool tty = options.progress && IsTerminal(stderr);
+  Progress progress(stderr, tty, total, /*plain_every=*/1);
+  TrainResult result;
+  result.bayes_auc = data.bayes_auc;
+  std::vector<MetricsRow> metrics;
+  const std::string csv_path =
+      (std::filesystem::path(options.checkpoint_dir) / "metrics.csv").string();
+
+  auto checkpoint = [&](int64_t step) -> absl::Status {
+    PSDB_RETURN_IF_ERROR(model->WaitForPush());
+    PSDB_RETURN_IF_ERROR(embeddings->Flush());
+    // One checkpoint per cluster: every server writes its shard when asked,
+    // so only rank 0 asks.
+    if (options.shard.rank != 0) return absl::OkStatus();
+    CheckpointOptions copts;
+    copts.keep_last = options.keep_checkpoints;
+    PSDB_ASSIGN_OR_RETURN(CheckpointInfo info,
+                          client->Checkpoint(options.checkpoint_dir, copts));
+    result.checkpoint = info.path;
+    progress.Clear();
+    std::fprintf(log,
+                 "checkpoint: step %lld -> %s (%llu rows flushed, %.2fs)\n",
+                 static_cast<long long>(step), info.path.c_str(),
+                 static_cast<unsigned long long>(info.rows_flushed),
+                 absl::ToDoubleSeconds(info.duration));
+    std::fflush(log);
+    return absl::OkStatus();
+  };
+  auto evaluate = [&](int epoch, int64_t step) -> absl::Status {
+    if (data.test_files.empty()) return absl::OkStatus();
+    PSDB_RETURN_IF_ERROR(model->WaitForPush());
+    PSDB_RETURN_IF_ERROR(embeddings->Flush());
+    PSDB_ASSIGN_OR_RETURN(
+        EvalResult eval,
+        Evaluate(model.get(), data.test_files, options.batch_size * 4));
+    result.auc = eval.auc;
+    result.logloss = eval.logloss;
+    progress.Clear();
+    std::fprintf(
+        log,
+        "epoch: %d step: %lld, eval AUC is %.4f, log-loss is %.4f"
+        " (%llu test examples%s)\n",
+        epoch, static_cast<long long>(step), eval.auc, eval.logloss,
+        static_cast<unsigned long long>(eval.examples),
+        data.bayes_auc.has_value()
+            ? absl::StrFormat("; Bayes-optimal AUC %.4f", *data.bayes_auc)
+                  .c_str()
+            : "");
+    std::fflush(log);
+    MetricsRow row;
+    row.step = step;
+    row.epoch = epoch;
+    row.samples = result.samples;
+    row.eval_auc = eval.auc;
+    row.eval_logloss = eval.logloss;
+    metrics.push_back(row);
+    return WriteMetricsCsv(csv_path, metrics);
+  };
+
+  BatchLoader loader(reader.get(), options.epochs, options.batch_size);
+  loader.Start();
+  PSDB_ASSIGN_OR_RETURN(BatchLoader::Item current, loader.Next());
+  if (current.batch == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no training example in ", options.data_dir));
+  }
+  const absl::Time start = absl::Now();
+  int64_t step = 0;
+  double window_loss = 0;
+  int window_steps = 0;
+  std::vector<float> window_probs, window_labels, probs;
+  int last_epoch = current.epoch;
+  model->Begin(*current.batch);
+  while (current.batch != nullptr) {
+    PSDB_ASSIGN_OR_RETURN(BatchLoader::Item next, loader.Next());
+    ++step;
+    const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
+    PSDB_ASSIGN_OR_RETURN(
+        double loss,
+        model->TrainStep(*current.batch, stop_here ? nullptr : next.batch.get(),
+                         step, &probs));
+    result.samples += current.batch->size();
+    window_loss += loss;
+    ++window_steps;
+    window_probs.insert(window_probs.end(), probs.begin(), probs.end());
+    window_labels.insert(window_labels.end(), current.batch->labels.begin(),
+                         current.batch->labels.end());
+    const bool last_step = next.batch == nullptr || stop_here;
+    if (step % options.log_every == 0 || last_step) {
+      const double mean_loss = window_loss / window_steps;
+      result.last_loss = mean_loss;
+      absl::StatusOr<double> window_auc = Auc(window_probs, window_labels);
+      progress.Clear();
+      std::fprintf(log, "epoch: %d step: %lld, loss is %.4f\n", current.epoch,
+                   static_cast<long long>(step), mean_loss);
+      std::fflush(log);
+      MetricsRow row;
+      row.step = step;
+      row.epoch = current.epoch;
+      row.samples = result.samples;
+      row.train_loss = mean_loss;
+      if (window_auc.ok()) row.train_auc = *window_auc;
+      metrics.push_back(row);
+      PSDB_RETURN_IF_ERROR(WriteMetricsCsv(csv_path, metrics));
+      window_loss = 0;
+      window_steps = 0;
+      window_probs.clear();
+      window_labels.clear();
+    }
+    if (!tty) {
+      if (step % options.log_every == 0) {
+        progress.Update(result.samples, "");
+      }
+    } else {
+      progress.Update(
+          result.samples,
+          absl::StrFormat("loss %.4f", window_steps > 0
+                                           ? window_loss / window_steps
+                                           : result.last_loss));
+    }
+    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
+        !last_step) {
+      PSDB_RETURN_IF_ERROR(checkpoint(step));
+    }
+    const bool epoch_ends =
+        next.batch == nullptr || next.epoch != current.epoch;
+    if ((epoch_ends && !last_step) ||
+        (options.eval_every > 0 && step % options.eval_every == 0 &&
+         !last_step)) {
+      PSDB_RETURN_IF_ERROR(evaluate(current.epoch, step));
+    }
+    last_epoch = current.epoch;
+    if (last_step) break;
+    current = std::move(next);
+  }
+  PSDB_RETURN_IF_ERROR(model->WaitForPush());
+  result.steps = step;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.samples_per_sec =
+      result.seconds > 0 ? result.samples / result.seconds : 0;
+  progress.Finish(result.samples);
+  PSDB_RETURN_IF_ERROR(evaluate(last_epoch, step));
+  PSDB_RETURN_IF_ERROR(checkpoint(step));
+
+  result.malformed_lines = reader->malformed_lines();
+  result.embedding_stats = embeddings->Stats();
+  const EmbeddingStats& es = result.embedding_stats;
+  if (es.has_cache && es.lookups > 0) {
+    result.cache_hit_rate = static_cast<double>(es.hits) / es.lookups;
+  }
+  PSDB_ASSIGN_OR_RETURN(StoreStats stats, client->Stats());
+
+  // Summary.
+  std::fprintf(log, "== summary\n");
+  std::fprintf(log,
+               "trained: %llu samples, %lld steps in %.1fs: %.0f samples/s "
+               "(%llu malformed lines skipped)\n",
+               static_cast<unsigned long long>(result.samples),
+               static_cast<long long>(result.steps), result.seconds,
+               result.samples_per_sec,
+               static_cast<unsigned long long>(result.malformed_lines));
+  if (result.malformed_lines > 0) {
+    std::fprintf(log, "first malformed line: %s\n",
+                 reader->first_error().c_str());
+  }
+  if (result.auc.has_value()) {
+    std::fprintf(log, "eval: AUC %.4f, log-loss %.4f", *result.auc,
+                 *result.logloss);
+    if (data.bayes_auc.has_value()) {
+      std::fprintf(log, "; Bayes-optimal AUC %.4f (gap %.4f)", *data.bayes_auc,
+                   *data.bayes_auc - *result.auc);
+    }
+    std::fprintf(log, "\n");
+  } else {
+    std::fprintf(log, "eval: no test* files in %s, no evaluation\n",
+                 options.data_dir.c_str());
+  }
+  if (es.has_cache) {
+    std::fprintf(
+        log,
+        "worker cache: hit rate %s (%llu lookups, %llu misses, %llu "
+        "evictions), %llu rows cached\n",
+        result.cache_hit_rate.has_value()
+            ? absl::StrFormat("%.1f%%", 100 * *result.cache_hit_rate).c_str()
+            : "n/a",
+        static_cast<unsigned long long>(es.lookups),
+        static_cast<unsigned long long>(es.misses),
+        static_cast<unsigned long long>(es.evictions),
+        static_cast<unsigned long long>(es.cached_rows));
+  } else {
+    std::fprintf(log, "worker cache: none (%s)\n",
+                 embeddings->Describe().c_str());
+  }
+  std::string tiers_json = "{";
+  for (const TableStats& t : stats.tables) {
+    std::fprintf(log,
+                 "store table %-12s rows: %llu in memory, ~%llu on disk "
+                 "(%llu created)\n",
+                 t.name.c_str(), static_cast<unsigned long long>(t.memory_rows),
+                 static_cast<unsigned long long>(t.disk_rows),
+                 static_cast<unsigned long long>(t.created));
+    absl::StrAppend(&tiers_json, tiers_json.size() > 1 ? ", " : "",
+                    JsonEscape(t.name), ": {\"memory_rows\": ", t.memory_rows,
+                    ", \"disk_rows\": ", t.disk_rows, "}");
+  }
+  tiers_json += "}";
+  std::fprintf(log, "checkpoint: %s\n", result.checkpoint.c_str());
+
+  JsonObject summary;
+  summary.Add("auc", result.auc)
+      .Add("bayes_auc", result.bayes_auc)
+      .Add("logloss", result.logloss)
+      .Add("samples_per_sec", result.samples_per_sec)
+      .Add("cache_hit_rate", result.cache_hit_rate)
+      .Add("checkpoint", result.checkpoint)
+      .Add("steps", result.steps)
+      .Add("samples", result.samples)
+      .Add("seconds", result.seconds)
+      .Add("last_train_loss", result.last_loss)
+      .Add("malformed_lines", result.malformed_lines)
+      .Add("mode", options.mode == SyncMode::kSync ? "sync" : "async")
+      .Add("store", options.store_description)
+      .Add("embeddings", embeddings->Describe())
+      .AddRaw("store_rows", tiers_json);
+  result.summary_json =
+      (std::filesystem::path(options.checkpoint_dir) / "summary.json").string();
+  PSDB_RETURN_IF_ERROR(
+      WriteFileAtomically(result.summary_json, summary.ToString()));
+  std::string outputs =
+      absl::StrCat("reports: ", result.summary_json, ", ", csv_path);
+  if (options.plot) {
+    const std::string png =
+        (std::filesystem::path(options.checkpoint_dir) / "metrics.png")
+            .string();
+    absl::Status plotted = PlotMetrics(csv_path, png, data.bayes_auc);
+    if (plotted.ok()) {
+      absl::StrAppend(&outputs, ", ", png);
+    } else {
+      std::fprintf(log, "plot: %s\n", std::string(plotted.message()).c_str());
+    }
+  }
+  std::fprintf(log, "%s\n", outputs.c_str());
+  std::fflush(log);
+  return result;
+}
+
+}  // namespace psdb::train

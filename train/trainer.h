@@ -1,0 +1,108 @@
+// The training loop of ps-train: reads a Criteo-format data directory
+// (train* / test* files, optional meta.json), trains Wide&Deep through an
+// EmbeddingSource and a ParameterClient, evaluates AUC and log-loss on the
+// held-out split, writes checkpoints, and reports:
+//   - a line per log_every steps in the seeds' style
+//     (`epoch: 1 step: 200, loss is 0.4873`),
+//   - a progress bar with samples/s and ETA on a terminal (plain lines
+//     otherwise),
+//   - a final summary, CDIR/summary.json, CDIR/metrics.csv and (when gnuplot
+//     is installed) CDIR/metrics.png.
+//
+// The next batch is read and parsed in the background while the current one
+// trains, and its ids are handed to EmbeddingSource::Prefetch.
+//
+// Checkpoints are written by rank 0 only (in a cluster every server writes
+// its shard of one checkpoint); every rank flushes its cache at those points.
+//
+// Determinism: with mode kSync, the same seed, data and order give the same
+// pushes in the same order, hence identical checkpoint rows.
+//
+// Thread-safety: RunTraining is a blocking call; the client and embedding
+// source must be thread-safe (they are used from a background push thread
+// in kAsync mode).
+#ifndef PSDB_TRAIN_TRAINER_H_
+#define PSDB_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/parameter_client.h"
+#include "train/criteo_reader.h"
+#include "train/embedding_source.h"
+#include "train/wide_deep.h"
+
+namespace psdb::train {
+
+enum class SyncMode : int {
+  kSync = 0,   // a step's pushes complete before the next step pulls
+  kAsync = 1,  // pushes run in the background, overlapping the next pull
+};
+
+struct TrainerOptions {
+  // Data directory (train*, test*, meta.json). REQUIRED.
+  std::string data_dir;
+  // Root of the checkpoints and reports (summary.json, metrics.csv).
+  // REQUIRED.
+  std::string checkpoint_dir;
+  // Default: 1
+  int epochs = 1;
+  // Examples per step. Default: 512
+  int batch_size = 512;
+  // Stop after this many steps (0 = no limit). Default: 0
+  int64_t max_steps = 0;
+  // A loss line every this many steps. Default: 200
+  int log_every = 200;
+  // Checkpoint every this many steps (0 = only at the end). Default: 0
+  int64_t checkpoint_every = 0;
+  // Checkpoints kept. Default: 3
+  int keep_checkpoints = 3;
+  // Evaluate every this many steps, besides after each epoch (0 = only
+  // after each epoch). Default: 0
+  int64_t eval_every = 0;
+  // Default: kSync
+  SyncMode mode = SyncMode::kSync;
+  // Data sharding of this worker. Default: rank 0 of 1, by file
+  ReaderOptions shard;
+  WideDeepConfig model;
+  // Draw a progress bar (if stderr is a terminal). Default: true
+  bool progress = true;
+  // Render metrics.png with gnuplot when it is installed. Default: true
+  bool plot = true;
+  // How the store was opened, for the summary (e.g. "local:/data/psdb").
+  // Default: ""
+  std::string store_description;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  uint64_t samples = 0;
+  double seconds = 0;
+  double samples_per_sec = 0;
+  double last_loss = 0;       // mean loss of the last log window
+  std::optional<double> auc;  // on the test split (if any)
+  std::optional<double> logloss;
+  std::optional<double> bayes_auc;  // from meta.json
+  std::optional<double> cache_hit_rate;
+  EmbeddingStats embedding_stats;
+  uint64_t malformed_lines = 0;
+  std::string checkpoint;  // path of the last checkpoint
+  std::string summary_json;
+};
+
+// Runs the whole job; progress and log lines go to `log` (stdout in
+// ps-train), the bar to stderr.
+absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
+                                        ParameterClient* client,
+                                        EmbeddingSource* embeddings, FILE* log);
+
+// Lines of `files` (counting a final line without newline).
+absl::StatusOr<uint64_t> CountLines(const std::vector<std::string>& files);
+
+}  // namespace psdb::train
+
+#endif  // PSDB_TRAIN_TRAINER_H_

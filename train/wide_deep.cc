@@ -1,0 +1,383 @@
+#include "train/wide_deep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
+
+namespace psdb::train {
+namespace {
+
+constexpr char kWideTable[] = "wide";
+constexpr char kDeepTable[] = "deep";
+constexpr char kLinearTable[] = "wide_linear";
+constexpr int kLinearSize = kNumIntFeatures + 1;
+
+std::vector<int> MlpSizes(const WideDeepConfig& c) {
+  std::vector<int> sizes = {kNumCatFeatures * c.deep_dim + kNumIntFeatures};
+  sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
+  sizes.push_back(1);
+  return sizes;
+}
+
+optim::OptimizerSpec Ftrl(const WideDeepConfig& c) {
+  optim::OptimizerSpec o;
+  o.kind = optim::OptimizerKind::kFtrl;
+  o.learning_rate = c.wide_lr;
+  o.l2 = c.wide_l2;
+  o.initial_accumulator = 0.1f;
+  return o;
+}
+
+}  // namespace
+
+WideDeepShape ShapeOf(const WideDeepConfig& config) {
+  WideDeepShape shape;
+  shape.deep_dim = config.deep_dim;
+  shape.mlp = Mlp(MlpSizes(config));
+  return shape;
+}
+
+void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out) {
+  out->resize(batch.ints.size());
+  for (size_t i = 0; i < batch.ints.size(); ++i) {
+    const double x = static_cast<double>(batch.ints[i]);
+    (*out)[i] =
+        batch.int_present[i]
+            ? static_cast<float>(std::copysign(std::log1p(std::abs(x)), x))
+            : 0.0f;
+  }
+}
+
+double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
+                       std::vector<float>* probs, WideDeepGrads* grads) {
+  const int n = in.n;
+  const int d = shape.deep_dim;
+  const int deep_width = kNumCatFeatures * d;
+  const int mlp_in = deep_width + kNumIntFeatures;
+  // MLP input: [deep embeddings | normalized integer features].
+  std::vector<float> x(static_cast<size_t>(n) * mlp_in);
+  for (int i = 0; i < n; ++i) {
+    std::copy_n(in.deep.begin() + static_cast<size_t>(i) * deep_width,
+                deep_width, x.begin() + static_cast<size_t>(i) * mlp_in);
+    std::copy_n(in.dense.begin() + static_cast<size_t>(i) * kNumIntFeatures,
+                kNumIntFeatures,
+                x.begin() + static_cast<size_t>(i) * mlp_in + deep_width);
+  }
+  Mlp::Workspace ws;
+  std::vector<float> deep_logit(n);
+  shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit));
+
+  probs->resize(n);
+  std::vector<float> dlogit(n);
+  double loss = 0;
+  for (int i = 0; i < n; ++i) {
+    double z = deep_logit[i] + in.linear[kNumIntFeatures];
+    for (int f = 0; f < kNumCatFeatures; ++f) {
+      z += in.wide[static_cast<size_t>(i) * kNumCatFeatures + f];
+    }
+    for (int j = 0; j < kNumIntFeatures; ++j) {
+      z +=
+          in.linear[j] * in.dense[static_cast<size_t>(i) * kNumIntFeatures + j];
+    }
+    const double y = in.labels[i];
+    // log(1 + e^z) - y z, stable for either sign of z.
+    loss += std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+    const double p = 1.0 / (1.0 + std::exp(-z));
+    (*probs)[i] = static_cast<float>(p);
+    dlogit[i] = static_cast<float>((p - y) / n);
+  }
+  loss /= n;
+  if (grads == nullptr) return loss;
+
+  grads->wide.resize(static_cast<size_t>(n) * kNumCatFeatures);
+  grads->linear.assign(kLinearSize, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    std::fill_n(grads->wide.begin() + static_cast<size_t>(i) * kNumCatFeatures,
+                kNumCatFeatures, dlogit[i]);
+    for (int j = 0; j < kNumIntFeatures; ++j) {
+      grads->linear[j] +=
+          dlogit[i] * in.dense[static_cast<size_t>(i) * kNumIntFeatures + j];
+    }
+    grads->linear[kNumIntFeatures] += dlogit[i];
+  }
+  const std::vector<size_t> sizes = shape.mlp.TensorSizes();
+  grads->mlp.resize(sizes.size());
+  std::vector<absl::Span<float>> mlp_grads;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    grads->mlp[t].resize(sizes[t]);
+    mlp_grads.push_back(absl::MakeSpan(grads->mlp[t]));
+  }
+  std::vector<float> dx(x.size());
+  shape.mlp.Backward(in.mlp, ws, dlogit, n, mlp_grads, absl::MakeSpan(dx));
+  grads->deep.resize(static_cast<size_t>(n) * deep_width);
+  for (int i = 0; i < n; ++i) {
+    std::copy_n(dx.begin() + static_cast<size_t>(i) * mlp_in, deep_width,
+                grads->deep.begin() + static_cast<size_t>(i) * deep_width);
+  }
+  return loss;
+}
+
+WideDeepModel::WideDeepModel(const WideDeepConfig& config,
+                             ParameterClient* client,
+                             EmbeddingSource* embeddings)
+    : config_(config),
+      shape_(ShapeOf(config)),
+      client_(client),
+      embeddings_(embeddings),
+      linear_(kLinearTable, kLinearSize, config.block_dim) {
+  const std::vector<size_t> sizes = shape_.mlp.TensorSizes();
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    mlp_tensors_.emplace_back(
+        absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", t / 2), sizes[t],
+        config.block_dim);
+    mlp_values_.emplace_back(sizes[t]);
+    push_mlp_.emplace_back(sizes[t]);
+  }
+  linear_values_.resize(kLinearSize);
+}
+
+WideDeepModel::~WideDeepModel() { (void)WaitForPush(); }
+
+absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
+    const WideDeepConfig& config, ParameterClient* client,
+    EmbeddingSource* embeddings) {
+  if (config.deep_dim < 1 || config.block_dim < 1 || config.hidden.empty()) {
+    return absl::InvalidArgumentError(
+        "wide&deep: deep_dim, block_dim >= 1 and at least one hidden layer");
+  }
+  if (config.deep_optimizer != optim::OptimizerKind::kLazyAdam &&
+      config.deep_optimizer != optim::OptimizerKind::kAdagrad) {
+    return absl::InvalidArgumentError(
+        "wide&deep: the deep embeddings use lazy_adam or adagrad");
+  }
+  for (int h : config.hidden) {
+    if (h < 1) return absl::InvalidArgumentError("wide&deep: hidden width < 1");
+  }
+  std::unique_ptr<WideDeepModel> model(
+      new WideDeepModel(config, client, embeddings));
+  PSDB_RETURN_IF_ERROR(model->CreateTables());
+  return model;
+}
+
+absl::Status WideDeepModel::CreateTables() {
+  return CreateModelTables(config_, client_);
+}
+
+std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
+  const uint64_t seed = config.seed;
+  std::vector<TableSpec> specs;
+  TableSpec wide;
+  wide.name = kWideTable;
+  wide.dim = 1;
+  wide.initializer = {InitKind::kZeros, 0, 0};
+  wide.optimizer = Ftrl(config);
+  wide.seed = seed;
+  specs.push_back(wide);
+
+  TableSpec deep;
+  deep.name = kDeepTable;
+  deep.dim = config.deep_dim;
+  deep.initializer = {InitKind::kUniform, -0.05f, 0.05f};
+  deep.optimizer.kind = config.deep_optimizer;
+  deep.optimizer.learning_rate = config.deep_lr;
+  deep.seed = seed + 1;
+  specs.push_back(deep);
+
+  DenseTensor linear(kLinearTable, kLinearSize, config.block_dim);
+  specs.push_back(
+      linear.Spec({InitKind::kZeros, 0, 0}, Ftrl(config), seed + 2));
+
+  optim::OptimizerSpec adam;
+  adam.kind = optim::OptimizerKind::kAdam;
+  adam.learning_rate = config.dense_lr;
+  const Mlp mlp(MlpSizes(config));
+  const std::vector<size_t> sizes = mlp.TensorSizes();
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const int layer = static_cast<int>(t / 2);
+    const float limit = mlp.GlorotLimit(layer);
+    const InitializerSpec init =
+        t % 2 == 0 ? InitializerSpec{InitKind::kUniform, -limit, limit}
+                   : InitializerSpec{InitKind::kZeros, 0, 0};
+    DenseTensor tensor(absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", layer),
+                       sizes[t], config.block_dim);
+    specs.push_back(tensor.Spec(init, adam, seed + 3 + t));
+  }
+  return specs;
+}
+
+absl::Status CreateModelTables(const WideDeepConfig& config,
+                               ParameterClient* client) {
+  for (const TableSpec& spec : ModelTableSpecs(config)) {
+    absl::Status s = client->CreateTable(spec);
+    if (absl::IsAlreadyExists(s)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "table ", spec.name,
+          " already exists in the store with a different spec (another "
+          "model configuration trained there; use a fresh store): ",
+          s.message()));
+    }
+    PSDB_RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> EmbeddingTables() { return {kWideTable, kDeepTable}; }
+
+std::vector<std::string> WideDeepModel::TableNames() const {
+  std::vector<std::string> names = {kWideTable, kDeepTable, kLinearTable};
+  for (const DenseTensor& t : mlp_tensors_) names.push_back(t.table());
+  return names;
+}
+
+void WideDeepModel::Dedup(const CriteoBatch& batch, std::vector<uint64_t>* uniq,
+                          std::vector<int32_t>* inv) {
+  uniq->clear();
+  if (inv != nullptr) inv->resize(batch.cat_keys.size());
+  absl::flat_hash_map<uint64_t, int32_t> index;
+  index.reserve(batch.cat_keys.size());
+  for (size_t i = 0; i < batch.cat_keys.size(); ++i) {
+    auto [it, inserted] = index.try_emplace(batch.cat_keys[i],
+                                            static_cast<int32_t>(uniq->size()));
+    if (inserted) uniq->push_back(batch.cat_keys[i]);
+    if (inv != nullptr) (*inv)[i] = it->second;
+  }
+}
+
+std::vector<EmbeddingRequest> WideDeepModel::Requests(
+    const std::vector<uint64_t>& ids) const {
+  return {EmbeddingRequest{kWideTable, 1, ids},
+          EmbeddingRequest{kDeepTable, config_.deep_dim, ids}};
+}
+
+void WideDeepModel::Begin(const CriteoBatch& first) {
+  Dedup(first, &next_uniq_, nullptr);
+  embeddings_->Announce(Requests(next_uniq_));
+}
+
+absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
+                                    const CriteoBatch* next, bool serving) {
+  const int d = config_.deep_dim;
+  Dedup(batch, &uniq_, &inv_);
+  if (serving) {
+    PSDB_RETURN_IF_ERROR(
+        embeddings_->LookupForServing(Requests(uniq_), &rows_));
+  } else {
+    PSDB_RETURN_IF_ERROR(embeddings_->Lookup(Requests(uniq_), &rows_));
+  }
+  if (next != nullptr) {
+    // The next batch's rows are fetched while this one computes.
+    Dedup(*next, &next_uniq_, nullptr);
+    const std::vector<EmbeddingRequest> next_requests = Requests(next_uniq_);
+    embeddings_->Announce(next_requests);
+    PSDB_RETURN_IF_ERROR(embeddings_->Prefetch(next_requests));
+  }
+  const std::vector<float>& wide_rows = rows_[0];
+  const std::vector<float>& deep_rows = rows_[1];
+  wide_pos_.resize(inv_.size());
+  deep_pos_.resize(inv_.size() * d);
+  for (size_t i = 0; i < inv_.size(); ++i) {
+    wide_pos_[i] = wide_rows[inv_[i]];
+    std::copy_n(deep_rows.begin() + static_cast<size_t>(inv_[i]) * d, d,
+                deep_pos_.begin() + i * d);
+  }
+  PSDB_RETURN_IF_ERROR(
+      linear_.Pull(client_, absl::MakeSpan(linear_values_), serving));
+  for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(
+        mlp_tensors_[t].Pull(client_, absl::MakeSpan(mlp_values_[t]), serving));
+  }
+  NormalizeIntFeatures(batch, &dense_);
+  return absl::OkStatus();
+}
+
+absl::Status WideDeepModel::WaitForPush() {
+  if (!pending_push_.valid()) return absl::OkStatus();
+  return pending_push_.get();
+}
+
+absl::Status WideDeepModel::PushEmbeddings(int64_t step) {
+  const absl::Span<const float> grads[] = {push_wide_, push_deep_};
+  return embeddings_->Update(Requests(push_keys_), grads, step);
+}
+
+absl::Status WideDeepModel::PushDense(int64_t step) {
+  PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
+  for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> WideDeepModel::TrainStep(const CriteoBatch& batch,
+                                                const CriteoBatch* next,
+                                                int64_t step,
+                                                std::vector<float>* probs) {
+  if (batch.size() == 0) return absl::InvalidArgumentError("empty batch");
+  if (!config_.async_push) PSDB_RETURN_IF_ERROR(WaitForPush());
+  PSDB_RETURN_IF_ERROR(PullAll(batch, next, /*serving=*/false));
+
+  WideDeepInputs in;
+  in.n = static_cast<int>(batch.size());
+  in.wide = wide_pos_;
+  in.deep = deep_pos_;
+  in.dense = dense_;
+  in.labels = batch.labels;
+  in.linear = linear_values_;
+  for (const auto& v : mlp_values_) in.mlp.push_back(v);
+  const double loss = ForwardBackward(shape_, in, probs, &grads_);
+
+  // The previous asynchronous push still owns the push buffers.
+  PSDB_RETURN_IF_ERROR(WaitForPush());
+  const int d = config_.deep_dim;
+  push_keys_ = uniq_;
+  push_wide_.assign(uniq_.size(), 0.0f);
+  push_deep_.assign(uniq_.size() * d, 0.0f);
+  for (size_t i = 0; i < inv_.size(); ++i) {
+    push_wide_[inv_[i]] += grads_.wide[i];
+    float* dst = push_deep_.data() + static_cast<size_t>(inv_[i]) * d;
+    const float* src = grads_.deep.data() + i * d;
+    for (int k = 0; k < d; ++k) dst[k] += src[k];
+  }
+  push_linear_ = grads_.linear;
+  for (size_t t = 0; t < push_mlp_.size(); ++t) push_mlp_[t] = grads_.mlp[t];
+  if (config_.async_push) {
+    // A cache is driven by this thread only: its update stays here.
+    const bool embeddings_async = embeddings_->ConcurrentUpdate();
+    if (!embeddings_async) PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+    pending_push_ = std::async(
+        std::launch::async, [this, step, embeddings_async]() -> absl::Status {
+          if (embeddings_async) PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+          return PushDense(step);
+        });
+    return loss;
+  }
+  PSDB_RETURN_IF_ERROR(PushEmbeddings(step));
+  PSDB_RETURN_IF_ERROR(PushDense(step));
+  return loss;
+}
+
+absl::Status WideDeepModel::Predict(const CriteoBatch& batch,
+                                    std::vector<float>* probs) {
+  if (batch.size() == 0) {
+    probs->clear();
+    return absl::OkStatus();
+  }
+  PSDB_RETURN_IF_ERROR(WaitForPush());
+  PSDB_RETURN_IF_ERROR(PullAll(batch, nullptr, /*serving=*/true));
+  WideDeepInputs in;
+  in.n = static_cast<int>(batch.size());
+  in.wide = wide_pos_;
+  in.deep = deep_pos_;
+  in.dense = dense_;
+  in.labels = batch.labels;
+  in.linear = linear_values_;
+  for (const auto& v : mlp_values_) in.mlp.push_back(v);
+  ForwardBackward(shape_, in, probs, nullptr);
+  return absl::OkStatus();
+}
+
+}  // namespace psdb::train

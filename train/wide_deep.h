@@ -1,0 +1,175 @@
+// Wide&Deep (Cheng et al. 2016) on Criteo features, the model of the seeds'
+// host/device hybrid example:
+//   wide  = sum over the 26 fields of a dim-1 embedding of the id (FTRL)
+//           + a linear model on the 13 normalized integer features (FTRL);
+//   deep  = the 26 dim-`deep_dim` embeddings (LazyAdam or Adagrad)
+//           concatenated with the normalized integer features, through an
+//           MLP (429 -> 256 -> 128 -> 1 by default, ReLU), whose weights are
+//           psdb dense tables (Adam);
+//   p     = sigmoid(wide + deep), trained on mean sigmoid cross-entropy.
+// Integer feature x is normalized to sign(x) * log(1 + |x|), 0 if missing.
+//
+// Tables (created idempotently by Create): "wide" (dim 1), "deep"
+// (dim deep_dim), "wide_linear" (13 weights + bias), "mlp.w<l>" and
+// "mlp.b<l>" (dense, blocks of block_dim floats).
+//
+// ForwardBackward() is the pure math (no I/O), checked against finite
+// differences in tests; WideDeepModel wires it to an EmbeddingSource and a
+// ParameterClient.
+//
+// Thread-safety: WideDeepModel is thread-compatible (one training thread).
+#ifndef PSDB_TRAIN_WIDE_DEEP_H_
+#define PSDB_TRAIN_WIDE_DEEP_H_
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "optim/optimizer.h"
+#include "store/parameter_client.h"
+#include "train/criteo_reader.h"
+#include "train/dense_tensor.h"
+#include "train/embedding_source.h"
+#include "train/mlp.h"
+
+namespace psdb::train {
+
+struct WideDeepConfig {
+  // Width of the deep embeddings. Default: 16
+  int deep_dim = 16;
+  // Hidden layer widths of the MLP. Default: {256, 128}
+  std::vector<int> hidden = {256, 128};
+  // kLazyAdam or kAdagrad. Default: kLazyAdam
+  optim::OptimizerKind deep_optimizer = optim::OptimizerKind::kLazyAdam;
+  // Deep embedding learning rate. Default: 0.002
+  float deep_lr = 0.002f;
+  // FTRL learning rate and L2 of the wide part. Defaults: 0.05, 0.001
+  float wide_lr = 0.05f;
+  float wide_l2 = 0.001f;
+  // Adam learning rate of the MLP. Default: 0.001
+  float dense_lr = 0.001f;
+  // Floats per dense-table row. Default: 256
+  int block_dim = 256;
+  // Seed of every table's deterministic initializer. Default: 42
+  uint64_t seed = 42;
+  // Push asynchronously: a step's pushes run in the background while the
+  // next step pulls (--mode async). Default: false (each push completes
+  // before the next pull, so runs are deterministic).
+  bool async_push = false;
+};
+
+// The sizes the math works on, derived from the config.
+struct WideDeepShape {
+  int deep_dim = 16;
+  Mlp mlp{{kNumCatFeatures * 16 + kNumIntFeatures, 256, 128, 1}};
+};
+WideDeepShape ShapeOf(const WideDeepConfig& config);
+
+// Parameters and gathered embeddings of one batch of n examples.
+struct WideDeepInputs {
+  int n = 0;
+  absl::Span<const float> wide;    // n * 26: wide embedding per position
+  absl::Span<const float> deep;    // n * 26 * deep_dim
+  absl::Span<const float> dense;   // n * 13 normalized integer features
+  absl::Span<const float> labels;  // n
+  absl::Span<const float> linear;  // 14: 13 weights, then the bias
+  std::vector<absl::Span<const float>> mlp;  // Mlp::TensorSizes() tensors
+};
+
+struct WideDeepGrads {
+  std::vector<float> wide;    // n * 26
+  std::vector<float> deep;    // n * 26 * deep_dim
+  std::vector<float> linear;  // 14
+  std::vector<std::vector<float>> mlp;
+};
+
+// Mean sigmoid cross-entropy of the batch; fills probs (n) and, if grads is
+// not null, the gradients of the mean loss.
+double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
+                       std::vector<float>* probs, WideDeepGrads* grads);
+
+// sign(x) * log1p(|x|) of present features, 0 for missing ones.
+void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out);
+
+// Every table of the model with its full spec: "wide", "deep",
+// "wide_linear", "mlp.w0", "mlp.b0", ...
+std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config);
+// Creates them (idempotent: OK if they exist with the same specs).
+absl::Status CreateModelTables(const WideDeepConfig& config,
+                               ParameterClient* client);
+// The embedding tables ("wide", "deep"), the ones a worker cache serves.
+std::vector<std::string> EmbeddingTables();
+
+class WideDeepModel {
+ public:
+  // Creates (or reuses, if identical) the model's tables. `client` and
+  // `embeddings` must outlive the model.
+  static absl::StatusOr<std::unique_ptr<WideDeepModel>> Create(
+      const WideDeepConfig& config, ParameterClient* client,
+      EmbeddingSource* embeddings);
+  ~WideDeepModel();
+
+  // Announces the first batch to the embedding source (lookahead policies
+  // need to know every batch before it is looked up).
+  void Begin(const CriteoBatch& first);
+  // One step on `batch` at global step `step` (>= 1): look up, prefetch
+  // `next`'s rows (if not null; it is also announced), forward, backward,
+  // update. Returns the batch's mean loss; probs gets its predictions.
+  absl::StatusOr<double> TrainStep(const CriteoBatch& batch,
+                                   const CriteoBatch* next, int64_t step,
+                                   std::vector<float>* probs);
+  // Predictions without creating rows or updating anything.
+  absl::Status Predict(const CriteoBatch& batch, std::vector<float>* probs);
+  // Waits for a pending asynchronous push; returns its status.
+  absl::Status WaitForPush();
+
+  std::vector<std::string> TableNames() const;
+  const WideDeepConfig& config() const { return config_; }
+
+ private:
+  WideDeepModel(const WideDeepConfig& config, ParameterClient* client,
+                EmbeddingSource* embeddings);
+  absl::Status CreateTables();
+  // Unique ids of the batch in first-occurrence order into *uniq, position
+  // -> unique index into *inv (if not null).
+  static void Dedup(const CriteoBatch& batch, std::vector<uint64_t>* uniq,
+                    std::vector<int32_t>* inv);
+  std::vector<EmbeddingRequest> Requests(
+      const std::vector<uint64_t>& ids) const;
+  absl::Status PullAll(const CriteoBatch& batch, const CriteoBatch* next,
+                       bool serving);
+  absl::Status PushEmbeddings(int64_t step);
+  absl::Status PushDense(int64_t step);
+
+  const WideDeepConfig config_;
+  const WideDeepShape shape_;
+  ParameterClient* const client_;
+  EmbeddingSource* const embeddings_;
+  DenseTensor linear_;
+  std::vector<DenseTensor> mlp_tensors_;
+
+  // Per-step buffers.
+  std::vector<uint64_t> uniq_;
+  std::vector<int32_t> inv_;
+  std::vector<uint64_t> next_uniq_;
+  std::vector<std::vector<float>> rows_;    // [wide, deep] per unique id
+  std::vector<float> wide_pos_, deep_pos_;  // per position
+  std::vector<float> dense_;
+  std::vector<float> linear_values_;
+  std::vector<std::vector<float>> mlp_values_;
+  WideDeepGrads grads_;
+  // Gradients per unique id, owned by the (possibly asynchronous) push.
+  std::vector<uint64_t> push_keys_;
+  std::vector<float> push_wide_, push_deep_, push_linear_;
+  std::vector<std::vector<float>> push_mlp_;
+  std::future<absl::Status> pending_push_;
+};
+
+}  // namespace psdb::train
+
+#endif  // PSDB_TRAIN_WIDE_DEEP_H_
