@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "rpc/key_router.h"
+#include "rpc/scheduler_client.h"
 #include "store/local_client.h"
 #include "util/status_macros.h"
 
@@ -29,8 +30,19 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
                           RemoteClient::Open(options));
     return std::unique_ptr<ParameterClient>(std::move(client));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "URL '", url, "': expected local:DIR or servers:host:port,..."));
+  if (absl::ConsumePrefix(&rest, "scheduler:")) {
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("URL '", url, "' names no scheduler host:port"));
+    }
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client,
+                          OpenSchedulerRemoteClient(rest, remote));
+    return std::unique_ptr<ParameterClient>(std::move(client));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("URL '", url,
+                   "': expected local:DIR, servers:host:port,... or "
+                   "scheduler:host:port"));
 }
 
 }  // namespace psdb::rpc

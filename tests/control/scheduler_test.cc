@@ -1,6 +1,7 @@
 // SchedulerServer in-process, driven by SchedulerClient over loopback gRPC.
 #include "rpc/scheduler.h"
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -285,6 +286,60 @@ TEST_F(SchedulerTest, BarrierDeadlineNamesWhoDidNotArrive) {
   t2.join();
   EXPECT_OK(r1);
   EXPECT_OK(r2);
+}
+
+TEST_F(SchedulerTest, StepClockBoundsHowFarAFastWorkerRunsAhead) {
+  constexpr int kStaleness = 2;
+  constexpr int kSteps = 12;
+  StartScheduler(1, 2);
+  ASSERT_OK(
+      Client()->Register(Req("s", v1::NODE_ROLE_SERVER, "127.0.0.1:7001")));
+  auto fast = Client();
+  auto slow = Client();
+  ASSERT_OK(fast->Register(Req("fast", v1::NODE_ROLE_WORKER)));
+  ASSERT_OK(slow->Register(Req("slow", v1::NODE_ROLE_WORKER)));
+
+  // The fast worker never waits for compute; after finishing step s it asks
+  // the clock for leave to start s + 1.
+  std::atomic<int> fast_finished{0};
+  std::atomic<bool> bound_held{true};
+  std::thread runner([&] {
+    for (int s = 1; s <= kSteps; ++s) {
+      fast_finished.store(s);
+      auto slowest = fast->StepClock(s, kStaleness, absl::Seconds(60));
+      if (!slowest.ok() || *slowest < s - kStaleness) bound_held = false;
+    }
+  });
+  // The slow worker is driven by the test, one step at a time: at each of
+  // its steps the fast one gets exactly kStaleness + 1 steps ahead (it has
+  // finished that step and waits) and no further.
+  for (int slow_step = 0; slow_step + kStaleness + 1 <= kSteps; ++slow_step) {
+    if (slow_step > 0) {
+      ASSERT_OK_AND_ASSIGN(
+          int64_t slowest,
+          slow->StepClock(slow_step, kStaleness, absl::Seconds(60)));
+      EXPECT_EQ(slowest, slow_step);
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] { return fast_finished.load() == slow_step + kStaleness + 1; }));
+    // It stays there: give it a moment to overrun if the bound were broken.
+    EXPECT_FALSE(WaitFor(
+        [&] { return fast_finished.load() > slow_step + kStaleness + 1; },
+        absl::Milliseconds(100)));
+  }
+  ASSERT_OK(slow->StepClock(kSteps, kStaleness, absl::Seconds(60)));
+  runner.join();
+  EXPECT_TRUE(bound_held.load());
+
+  // A deadline names the worker behind.
+  auto late = fast->StepClock(kSteps + 5, kStaleness, absl::Milliseconds(100));
+  EXPECT_THAT(late, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(std::string(late.status().message()),
+              HasSubstr("waiting for step 15 of: worker rank 1 (node id:slow, "
+                        "finished 12)"));
+  // Clocks never go back.
+  EXPECT_THAT(slow->StepClock(3, kStaleness, absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace
