@@ -65,7 +65,7 @@ absl::Status ValidateTableName(absl::string_view name) {
         absl::StrCat("bad table name \"", name.substr(0, 160),
                      "\": length must be 1..128, got ", name.size()));
   }
-  if (name == "." || name == "..") {
+  if (name == "." || name == ".." || name == "default") {
     return absl::InvalidArgumentError(
         absl::StrCat("bad table name \"", name, "\": reserved"));
   }

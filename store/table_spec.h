@@ -53,7 +53,8 @@ enum class MissingRowValue : int {
 };
 
 struct TableSpec {
-  // [A-Za-z0-9_.-]{1,128}, not "." or "..". REQUIRED.
+  // [A-Za-z0-9_.-]{1,128}, not "." or ".." or "default" (RocksDB's default
+  // column family; each table's column family is named after it). REQUIRED.
   std::string name;
   // Floats per row, 1..65536. REQUIRED.
   int dim = 0;
@@ -77,7 +78,7 @@ struct TableSpec {
 };
 
 // InvalidArgument naming the offending name unless it matches
-// [A-Za-z0-9_.-]{1,128} and is not "." or "..".
+// [A-Za-z0-9_.-]{1,128} and is not "." or ".." or "default".
 absl::Status ValidateTableName(absl::string_view name);
 
 // Name, dim, initializer parameters (b > 0 for normals, a < b for uniform)

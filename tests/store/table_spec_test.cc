@@ -28,6 +28,8 @@ TEST(TableNameTest, AcceptsAndRejects) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ValidateTableName("."),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ValidateTableName("default"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ValidateTableName(".."),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ValidateTableName("a/b"),

@@ -1,0 +1,140 @@
+// ClusterMap: the cluster's membership at one epoch (servers with id,
+// address, weight and state) and the Ring built from it. Every client and
+// server that holds the same map computes the same owner for every key. A
+// server that gets a request for a key it does not own under its epoch
+// answers FAILED_PRECONDITION with its epoch; the client refreshes its map
+// and retries (DESIGN.md, shard/).
+//
+// Which servers own keys (are on the ring):
+//   kAlive   - serving; on the ring.
+//   kDead    - stopped answering heartbeats; STILL on the ring. psdb does
+//              not replicate, so re-homing a dead server's keys would
+//              silently re-create its rows with initial values elsewhere.
+//              Its keys fail with UNAVAILABLE until it comes back (e.g. a
+//              replacement with PS_RECOVERY_PATH) or the operator removes it
+//              (WithoutServer), which moves exactly its keys.
+//   kJoining - registered, not yet serving (e.g. receiving its rows in a
+//              migration); not on the ring until set to kAlive.
+//
+// Wire form: ClusterMapSpec is a plain struct for rpc/ to map to and from
+// its proto field by field; Create(spec) validates and rebuilds the ring.
+// Two maps compare equal iff their canonical specs (servers sorted by id)
+// are equal.
+//
+// Thread-safety: immutable after Create; const methods may be called
+// concurrently. Copying is cheap (the ring is shared, never mutated); hold
+// a std::shared_ptr<const ClusterMap> and swap it on refresh.
+#ifndef PSDB_SHARD_CLUSTER_MAP_H_
+#define PSDB_SHARD_CLUSTER_MAP_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "shard/ring.h"
+
+namespace psdb {
+
+enum class ServerState : uint8_t {
+  kJoining = 0,
+  kAlive = 1,
+  kDead = 2,
+};
+
+// "joining", "alive", "dead".
+absl::string_view ServerStateName(ServerState state);
+// Inverse of ServerStateName; nullopt for anything else.
+std::optional<ServerState> ParseServerState(absl::string_view name);
+// Whether a server in `state` is on the ring (owns keys): kAlive and kDead.
+constexpr bool OnRing(ServerState state) {
+  return state == ServerState::kAlive || state == ServerState::kDead;
+}
+
+struct ServerInfo {
+  // Node id / rank. REQUIRES: >= 0, unique in a map.
+  ServerId id = kNoServer;
+  // "host:port" (IPv6 as "[addr]:port"). REQUIRES: non-empty.
+  std::string address;
+  // Relative capacity (see RingMember). Default: 1.0
+  float weight = 1.0f;
+  // Default: kAlive
+  ServerState state = ServerState::kAlive;
+
+  friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
+};
+
+// The plain-data form of a ClusterMap.
+struct ClusterMapSpec {
+  // Increases with every membership change. Default: 0
+  uint64_t epoch = 0;
+  RingOptions ring;
+  std::vector<ServerInfo> servers;
+
+  friend bool operator==(const ClusterMapSpec&,
+                         const ClusterMapSpec&) = default;
+};
+
+class ClusterMap {
+ public:
+  // Validates `spec` (ids, addresses, weights, ring options) and builds the
+  // ring of its kAlive and kDead servers. InvalidArgument names the server
+  // at fault.
+  static absl::StatusOr<ClusterMap> Create(ClusterMapSpec spec);
+
+  // A static list "h1:p1,h2:p2" (--servers=...): server ids 0, 1, ... in
+  // list order, weight 1, kAlive, epoch 1. InvalidArgument on an empty list,
+  // an empty entry or an entry without a numeric port.
+  static absl::StatusOr<ClusterMap> FromServerList(
+      absl::string_view list, const RingOptions& ring_options = {});
+
+  // The empty map: epoch 0, no servers, an empty ring.
+  ClusterMap();
+
+  uint64_t epoch() const { return spec_.epoch; }
+  // Canonical: servers sorted by id.
+  const ClusterMapSpec& spec() const { return spec_; }
+  absl::Span<const ServerInfo> servers() const { return spec_.servers; }
+  // The server with `id`, or nullptr.
+  const ServerInfo* Find(ServerId id) const;
+
+  const Ring& ring() const { return *ring_; }
+  // The server at `ring_index` (a Partitioner part, a Ring owner index).
+  const ServerInfo& RingServer(size_t ring_index) const {
+    return spec_.servers[ring_to_server_[ring_index]];
+  }
+  // Owner of `key`; kNoServer when no server is on the ring.
+  ServerId Owner(uint64_t key) const { return ring_->Owner(key); }
+  // Whether `server` owns `key` under this map (the server-side check).
+  bool Owns(ServerId server, uint64_t key) const {
+    return server != kNoServer && ring_->Owner(key) == server;
+  }
+
+  // Successor maps, epoch + 1. WithServer adds `server` or replaces the one
+  // with its id; WithoutServer and WithState fail with NotFound for an
+  // unknown id.
+  absl::StatusOr<ClusterMap> WithServer(const ServerInfo& server) const;
+  absl::StatusOr<ClusterMap> WithoutServer(ServerId id) const;
+  absl::StatusOr<ClusterMap> WithState(ServerId id, ServerState state) const;
+
+  // One line, e.g. "epoch 3: 0@h:1 alive w=1, 1@h:2 dead w=2".
+  std::string DebugString() const;
+
+  friend bool operator==(const ClusterMap& a, const ClusterMap& b) {
+    return a.spec_ == b.spec_;
+  }
+
+ private:
+  ClusterMapSpec spec_;
+  std::shared_ptr<const Ring> ring_;
+  // Ring index -> index into spec_.servers.
+  std::vector<uint32_t> ring_to_server_;
+};
+
+}  // namespace psdb
+
+#endif  // PSDB_SHARD_CLUSTER_MAP_H_

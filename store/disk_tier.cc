@@ -1,0 +1,197 @@
+#include "store/disk_tier.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
+
+namespace psdb::internal {
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string msg = absl::StrCat(context, ": ", s.ToString());
+  if (s.IsIOError() && (absl::StrContains(s.ToString(), "lock") ||
+                        absl::StrContains(s.ToString(), "LOCK"))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(msg, " (is another process using the store?)"));
+  }
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
+    const std::string& db_path, const StoreOptions& options,
+    std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs) {
+  std::unique_ptr<DiskTier> t(new DiskTier());
+  t->path_ = db_path;
+  t->row_write_.disableWAL = true;
+  t->meta_write_.sync = true;
+
+  // Rows are float32 and barely compress; bloom filters make the MultiGet of
+  // never-seen keys (row creation) cheap.
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.rocksdb_block_cache_bytes);
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.cache_index_and_filter_blocks = false;
+  table.block_size = 16 * 1024;
+  t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  t->cf_options_.compression = rocksdb::kNoCompression;
+  t->cf_options_.write_buffer_size = 32 << 20;
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db_options.keep_log_file_num = 2;
+  // The WAL only carries metadata; keep it from pinning old memtables.
+  db_options.max_total_wal_size = 8 << 20;
+
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (std::filesystem::exists(db_path + "/CURRENT", ec)) {
+    rocksdb::Status s =
+        rocksdb::DB::ListColumnFamilies(db_options, db_path, &names);
+    if (!s.ok()) return FromRocks(s, absl::StrCat("list tables of ", db_path));
+  }
+  if (names.empty()) names.push_back(rocksdb::kDefaultColumnFamilyName);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (const std::string& n : names) {
+    descs.emplace_back(n, n == rocksdb::kDefaultColumnFamilyName
+                              ? rocksdb::ColumnFamilyOptions()
+                              : t->cf_options_);
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(db_options, db_path, descs, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("open ", db_path));
+  t->db_.reset(raw);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    if (names[i] == rocksdb::kDefaultColumnFamilyName) {
+      t->default_cf_ = handles[i];
+    } else {
+      cfs->emplace_back(names[i], handles[i]);
+    }
+  }
+  return t;
+}
+
+DiskTier::~DiskTier() {
+  if (db_ != nullptr) {
+    if (default_cf_ != nullptr) db_->DestroyColumnFamilyHandle(default_cf_);
+    (void)db_->Close();
+  }
+}
+
+absl::StatusOr<rocksdb::ColumnFamilyHandle*> DiskTier::CreateCf(
+    const std::string& name) {
+  rocksdb::ColumnFamilyHandle* h = nullptr;
+  rocksdb::Status s = db_->CreateColumnFamily(cf_options_, name, &h);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("create table ", name));
+  return h;
+}
+
+absl::Status DiskTier::DropCf(rocksdb::ColumnFamilyHandle* cf) {
+  return FromRocks(db_->DropColumnFamily(cf),
+                   absl::StrCat("drop table ", cf->GetName()));
+}
+
+void DiskTier::DestroyCf(rocksdb::ColumnFamilyHandle* cf) {
+  (void)db_->DestroyColumnFamilyHandle(cf);
+}
+
+void DiskTier::MultiGet(rocksdb::ColumnFamilyHandle* cf, size_t n,
+                        const rocksdb::Slice* keys,
+                        rocksdb::PinnableSlice* values,
+                        rocksdb::Status* statuses) {
+  db_->MultiGet(rocksdb::ReadOptions(), cf, n, keys, values, statuses,
+                /*sorted_input=*/false);
+}
+
+absl::Status DiskTier::Get(rocksdb::ColumnFamilyHandle* cf,
+                           const rocksdb::Slice& key, std::string* value,
+                           bool* found) {
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, key, value);
+  *found = s.ok();
+  if (s.IsNotFound()) return absl::OkStatus();
+  return FromRocks(s, absl::StrCat("read table ", cf->GetName()));
+}
+
+absl::Status DiskTier::WriteRows(rocksdb::WriteBatch* batch) {
+  return FromRocks(db_->Write(row_write_, batch), "write rows");
+}
+
+absl::Status DiskTier::PutMeta(absl::string_view key, absl::string_view value) {
+  return FromRocks(
+      db_->Put(meta_write_, default_cf_, rocksdb::Slice(key.data(), key.size()),
+               rocksdb::Slice(value.data(), value.size())),
+      absl::StrCat("write metadata ", key));
+}
+
+absl::Status DiskTier::PutMetaBatch(
+    const std::vector<std::pair<std::string, std::string>>& kvs) {
+  rocksdb::WriteBatch batch;
+  for (const auto& [k, v] : kvs) batch.Put(default_cf_, k, v);
+  return FromRocks(db_->Write(meta_write_, &batch), "write metadata");
+}
+
+absl::Status DiskTier::DeleteMeta(absl::string_view key) {
+  return FromRocks(db_->Delete(meta_write_, default_cf_,
+                               rocksdb::Slice(key.data(), key.size())),
+                   absl::StrCat("delete metadata ", key));
+}
+
+absl::StatusOr<std::string> DiskTier::GetMeta(absl::string_view key) {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), default_cf_,
+                               rocksdb::Slice(key.data(), key.size()), &v);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("read metadata ", key));
+  return v;
+}
+
+std::vector<std::pair<std::string, std::string>> DiskTier::ScanMeta(
+    absl::string_view prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), default_cf_));
+  for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size())); it->Valid();
+       it->Next()) {
+    if (!it->key().starts_with(rocksdb::Slice(prefix.data(), prefix.size()))) {
+      break;
+    }
+    out.emplace_back(it->key().ToString(), it->value().ToString());
+  }
+  return out;
+}
+
+absl::Status DiskTier::Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs) {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  cfs.push_back(default_cf_);
+  return FromRocks(db_->Flush(fo, cfs), "flush memtables");
+}
+
+absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  if (!s.ok()) return FromRocks(s, "create checkpoint object");
+  std::unique_ptr<rocksdb::Checkpoint> ckpt(raw);
+  return FromRocks(ckpt->CreateCheckpoint(dir, /*log_size_for_flush=*/0),
+                   absl::StrCat("rocksdb checkpoint into ", dir));
+}
+
+uint64_t DiskTier::IntProperty(rocksdb::ColumnFamilyHandle* cf,
+                               const std::string& property) {
+  uint64_t v = 0;
+  if (!db_->GetIntProperty(cf, property, &v)) return 0;
+  return v;
+}
+
+}  // namespace psdb::internal

@@ -1,0 +1,99 @@
+// DiskTier: the RocksDB database under <store>/db. Internal to psdb_store.
+//
+// One column family per table, named after the table; the default column
+// family holds the store's metadata (format version, table specs, steps,
+// row counts) under "psdb/..." keys. Row keys and values are encoded as in
+// store/row_codec.h.
+//
+// Durability: row writes (evictions, flushes) skip the WAL, because the
+// durable state of a psdb store is its checkpoints, and checkpoints flush
+// memtables first. A process that dies between checkpoints loses the rows it
+// had not flushed, exactly as it loses its dirty in-memory rows. Metadata
+// writes (table create/drop, steps) go through the WAL with sync.
+//
+// Thread-safety: thread-safe (RocksDB is); column-family handles must not be
+// used after DestroyCf.
+#ifndef PSDB_STORE_DISK_TIER_H_
+#define PSDB_STORE_DISK_TIER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+#include "store/store.h"
+
+namespace psdb::internal {
+
+// Maps a RocksDB status to absl, prefixing `context`; a held LOCK file
+// becomes FailedPrecondition, corruption DataLoss.
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context);
+
+class DiskTier {
+ public:
+  // Opens (creating if needed) the database at `db_path` with every column
+  // family it has. `cfs` receives (name, handle) of each non-default family.
+  static absl::StatusOr<std::unique_ptr<DiskTier>> Open(
+      const std::string& db_path, const StoreOptions& options,
+      std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs);
+  ~DiskTier();  // closes the database; all handles must be destroyed first
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  rocksdb::DB* db() const { return db_.get(); }
+  const std::string& path() const { return path_; }
+
+  absl::StatusOr<rocksdb::ColumnFamilyHandle*> CreateCf(
+      const std::string& name);
+  absl::Status DropCf(rocksdb::ColumnFamilyHandle* cf);
+  void DestroyCf(rocksdb::ColumnFamilyHandle* cf);
+
+  // Point lookups of n 8-byte keys in one column family. values[i] and
+  // statuses[i] answer keys[i]. REQUIRES: arrays of n elements.
+  void MultiGet(rocksdb::ColumnFamilyHandle* cf, size_t n,
+                const rocksdb::Slice* keys, rocksdb::PinnableSlice* values,
+                rocksdb::Status* statuses);
+  absl::Status Get(rocksdb::ColumnFamilyHandle* cf, const rocksdb::Slice& key,
+                   std::string* value, bool* found);
+
+  // Writes row data (no WAL).
+  absl::Status WriteRows(rocksdb::WriteBatch* batch);
+
+  // Metadata in the default column family (WAL + sync).
+  absl::Status PutMeta(absl::string_view key, absl::string_view value);
+  absl::Status DeleteMeta(absl::string_view key);
+  // Several metadata puts in one synced write.
+  absl::Status PutMetaBatch(
+      const std::vector<std::pair<std::string, std::string>>& kvs);
+  // NotFound if absent.
+  absl::StatusOr<std::string> GetMeta(absl::string_view key);
+  // Every (key, value) whose key starts with `prefix`.
+  std::vector<std::pair<std::string, std::string>> ScanMeta(
+      absl::string_view prefix);
+
+  // Flushes the memtables of `cfs` and of the metadata column family.
+  absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
+  // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
+  absl::Status CreateCheckpoint(const std::string& dir);
+
+  uint64_t IntProperty(rocksdb::ColumnFamilyHandle* cf,
+                       const std::string& property);
+
+ private:
+  DiskTier() = default;
+  std::string path_;
+  rocksdb::WriteOptions row_write_;
+  rocksdb::WriteOptions meta_write_;
+  rocksdb::ColumnFamilyOptions cf_options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
+};
+
+}  // namespace psdb::internal
+
+#endif  // PSDB_STORE_DISK_TIER_H_

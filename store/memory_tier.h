@@ -1,0 +1,193 @@
+// MemoryTier: the hot rows of one table. Internal to psdb_store.
+//
+// Rows live in a slab arena of fixed-size slots; a slot is contiguous
+//   float values[dim] | float state[state_size] | RowHeader | SlotMeta
+// so a hit touches one region. Slots are addressed by a 32-bit id
+// (slab = id >> slab_shift, index = id & mask); slabs are allocated on demand
+// and never move, so a slot's address is stable for the tier's lifetime.
+//
+// The key -> slot index is split into `stripes` stripes, each an
+// absl::flat_hash_map under its own absl::Mutex. Callers group a batch's
+// keys by stripe and lock each stripe once per batch.
+//
+// Ownership and locking rules (the Table enforces them):
+//  - A slot's row bytes, SlotMeta::version and the kDirty flag are read and
+//    written only under the lock of the stripe its key belongs to, while the
+//    index maps that key to that slot.
+//  - SlotMeta::key and flags are also accessed atomically (std::atomic_ref),
+//    so eviction can scan slots without locks and then confirm a candidate
+//    under its stripe lock. The kRef bit (CLOCK) and tick (sampled LRU) are
+//    relaxed atomics written on every hit.
+//  - evict_seq of a stripe increases whenever a key leaves that stripe's
+//    index; a reader that saw a miss uses it to detect that its disk read may
+//    predate a concurrent write-back (see Table::Materialize).
+//
+// Thread-safety: thread-safe as described above; allocation and victim
+// selection take internal mutexes.
+#ifndef PSDB_STORE_MEMORY_TIER_H_
+#define PSDB_STORE_MEMORY_TIER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "store/row.h"
+#include "store/store.h"
+
+namespace psdb::internal {
+
+struct SlotMeta {
+  uint64_t key;
+  uint32_t version;  // bumped on every change of the row's bytes
+  uint32_t flags;    // kOccupied | kDirty | kRef
+  uint32_t tick;     // last access tick (sampled LRU)
+  uint32_t reserved;
+};
+
+inline constexpr uint32_t kOccupied = 1;
+inline constexpr uint32_t kDirty = 2;
+inline constexpr uint32_t kRef = 4;
+
+struct alignas(64) Stripe {
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, uint32_t> index ABSL_GUARDED_BY(mu);
+  // Incremented whenever a key leaves `index`.
+  uint64_t evict_seq ABSL_GUARDED_BY(mu) = 0;
+  // Slots that became dirty since the last flush (may hold stale entries;
+  // flushes re-check each one).
+  std::vector<uint32_t> dirty ABSL_GUARDED_BY(mu);
+};
+
+class MemoryTier {
+ public:
+  MemoryTier(int dim, int state_size, int stripes, EvictionPolicy policy);
+  ~MemoryTier();
+  MemoryTier(const MemoryTier&) = delete;
+  MemoryTier& operator=(const MemoryTier&) = delete;
+
+  int dim() const { return dim_; }
+  int state_size() const { return state_size_; }
+  // Bytes one resident row costs against the budget.
+  size_t slot_bytes() const { return slot_bytes_; }
+  int num_stripes() const { return static_cast<int>(num_stripes_); }
+
+  uint32_t StripeOf(uint64_t key) const {
+    // Lemire's fast range over the high bits of a bijective mix.
+    const uint64_t h = Mix(key) >> 32;
+    return static_cast<uint32_t>((h * num_stripes_) >> 32);
+  }
+  Stripe& stripe(uint32_t i) { return stripes_[i]; }
+
+  char* slot(uint32_t id) const {
+    char* slab = slabs_[id >> slab_shift_].load(std::memory_order_acquire);
+    return slab + static_cast<size_t>(id & slab_mask_) * slot_bytes_;
+  }
+  float* values(uint32_t id) const {
+    return reinterpret_cast<float*>(slot(id));
+  }
+  float* state(uint32_t id) const { return values(id) + dim_; }
+  RowHeader* header(uint32_t id) const {
+    return reinterpret_cast<RowHeader*>(slot(id) + header_offset_);
+  }
+  SlotMeta* meta(uint32_t id) const {
+    return reinterpret_cast<SlotMeta*>(slot(id) + meta_offset_);
+  }
+
+  uint32_t LoadFlags(uint32_t id) const {
+    return std::atomic_ref<uint32_t>(meta(id)->flags)
+        .load(std::memory_order_relaxed);
+  }
+  void SetFlags(uint32_t id, uint32_t bits) {
+    std::atomic_ref<uint32_t>(meta(id)->flags)
+        .fetch_or(bits, std::memory_order_relaxed);
+  }
+  void ClearFlags(uint32_t id, uint32_t bits) {
+    std::atomic_ref<uint32_t>(meta(id)->flags)
+        .fetch_and(~bits, std::memory_order_relaxed);
+  }
+  uint64_t LoadKey(uint32_t id) const {
+    return std::atomic_ref<uint64_t>(meta(id)->key)
+        .load(std::memory_order_relaxed);
+  }
+  void StoreKey(uint32_t id, uint64_t key) {
+    std::atomic_ref<uint64_t>(meta(id)->key)
+        .store(key, std::memory_order_relaxed);
+  }
+
+  // Records an access for the eviction policy (cheap; no lock).
+  void Touch(uint32_t id) {
+    if (policy_ == EvictionPolicy::kClock) {
+      if ((LoadFlags(id) & kRef) == 0) SetFlags(id, kRef);
+    } else {
+      std::atomic_ref<uint32_t>(meta(id)->tick)
+          .store(tick_.load(std::memory_order_relaxed),
+                 std::memory_order_relaxed);
+    }
+  }
+  // Advances the LRU clock (once per batch).
+  void AdvanceTick() { tick_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Hands out n slots (not occupied, not indexed). Never fails short of
+  // running out of memory or 2^32 slots.
+  void Allocate(size_t n, std::vector<uint32_t>* out);
+  // Returns slots to the free list. REQUIRES: each is out of the index and
+  // its kOccupied flag is clear.
+  void Free(const uint32_t* ids, size_t n);
+
+  // Picks up to n eviction candidates among occupied slots (CLOCK sweep or
+  // sampled LRU). Candidates are hints: the caller confirms each under its
+  // stripe lock.
+  void SelectVictims(size_t n, std::vector<uint32_t>* out);
+
+  // Highest slot id handed out + 1 (scan bound).
+  uint32_t capacity() const {
+    return capacity_.load(std::memory_order_acquire);
+  }
+  // Rows currently indexed (maintained by the Table).
+  std::atomic<uint64_t>& resident() { return resident_; }
+  uint64_t resident_count() const {
+    return resident_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  static uint64_t Mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+  void AddSlabLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+
+  const int dim_;
+  const int state_size_;
+  const uint64_t num_stripes_;
+  const EvictionPolicy policy_;
+  size_t header_offset_ = 0;
+  size_t meta_offset_ = 0;
+  size_t slot_bytes_ = 0;
+  uint32_t slab_shift_ = 0;
+  uint32_t slab_mask_ = 0;
+  std::unique_ptr<Stripe[]> stripes_;
+  std::unique_ptr<std::atomic<char*>[]> slabs_;
+
+  absl::Mutex alloc_mu_;
+  uint32_t num_slabs_ ABSL_GUARDED_BY(alloc_mu_) = 0;
+  uint32_t next_unused_ ABSL_GUARDED_BY(alloc_mu_) = 0;
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(alloc_mu_);
+  std::atomic<uint32_t> capacity_{0};
+
+  absl::Mutex victim_mu_;
+  uint64_t hand_ ABSL_GUARDED_BY(victim_mu_) = 0;
+  uint64_t rng_ ABSL_GUARDED_BY(victim_mu_) = 0x853c49e6748fea9bULL;
+
+  std::atomic<uint32_t> tick_{1};
+  std::atomic<uint64_t> resident_{0};
+};
+
+}  // namespace psdb::internal
+
+#endif  // PSDB_STORE_MEMORY_TIER_H_

@@ -1,0 +1,399 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "store/manifest.h"
+#include "store/row_codec.h"
+#include "store/store_impl.h"
+#include "util/status_macros.h"
+
+namespace psdb {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::Table;
+
+constexpr absl::string_view kMetaVersion = "psdb/format_version";
+constexpr absl::string_view kMetaTable = "psdb/table/";
+constexpr absl::string_view kMetaStep = "psdb/step/";
+constexpr absl::string_view kMetaRows = "psdb/rows/";
+constexpr absl::string_view kMetaClean = "psdb/clean";
+
+int64_t ParseI64(const absl::StatusOr<std::string>& v) {
+  int64_t x = 0;
+  if (v.ok()) (void)absl::SimpleAtoi(*v, &x);
+  return x;
+}
+
+uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(disk->db()->NewIterator(ro, cf));
+  uint64_t n = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+  return n;
+}
+
+}  // namespace
+
+Store::Impl::Impl(const StoreOptions& options, std::string path)
+    : internal::BudgetArbiter(options.memory_budget_bytes),
+      options_(options),
+      path_(std::move(path)) {}
+
+Store::Impl::~Impl() {
+  if (opened_) {
+    // Close = Flush: dirty rows, steps and row counts reach RocksDB.
+    (void)Flush();
+    (void)PersistMeta(/*clean=*/true);
+  }
+  {
+    absl::MutexLock l(&tables_mu_);
+    tables_.clear();  // destroys column-family handles before the DB
+  }
+  disk_.reset();
+}
+
+absl::Status Store::Impl::Open() {
+  if (path_.empty()) {
+    return absl::InvalidArgumentError("store path is empty");
+  }
+  if (options_.index_stripes < 1 || options_.index_stripes > (1 << 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "index_stripes must be 1..65536, got ", options_.index_stripes));
+  }
+  if (options_.max_batch_keys == 0) {
+    return absl::InvalidArgumentError("max_batch_keys must be > 0");
+  }
+  std::error_code ec;
+  if (!fs::exists(path_, ec)) {
+    if (!options_.create_if_missing) {
+      return absl::NotFoundError(
+          absl::StrCat("store directory ", path_, " does not exist"));
+    }
+    fs::create_directories(path_, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", path_, ": ", ec.message()));
+    }
+  } else if (!fs::is_directory(path_, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store path ", path_, " is not a directory"));
+  }
+  const std::string db_path = path_ + "/db";
+  std::optional<v1::Manifest> restored;
+  if (!fs::exists(db_path + "/CURRENT", ec) && !options_.restore_from.empty()) {
+    PSDB_ASSIGN_OR_RETURN(v1::Manifest m, RestoreInto(db_path));
+    restored = std::move(m);
+  }
+  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  PSDB_ASSIGN_OR_RETURN(disk_,
+                        internal::DiskTier::Open(db_path, options_, &cfs));
+  // Orphan handles are destroyed on every path out of here.
+  absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+  for (auto& [n, h] : cfs) by_name[n] = h;
+  auto cleanup = [&]() {
+    for (auto& [n, h] : by_name) {
+      if (h != nullptr) disk_->DestroyCf(h);
+    }
+    by_name.clear();
+  };
+
+  absl::StatusOr<std::string> version = disk_->GetMeta(kMetaVersion);
+  if (version.ok()) {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(*version, &v)) {
+      cleanup();
+      return absl::DataLossError(absl::StrCat(
+          "store ", path_, ": unreadable format version \"", *version, "\""));
+    }
+    if (v > kStoreFormatVersion) {
+      cleanup();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "store ", path_, " has format version ", v,
+          ", newer than this build supports (", kStoreFormatVersion, ")"));
+    }
+  } else if (absl::IsNotFound(version.status())) {
+    absl::Status s =
+        disk_->PutMeta(kMetaVersion, absl::StrCat(kStoreFormatVersion));
+    if (!s.ok()) {
+      cleanup();
+      return s;
+    }
+  } else {
+    cleanup();
+    return version.status();
+  }
+  absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
+  const bool clean = !clean_meta.ok() || *clean_meta == "1";
+
+  absl::flat_hash_map<std::string, const v1::TableManifest*> manifest_tables;
+  if (restored.has_value()) {
+    for (const v1::TableManifest& t : restored->tables()) {
+      manifest_tables[t.spec().name()] = &t;
+    }
+  }
+  std::vector<std::shared_ptr<Table>> opened;
+  for (const auto& [key, json] : disk_->ScanMeta(kMetaTable)) {
+    absl::StatusOr<TableSpec> spec = TableSpecFromJson(json);
+    if (!spec.ok()) {
+      cleanup();
+      return absl::DataLossError(absl::StrCat(
+          "store ", path_, ": spec of ", key, ": ", spec.status().message()));
+    }
+    const std::string& name = spec->name;
+    rocksdb::ColumnFamilyHandle* cf = nullptr;
+    auto it = by_name.find(name);
+    if (it != by_name.end()) {
+      cf = it->second;
+      by_name.erase(it);
+    } else {
+      absl::StatusOr<rocksdb::ColumnFamilyHandle*> created =
+          disk_->CreateCf(name);
+      if (!created.ok()) {
+        cleanup();
+        return created.status();
+      }
+      cf = *created;
+    }
+    int64_t step = ParseI64(disk_->GetMeta(absl::StrCat(kMetaStep, name)));
+    uint64_t rows = static_cast<uint64_t>(
+        ParseI64(disk_->GetMeta(absl::StrCat(kMetaRows, name))));
+    if (auto mt = manifest_tables.find(name); mt != manifest_tables.end()) {
+      step = std::max(step, mt->second->step());
+      rows = mt->second->rows();
+    } else if (!clean) {
+      rows = CountRows(disk_.get(), cf);
+    }
+    opened.push_back(std::make_shared<Table>(std::move(*spec), cf, disk_.get(),
+                                             this, options_, step, rows));
+  }
+  // Column families without a spec were left by a crash inside CreateTable.
+  for (auto& [n, h] : by_name) {
+    (void)disk_->DropCf(h);
+  }
+  cleanup();
+  {
+    absl::MutexLock l(&tables_mu_);
+    for (auto& t : opened) tables_[t->name()] = std::move(t);
+  }
+  PSDB_RETURN_IF_ERROR(disk_->PutMeta(kMetaClean, "0"));
+  if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
+  opened_ = true;
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<Table>> Store::Impl::Snapshot() const {
+  absl::ReaderMutexLock l(&tables_mu_);
+  std::vector<std::shared_ptr<Table>> out;
+  out.reserve(tables_.size());
+  for (const auto& [n, t] : tables_) out.push_back(t);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  return out;
+}
+
+absl::Status Store::Impl::PersistMeta(bool clean) {
+  std::vector<std::pair<std::string, std::string>> kvs;
+  for (const auto& t : Snapshot()) {
+    kvs.emplace_back(absl::StrCat(kMetaStep, t->name()),
+                     absl::StrCat(t->step()));
+    kvs.emplace_back(absl::StrCat(kMetaRows, t->name()),
+                     absl::StrCat(t->rows()));
+  }
+  kvs.emplace_back(std::string(kMetaClean), clean ? "1" : "0");
+  return disk_->PutMetaBatch(kvs);
+}
+
+absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
+  PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
+  absl::MutexLock l(&tables_mu_);
+  auto it = tables_.find(spec.name);
+  if (it != tables_.end()) {
+    if (it->second->spec() == spec) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrCat(
+        "table ", spec.name, " exists with a different spec: have ",
+        TableSpecToJson(it->second->spec()), ", asked for ",
+        TableSpecToJson(spec)));
+  }
+  // Column family first, then the spec (synced): a crash in between leaves
+  // an orphan column family, which Open drops.
+  PSDB_ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * cf,
+                        disk_->CreateCf(spec.name));
+  absl::Status s = disk_->PutMetaBatch(
+      {{absl::StrCat(kMetaTable, spec.name), TableSpecToJson(spec)},
+       {absl::StrCat(kMetaStep, spec.name), "0"},
+       {absl::StrCat(kMetaRows, spec.name), "0"}});
+  if (!s.ok()) {
+    (void)disk_->DropCf(cf);
+    disk_->DestroyCf(cf);
+    return s;
+  }
+  tables_[spec.name] =
+      std::make_shared<Table>(spec, cf, disk_.get(), this, options_, 0, 0);
+  return absl::OkStatus();
+}
+
+absl::Status Store::Impl::DropTable(absl::string_view name) {
+  PSDB_RETURN_IF_ERROR(ValidateTableName(name));
+  std::shared_ptr<Table> t;
+  {
+    absl::MutexLock l(&tables_mu_);
+    auto it = tables_.find(name);
+    if (it == tables_.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown table ", name));
+    }
+    PSDB_RETURN_IF_ERROR(disk_->DropCf(it->second->cf()));
+    t = std::move(it->second);
+    tables_.erase(it);
+    rocksdb::WriteBatch unused;
+    (void)disk_->DeleteMeta(absl::StrCat(kMetaTable, name));
+    (void)disk_->DeleteMeta(absl::StrCat(kMetaStep, name));
+    (void)disk_->DeleteMeta(absl::StrCat(kMetaRows, name));
+  }
+  // `t` dies here or when the last in-flight call on it returns.
+  return absl::OkStatus();
+}
+
+std::vector<TableSpec> Store::Impl::ListTables() const {
+  std::vector<TableSpec> out;
+  for (const auto& t : Snapshot()) out.push_back(t->spec());
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<Table>> Store::Impl::Find(
+    absl::string_view name) const {
+  {
+    absl::ReaderMutexLock l(&tables_mu_);
+    auto it = tables_.find(name);
+    if (it != tables_.end()) return it->second;
+  }
+  PSDB_RETURN_IF_ERROR(ValidateTableName(name));
+  return absl::NotFoundError(absl::StrCat("unknown table ", name));
+}
+
+void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
+  for (int round = 0; round < 8; ++round) {
+    const uint64_t used_now = used().load(std::memory_order_relaxed);
+    if (used_now + bytes <= budget()) return;
+    const uint64_t deficit = used_now + bytes - budget();
+    // Evict from the requester while it holds at least its fair share of the
+    // budget; otherwise from the table holding the most memory.
+    std::vector<std::shared_ptr<Table>> all = Snapshot();
+    Table* victim = requester;
+    const uint64_t fair = budget() / std::max<size_t>(1, all.size());
+    if (requester->resident_bytes() < std::min(fair, deficit) ||
+        requester->resident_rows() == 0) {
+      for (const auto& t : all) {
+        if (t->resident_bytes() > victim->resident_bytes()) victim = t.get();
+      }
+    }
+    auto evict = [&](Table* t) -> size_t {
+      // Evict a little more than needed (>= 32 rows or 1/16 of the
+      // deficit again) so that a stream of misses does not evict one row
+      // at a time.
+      const size_t rows = static_cast<size_t>(
+          (deficit + deficit / 16 + t->slot_bytes() - 1) / t->slot_bytes());
+      absl::StatusOr<size_t> freed = t->Evict(std::max<size_t>(rows, 32));
+      return freed.ok() ? *freed : 0;
+    };
+    if (evict(victim) > 0) continue;
+    if (victim != requester && evict(requester) > 0) continue;
+    return;  // nothing evictable: run over budget for now
+  }
+}
+
+StoreStats Store::Impl::Stats() const {
+  StoreStats s;
+  for (const auto& t : Snapshot()) s.tables.push_back(t->Stats());
+  s.memory_budget_bytes = budget();
+  s.memory_used_bytes =
+      const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
+  absl::MutexLock l(&stats_mu_);
+  s.checkpoints = checkpoints_;
+  s.last_checkpoint_duration = last_checkpoint_;
+  s.total_checkpoint_duration = total_checkpoint_;
+  return s;
+}
+
+absl::Status Store::Impl::Flush() {
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+  for (const auto& t : Snapshot()) {
+    PSDB_RETURN_IF_ERROR(t->FlushDirty().status());
+    cfs.push_back(t->cf());
+  }
+  PSDB_RETURN_IF_ERROR(PersistMeta(/*clean=*/false));
+  return disk_->Flush(cfs);
+}
+
+// ---------------------------------------------------------------------------
+// Store
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
+                                                   absl::string_view path) {
+  auto impl = std::make_unique<Impl>(options, std::string(path));
+  PSDB_RETURN_IF_ERROR(impl->Open());
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+absl::Status Store::CreateTable(const TableSpec& spec) {
+  return impl_->CreateTable(spec);
+}
+absl::Status Store::DropTable(absl::string_view name) {
+  return impl_->DropTable(name);
+}
+std::vector<TableSpec> Store::ListTables() const { return impl_->ListTables(); }
+absl::StatusOr<TableSpec> Store::GetTable(absl::string_view name) const {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(name));
+  return t->spec();
+}
+
+absl::Status Store::Pull(absl::string_view table,
+                         absl::Span<const uint64_t> keys, absl::Span<float> out,
+                         const PullOptions& options) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->Pull(keys, out, options);
+}
+
+absl::Status Store::Push(absl::string_view table,
+                         absl::Span<const uint64_t> keys,
+                         absl::Span<const float> grads,
+                         const PushOptions& options) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->Push(keys, grads, options);
+}
+
+absl::Status Store::PullRows(absl::string_view table,
+                             absl::Span<const uint64_t> keys, RowBatch* out) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->PullRows(keys, out);
+}
+
+absl::Status Store::PutRows(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            const RowBatch& rows) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->PutRows(keys, rows);
+}
+
+absl::StatusOr<CheckpointInfo> Store::Checkpoint(
+    absl::string_view root_dir, const CheckpointOptions& options) {
+  return impl_->Checkpoint(root_dir, options);
+}
+
+absl::StatusOr<Store::ShardCheckpoint> Store::CheckpointShard(
+    absl::string_view shard_dir) {
+  return impl_->CheckpointShard(shard_dir);
+}
+
+StoreStats Store::Stats() const { return impl_->Stats(); }
+
+absl::Status Store::Flush() { return impl_->Flush(); }
+
+}  // namespace psdb

@@ -1,0 +1,87 @@
+// Store::Impl: the state behind psdb::Store. Internal to psdb_store; split
+// over store.cc (open, tables, data path, stats, close) and
+// store_checkpoint.cc (checkpoints, restore).
+//
+// Metadata kept in the default column family of <path>/db:
+//   psdb/format_version  decimal; a newer one than kStoreFormatVersion is
+//                        refused with FailedPrecondition
+//   psdb/table/<name>    the table's spec (JSON of psdb.v1.TableSpec)
+//   psdb/step/<name>     the table's step, persisted at Flush, Checkpoint and
+//                        close (a crash loses at most the steps since)
+//   psdb/rows/<name>     exact row count, same persistence
+//   psdb/clean           "1" after a clean close; "0" while open. After an
+//                        unclean stop the row counts are recounted on open.
+//
+// Thread-safety: thread-safe. tables_mu_ is taken (shared) once per call to
+// find the table, never per key; ckpt_mu_ serializes checkpoints.
+#ifndef PSDB_STORE_STORE_IMPL_H_
+#define PSDB_STORE_STORE_IMPL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "store/disk_tier.h"
+#include "store/manifest.h"
+#include "store/store.h"
+#include "store/table.h"
+
+namespace psdb {
+
+inline constexpr uint32_t kStoreFormatVersion = 1;
+
+class Store::Impl : public internal::BudgetArbiter {
+ public:
+  Impl(const StoreOptions& options, std::string path);
+  ~Impl() override;
+
+  absl::Status Open();
+
+  absl::Status CreateTable(const TableSpec& spec);
+  absl::Status DropTable(absl::string_view name);
+  std::vector<TableSpec> ListTables() const;
+  absl::StatusOr<std::shared_ptr<internal::Table>> Find(
+      absl::string_view name) const;
+
+  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view root_dir,
+                                            const CheckpointOptions& options);
+  absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
+  StoreStats Stats() const;
+  absl::Status Flush();
+
+  // BudgetArbiter.
+  void MakeRoom(internal::Table* requester, uint64_t bytes) override;
+
+ private:
+  std::vector<std::shared_ptr<internal::Table>> Snapshot() const;
+  absl::Status PersistMeta(bool clean);
+  // Flush + TTL + rocksdb::Checkpoint into shard_dir.
+  absl::StatusOr<ShardCheckpoint> CheckpointShardLocked(
+      const std::string& shard_dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ckpt_mu_);
+  // Populates <path>/db from options_.restore_from; returns its manifest.
+  absl::StatusOr<v1::Manifest> RestoreInto(const std::string& db_path);
+  void RecordCheckpoint(absl::Duration d);
+
+  const StoreOptions options_;
+  const std::string path_;
+  std::unique_ptr<internal::DiskTier> disk_;
+  bool opened_ = false;
+
+  mutable absl::Mutex tables_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_
+      ABSL_GUARDED_BY(tables_mu_);
+
+  absl::Mutex ckpt_mu_;
+  mutable absl::Mutex stats_mu_;
+  uint64_t checkpoints_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  absl::Duration last_checkpoint_ ABSL_GUARDED_BY(stats_mu_);
+  absl::Duration total_checkpoint_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+}  // namespace psdb
+
+#endif  // PSDB_STORE_STORE_IMPL_H_

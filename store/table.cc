@@ -1,0 +1,960 @@
+#include "store/table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "optim/optimizer.h"
+#include "store/key_dedup.h"
+#include "store/row_codec.h"
+#include "util/status_macros.h"
+
+namespace psdb::internal {
+namespace {
+
+constexpr uint32_t kNoSlot = 0xffffffffu;
+// Optimistic read-then-insert rounds before Materialize falls back to
+// reading under the stripe lock.
+constexpr int kOptimisticRounds = 3;
+// A WriteBatch is written once it holds this many bytes.
+constexpr size_t kWriteBatchBytes = 8 << 20;
+
+// Items 0..n-1 grouped by the stripe of their key (counting sort).
+struct StripeGroups {
+  std::vector<uint32_t> stripe_of;
+  std::vector<uint32_t> bounds;  // stripes + 1
+  std::vector<uint32_t> order;
+
+  template <typename KeyFn>
+  void Build(const MemoryTier& mem, size_t n, KeyFn key) {
+    const size_t ns = static_cast<size_t>(mem.num_stripes());
+    stripe_of.resize(n);
+    bounds.assign(ns + 1, 0);
+    order.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t s = mem.StripeOf(key(i));
+      stripe_of[i] = s;
+      ++bounds[s + 1];
+    }
+    for (size_t s = 0; s < ns; ++s) bounds[s + 1] += bounds[s];
+    // Fill using a moving cursor per stripe (reuses `bounds` shifted).
+    cursor.assign(bounds.begin(), bounds.end() - 1);
+    for (size_t i = 0; i < n; ++i) {
+      order[cursor[stripe_of[i]]++] = static_cast<uint32_t>(i);
+    }
+  }
+
+ private:
+  std::vector<uint32_t> cursor;
+};
+
+// Per-thread buffers of the hot path; they grow to the largest batch and
+// are then reused, so a batch allocates nothing.
+struct Scratch {
+  StripeGroups groups;
+  KeyDedup dedup;
+  std::vector<uint32_t> inverse;
+  std::vector<uint32_t> occ;
+  std::vector<uint32_t> miss_pos;
+  std::vector<uint64_t> miss_keys;
+  std::vector<uint32_t> miss_occ;
+  std::vector<uint32_t> miss_unique;
+  std::vector<float> ubuf;
+  std::vector<float> gsum;
+  std::vector<uint8_t> skip;
+  std::vector<uint32_t> slots;
+  std::vector<uint32_t> work;
+};
+thread_local Scratch tls;
+
+std::string KeyString(uint64_t key) { return absl::StrCat(key); }
+
+}  // namespace
+
+Table::Table(TableSpec spec, rocksdb::ColumnFamilyHandle* cf, DiskTier* disk,
+             BudgetArbiter* budget, const StoreOptions& options, int64_t step,
+             uint64_t rows)
+    : spec_(std::move(spec)),
+      state_size_(optim::StateSize(spec_.optimizer, spec_.dim)),
+      row_floats_(static_cast<size_t>(spec_.dim) + state_size_),
+      max_batch_keys_(options.max_batch_keys),
+      cf_(cf),
+      disk_(disk),
+      budget_(budget),
+      mem_(spec_.dim, state_size_, options.index_stripes, options.eviction),
+      admission_(spec_.admission_threshold),
+      step_(step),
+      rows_(rows) {}
+
+Table::~Table() {
+  budget_->used().fetch_sub(resident_bytes(), std::memory_order_relaxed);
+  disk_->DestroyCf(cf_);
+}
+
+void Table::ObserveStep(int64_t step) {
+  int64_t cur = step_.load(std::memory_order_relaxed);
+  while (cur < step && !step_.compare_exchange_weak(cur, step)) {
+  }
+}
+
+uint64_t Table::resident_rows() const { return mem_.resident_count(); }
+uint64_t Table::resident_bytes() const {
+  return resident_rows() * mem_.slot_bytes();
+}
+
+absl::Status Table::CheckBatch(size_t n) const {
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": empty batch"));
+  }
+  if (n > max_batch_keys_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("table ", name(), ": batch of ", n,
+                     " keys exceeds max_batch_keys ", max_batch_keys_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::DataLoss(uint64_t key, const absl::Status& cause) const {
+  return absl::DataLossError(absl::StrCat("table ", name(), " key ",
+                                          KeyString(key),
+                                          ": corrupt row: ", cause.message()));
+}
+
+void Table::MarkDirty(Stripe& stripe, uint32_t slot) {
+  SlotMeta* m = mem_.meta(slot);
+  ++m->version;
+  if ((mem_.LoadFlags(slot) & kDirty) == 0) {
+    mem_.SetFlags(slot, kDirty);
+    stripe.dirty.push_back(slot);
+    if (stripe.dirty.size() > 2 * stripe.index.size() + 1024) {
+      CompactDirtyList(stripe, mem_.StripeOf(mem_.LoadKey(slot)));
+    }
+  }
+}
+
+void Table::CompactDirtyList(Stripe& stripe, uint32_t stripe_id) {
+  std::vector<uint32_t>& d = stripe.dirty;
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  d.erase(std::remove_if(d.begin(), d.end(),
+                         [&](uint32_t slot) {
+                           const uint32_t f = mem_.LoadFlags(slot);
+                           if ((f & kOccupied) == 0 || (f & kDirty) == 0) {
+                             return true;
+                           }
+                           const uint64_t key = mem_.LoadKey(slot);
+                           if (mem_.StripeOf(key) != stripe_id) return true;
+                           auto it = stripe.index.find(key);
+                           return it == stripe.index.end() ||
+                                  it->second != slot;
+                         }),
+          d.end());
+}
+
+void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
+  stripe.index.erase(key);
+  ++stripe.evict_seq;
+  mem_.ClearFlags(slot, kOccupied | kDirty | kRef);
+  mem_.resident().fetch_sub(1, std::memory_order_relaxed);
+  budget_->used().fetch_sub(mem_.slot_bytes(), std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------
+// Materialize: the miss path shared by every operation.
+
+absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
+                                absl::Span<const uint32_t> occurrences,
+                                MissMode mode, ResidentFn on_resident,
+                                AbsentFn on_absent) {
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  std::vector<uint64_t> seq(n, 0);
+  std::vector<int8_t> admitted(n, -1);  // admission decision, made once
+  std::vector<uint8_t> has_row(n, 0);
+  std::vector<uint8_t> created(n, 0);
+  std::vector<RowHeader> headers(n);
+  std::vector<float> rows;
+  std::vector<uint32_t> pending(n);
+  std::iota(pending.begin(), pending.end(), 0u);
+  auto by_stripe = [&](std::vector<uint32_t>& v) {
+    std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
+      return mem_.StripeOf(keys[a]) < mem_.StripeOf(keys[b]);
+    });
+  };
+
+  for (int round = 0; !pending.empty(); ++round) {
+    if (round >= kOptimisticRounds) {
+      for (uint32_t i : pending) {
+        PSDB_RETURN_IF_ERROR(MaterializeLocked(keys[i], occurrences[i], mode, i,
+                                               on_resident, on_absent));
+      }
+      return absl::OkStatus();
+    }
+    // 1. Probe: which keys are still absent, and each stripe's evict_seq
+    //    before we read the disk.
+    by_stripe(pending);
+    std::vector<uint32_t> to_read;
+    std::vector<uint8_t> was_read(n, 0);
+    for (size_t j = 0; j < pending.size();) {
+      const uint32_t s = mem_.StripeOf(keys[pending[j]]);
+      Stripe& st = mem_.stripe(s);
+      absl::MutexLock l(&st.mu);
+      for (; j < pending.size() && mem_.StripeOf(keys[pending[j]]) == s; ++j) {
+        const uint32_t i = pending[j];
+        has_row[i] = 0;
+        if (st.index.contains(keys[i])) continue;  // resolved at insert
+        seq[i] = st.evict_seq;
+        to_read.push_back(i);
+        was_read[i] = 1;
+      }
+    }
+    // 2. One MultiGet for the absent keys; decode all before changing
+    //    anything.
+    if (!to_read.empty()) {
+      const size_t m = to_read.size();
+      if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
+      std::vector<char> kbuf(8 * m);
+      std::vector<rocksdb::Slice> slices(m);
+      for (size_t j = 0; j < m; ++j) {
+        EncodeKey(keys[to_read[j]], &kbuf[8 * j]);
+        slices[j] = rocksdb::Slice(&kbuf[8 * j], 8);
+      }
+      std::vector<rocksdb::PinnableSlice> values(m);
+      std::vector<rocksdb::Status> statuses(m);
+      disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
+      for (size_t j = 0; j < m; ++j) {
+        const uint32_t i = to_read[j];
+        float* row = rows.data() + i * row_floats_;
+        if (statuses[j].ok()) {
+          absl::Status s =
+              DecodeRow(absl::string_view(values[j].data(), values[j].size()),
+                        dim(), state_size_, &headers[i], absl::MakeSpan(row, d),
+                        absl::MakeSpan(row + d, ss));
+          if (!s.ok()) {
+            if (mode != MissMode::kAssign) return DataLoss(keys[i], s);
+            std::fill(row, row + row_floats_, 0.0f);  // overwritten anyway
+            headers[i] = RowHeader{};
+          }
+          has_row[i] = 1;
+          created[i] = 0;
+          continue;
+        }
+        if (!statuses[j].IsNotFound()) {
+          return FromRocks(statuses[j], absl::StrCat("table ", name(), " key ",
+                                                     KeyString(keys[i])));
+        }
+        if (mode == MissMode::kServing) continue;  // stays absent
+        if (mode == MissMode::kCreate && admission_.enabled()) {
+          if (admitted[i] < 0) {
+            admitted[i] = admission_.Record(keys[i], occurrences[i]) ? 1 : 0;
+          }
+          if (admitted[i] == 0) continue;
+        }
+        InitializeRow(spec_, keys[i], absl::MakeSpan(row, d));
+        optim::InitState(spec_.optimizer, dim(), absl::MakeSpan(row + d, ss));
+        headers[i] = RowHeader{};
+        has_row[i] = 1;
+        created[i] = 1;
+      }
+    }
+    // Keys read but neither on disk nor to be created stay absent.
+    std::vector<uint32_t> to_insert;
+    size_t need = 0;
+    for (uint32_t i : pending) {
+      if (was_read[i] && !has_row[i]) {
+        if (mode == MissMode::kCreate && admitted[i] == 0) {
+          not_admitted_.fetch_add(occurrences[i], std::memory_order_relaxed);
+        }
+        on_absent(i);
+        continue;
+      }
+      to_insert.push_back(i);
+      need += has_row[i];
+    }
+    // 3. Room and slots for the rows we loaded or created.
+    std::vector<uint32_t> free_slots;
+    if (need > 0) {
+      const uint64_t bytes = need * mem_.slot_bytes();
+      if (budget_->used().load(std::memory_order_relaxed) + bytes >
+          budget_->budget()) {
+        budget_->MakeRoom(this, bytes);
+      }
+      mem_.Allocate(need, &free_slots);
+    }
+    // 4. Insert under the stripe locks, unless someone beat us to it or an
+    //    eviction may have made our read stale.
+    std::vector<uint32_t> retry;
+    by_stripe(to_insert);
+    for (size_t j = 0; j < to_insert.size();) {
+      const uint32_t s = mem_.StripeOf(keys[to_insert[j]]);
+      Stripe& st = mem_.stripe(s);
+      absl::MutexLock l(&st.mu);
+      for (; j < to_insert.size() && mem_.StripeOf(keys[to_insert[j]]) == s;
+           ++j) {
+        const uint32_t i = to_insert[j];
+        auto it = st.index.find(keys[i]);
+        if (it != st.index.end()) {
+          mem_.Touch(it->second);
+          on_resident(i, it->second);
+          continue;
+        }
+        if (!has_row[i] || st.evict_seq != seq[i]) {
+          retry.push_back(i);
+          continue;
+        }
+        const uint32_t slot = free_slots.back();
+        free_slots.pop_back();
+        const float* row = rows.data() + i * row_floats_;
+        std::memcpy(mem_.values(slot), row, 4 * row_floats_);
+        *mem_.header(slot) = headers[i];
+        mem_.StoreKey(slot, keys[i]);
+        ++mem_.meta(slot)->version;  // never reused: no ABA across owners
+        mem_.SetFlags(slot, kOccupied | kRef);
+        st.index.emplace(keys[i], slot);
+        mem_.resident().fetch_add(1, std::memory_order_relaxed);
+        budget_->used().fetch_add(mem_.slot_bytes(), std::memory_order_relaxed);
+        if (created[i]) {
+          created_.fetch_add(1, std::memory_order_relaxed);
+          rows_.fetch_add(1, std::memory_order_relaxed);
+          MarkDirty(st, slot);
+        }
+        mem_.Touch(slot);
+        on_resident(i, slot);
+      }
+    }
+    mem_.Free(free_slots.data(), free_slots.size());
+    pending.swap(retry);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
+                                      MissMode mode, size_t i,
+                                      ResidentFn on_resident,
+                                      AbsentFn on_absent) {
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  Stripe& st = mem_.stripe(mem_.StripeOf(key));
+  absl::MutexLock l(&st.mu);
+  auto it = st.index.find(key);
+  if (it != st.index.end()) {
+    on_resident(i, it->second);
+    return absl::OkStatus();
+  }
+  char kbuf[8];
+  EncodeKey(key, kbuf);
+  std::string value;
+  bool found = false;
+  PSDB_RETURN_IF_ERROR(
+      disk_->Get(cf_, rocksdb::Slice(kbuf, 8), &value, &found));
+  std::vector<float> row(row_floats_);
+  RowHeader header;
+  bool created = false;
+  if (found) {
+    absl::Status s = DecodeRow(value, dim(), state_size_, &header,
+                               absl::MakeSpan(row.data(), d),
+                               absl::MakeSpan(row.data() + d, ss));
+    if (!s.ok()) {
+      if (mode != MissMode::kAssign) return DataLoss(key, s);
+      header = RowHeader{};
+    }
+  } else {
+    if (mode == MissMode::kServing) {
+      on_absent(i);
+      return absl::OkStatus();
+    }
+    if (mode == MissMode::kCreate && !admission_.Record(key, occurrences)) {
+      not_admitted_.fetch_add(occurrences, std::memory_order_relaxed);
+      on_absent(i);
+      return absl::OkStatus();
+    }
+    InitializeRow(spec_, key, absl::MakeSpan(row.data(), d));
+    optim::InitState(spec_.optimizer, dim(),
+                     absl::MakeSpan(row.data() + d, ss));
+    created = true;
+  }
+  std::vector<uint32_t> slots;
+  mem_.Allocate(1, &slots);
+  const uint32_t slot = slots[0];
+  std::memcpy(mem_.values(slot), row.data(), 4 * row_floats_);
+  *mem_.header(slot) = header;
+  mem_.StoreKey(slot, key);
+  ++mem_.meta(slot)->version;
+  mem_.SetFlags(slot, kOccupied | kRef);
+  st.index.emplace(key, slot);
+  mem_.resident().fetch_add(1, std::memory_order_relaxed);
+  budget_->used().fetch_add(mem_.slot_bytes(), std::memory_order_relaxed);
+  if (created) {
+    created_.fetch_add(1, std::memory_order_relaxed);
+    rows_.fetch_add(1, std::memory_order_relaxed);
+    MarkDirty(st, slot);
+  }
+  on_resident(i, slot);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Pull
+
+absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                         const PullOptions& options) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  if (out.size() != n * d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": pull of ", n, " keys of dim ", d,
+                     " needs ", n * d, " output floats, got ", out.size()));
+  }
+  const bool count = !options.serving;
+  Scratch& sc = tls;
+  mem_.AdvanceTick();
+  sc.groups.Build(mem_, n, [&](size_t i) { return keys[i]; });
+  sc.miss_pos.clear();
+  const int ns = mem_.num_stripes();
+  for (int s = 0; s < ns; ++s) {
+    const uint32_t b = sc.groups.bounds[s], e = sc.groups.bounds[s + 1];
+    if (b == e) continue;
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (uint32_t j = b; j < e; ++j) {
+      const uint32_t i = sc.groups.order[j];
+      auto it = st.index.find(keys[i]);
+      if (it == st.index.end()) {
+        sc.miss_pos.push_back(i);
+        continue;
+      }
+      const uint32_t slot = it->second;
+      std::memcpy(out.data() + i * d, mem_.values(slot), 4 * d);
+      if (count) ++mem_.header(slot)->frequency;
+      mem_.Touch(slot);
+    }
+  }
+  hits_.fetch_add(n - sc.miss_pos.size(), std::memory_order_relaxed);
+  if (sc.miss_pos.empty()) return absl::OkStatus();
+
+  // Misses: de-duplicate, materialize, scatter.
+  const size_t m = sc.miss_pos.size();
+  sc.dedup.Reset(m);
+  sc.inverse.resize(m);
+  sc.miss_occ.clear();
+  for (size_t j = 0; j < m; ++j) {
+    bool inserted;
+    const uint32_t u = sc.dedup.Insert(keys[sc.miss_pos[j]], &inserted);
+    if (inserted) sc.miss_occ.push_back(0);
+    ++sc.miss_occ[u];
+    sc.inverse[j] = u;
+  }
+  sc.miss_keys.assign(sc.dedup.unique().begin(), sc.dedup.unique().end());
+  const size_t nu = sc.miss_keys.size();
+  misses_.fetch_add(nu, std::memory_order_relaxed);
+  sc.ubuf.resize(nu * d);
+  float* ubuf = sc.ubuf.data();
+  const std::vector<uint64_t>& ukeys = sc.miss_keys;
+  const std::vector<uint32_t>& uocc = sc.miss_occ;
+  PSDB_RETURN_IF_ERROR(Materialize(
+      ukeys, uocc, options.serving ? MissMode::kServing : MissMode::kCreate,
+      [&](size_t u, uint32_t slot) {
+        std::memcpy(ubuf + u * d, mem_.values(slot), 4 * d);
+        if (count) mem_.header(slot)->frequency += uocc[u];
+      },
+      [&](size_t u) {
+        DefaultRow(spec_, ukeys[u], absl::MakeSpan(ubuf + u * d, d));
+      }));
+  for (size_t j = 0; j < m; ++j) {
+    std::memcpy(out.data() + sc.miss_pos[j] * d, ubuf + sc.inverse[j] * d,
+                4 * d);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Push
+
+absl::Status Table::Push(absl::Span<const uint64_t> keys,
+                         absl::Span<const float> grads,
+                         const PushOptions& options) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  if (grads.size() != n * d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": push of ", n, " keys of dim ", d,
+                     " needs ", n * d, " gradient floats, got ", grads.size()));
+  }
+  if (options.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", name(), ": push step must be >= 0, got ", options.step));
+  }
+  Scratch& sc = tls;
+  // De-duplicate and sum; find non-finite gradients.
+  sc.dedup.Reset(n);
+  sc.occ.clear();
+  sc.skip.clear();
+  sc.gsum.resize(n * d);
+  for (size_t i = 0; i < n; ++i) {
+    const float* g = grads.data() + i * d;
+    bool finite = true;
+    for (size_t j = 0; j < d; ++j) finite &= std::isfinite(g[j]);
+    if (!finite && spec_.non_finite == NonFinitePolicy::kReject) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", name(), ": non-finite gradient for key ",
+          KeyString(keys[i]), " at position ", i, " (nothing applied)"));
+    }
+    bool inserted;
+    const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
+    float* acc = sc.gsum.data() + u * d;
+    if (inserted) {
+      sc.occ.push_back(1);
+      sc.skip.push_back(!finite);
+      std::memcpy(acc, g, 4 * d);
+    } else {
+      ++sc.occ[u];
+      sc.skip[u] |= !finite;
+      for (size_t j = 0; j < d; ++j) acc[j] += g[j];
+    }
+  }
+  const std::vector<uint64_t>& ukeys = sc.dedup.unique();
+  const size_t nu = ukeys.size();
+  int64_t step = options.step;
+  if (step == 0) {
+    step = step_.fetch_add(1, std::memory_order_relaxed) + 1;
+  } else {
+    ObserveStep(step);
+  }
+
+  sc.work.clear();
+  for (uint32_t u = 0; u < nu; ++u) {
+    if (!sc.skip[u]) sc.work.push_back(u);
+  }
+  const size_t nw = sc.work.size();
+  if (nw == 0) return absl::OkStatus();
+  const float* gsum = sc.gsum.data();
+  const std::vector<uint32_t>& occ = sc.occ;
+  auto apply = [&](uint32_t u, uint32_t slot) {
+    optim::Apply(spec_.optimizer, absl::MakeSpan(mem_.values(slot), d),
+                 absl::MakeSpan(mem_.state(slot), state_size_),
+                 absl::MakeConstSpan(gsum + u * d, d), step);
+    RowHeader* h = mem_.header(slot);
+    h->last_update_step = std::max(h->last_update_step, step);
+    ++h->update_count;
+    h->frequency += occ[u];
+    MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
+    mem_.Touch(slot);
+  };
+
+  // Pass 1: look up (no change yet).
+  mem_.AdvanceTick();
+  sc.groups.Build(mem_, nw, [&](size_t w) { return ukeys[sc.work[w]]; });
+  sc.slots.assign(nu, kNoSlot);
+  sc.miss_keys.clear();
+  sc.miss_occ.clear();
+  sc.miss_unique.clear();
+  const int ns = mem_.num_stripes();
+  for (int s = 0; s < ns; ++s) {
+    const uint32_t b = sc.groups.bounds[s], e = sc.groups.bounds[s + 1];
+    if (b == e) continue;
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (uint32_t j = b; j < e; ++j) {
+      const uint32_t u = sc.work[sc.groups.order[j]];
+      auto it = st.index.find(ukeys[u]);
+      if (it == st.index.end()) {
+        sc.miss_keys.push_back(ukeys[u]);
+        sc.miss_occ.push_back(occ[u]);
+        sc.miss_unique.push_back(u);
+      } else {
+        sc.slots[u] = it->second;
+      }
+    }
+  }
+  hits_.fetch_add(nw - sc.miss_keys.size(), std::memory_order_relaxed);
+  misses_.fetch_add(sc.miss_keys.size(), std::memory_order_relaxed);
+  // Misses: load or create (decoding everything first), apply on insert.
+  if (!sc.miss_keys.empty()) {
+    const std::vector<uint32_t>& mu = sc.miss_unique;
+    PSDB_RETURN_IF_ERROR(Materialize(
+        sc.miss_keys, sc.miss_occ, MissMode::kCreate,
+        [&](size_t i, uint32_t slot) { apply(mu[i], slot); }, [&](size_t) {}));
+  }
+  // Pass 2: apply to the hits of pass 1 whose slot still holds their key.
+  std::vector<uint64_t> retry_keys;
+  std::vector<uint32_t> retry_occ, retry_u;
+  for (int s = 0; s < ns; ++s) {
+    const uint32_t b = sc.groups.bounds[s], e = sc.groups.bounds[s + 1];
+    if (b == e) continue;
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (uint32_t j = b; j < e; ++j) {
+      const uint32_t u = sc.work[sc.groups.order[j]];
+      const uint32_t slot = sc.slots[u];
+      if (slot == kNoSlot) continue;
+      if ((mem_.LoadFlags(slot) & kOccupied) != 0 &&
+          mem_.LoadKey(slot) == ukeys[u]) {
+        apply(u, slot);
+      } else {
+        retry_keys.push_back(ukeys[u]);
+        retry_occ.push_back(occ[u]);
+        retry_u.push_back(u);
+      }
+    }
+  }
+  if (!retry_keys.empty()) {
+    PSDB_RETURN_IF_ERROR(Materialize(
+        retry_keys, retry_occ, MissMode::kCreate,
+        [&](size_t i, uint32_t slot) { apply(retry_u[i], slot); },
+        [&](size_t) {}));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// PullRows / PutRows
+
+absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  if (out == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PullRows output is null"));
+  }
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  KeyDedup dedup;
+  dedup.Reset(n);
+  std::vector<uint32_t> inverse(n), occ;
+  for (size_t i = 0; i < n; ++i) {
+    bool inserted;
+    const uint32_t u = dedup.Insert(keys[i], &inserted);
+    if (inserted) occ.push_back(0);
+    ++occ[u];
+    inverse[i] = u;
+  }
+  const std::vector<uint64_t> ukeys = dedup.unique();
+  const size_t nu = ukeys.size();
+  RowBatch u;
+  u.Resize(dim(), state_size_, nu);
+  auto copy_out = [&](size_t i, uint32_t slot) {
+    RowHeader* h = mem_.header(slot);
+    h->frequency += occ[i];
+    std::memcpy(u.values.data() + i * d, mem_.values(slot), 4 * d);
+    if (ss > 0) std::memcpy(u.state.data() + i * ss, mem_.state(slot), 4 * ss);
+    u.headers[i] = *h;
+    mem_.Touch(slot);
+  };
+  // Look up everything; the misses go through Materialize.
+  std::vector<uint64_t> mkeys;
+  std::vector<uint32_t> mocc, mu;
+  for (size_t i = 0; i < nu; ++i) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[i]));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(ukeys[i]);
+    if (it != st.index.end()) {
+      copy_out(i, it->second);
+    } else {
+      mkeys.push_back(ukeys[i]);
+      mocc.push_back(occ[i]);
+      mu.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  hits_.fetch_add(nu - mkeys.size(), std::memory_order_relaxed);
+  misses_.fetch_add(mkeys.size(), std::memory_order_relaxed);
+  if (!mkeys.empty()) {
+    PSDB_RETURN_IF_ERROR(Materialize(
+        mkeys, mocc, MissMode::kCreate,
+        [&](size_t j, uint32_t slot) { copy_out(mu[j], slot); },
+        [&](size_t j) {
+          const size_t i = mu[j];
+          DefaultRow(spec_, ukeys[i],
+                     absl::MakeSpan(u.values.data() + i * d, d));
+          optim::InitState(spec_.optimizer, dim(),
+                           absl::MakeSpan(u.state.data() + i * ss, ss));
+          u.headers[i] = RowHeader{};
+        }));
+  }
+  out->Resize(dim(), state_size_, n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = inverse[i];
+    std::memcpy(out->values.data() + i * d, u.values.data() + k * d, 4 * d);
+    if (ss > 0) {
+      std::memcpy(out->state.data() + i * ss, u.state.data() + k * ss, 4 * ss);
+    }
+    out->headers[i] = u.headers[k];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
+                            const RowBatch& rows) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  if (rows.dim != dim() || rows.state_size != state_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PutRows rows have dim ", rows.dim,
+                     " state_size ", rows.state_size, ", table has dim ", dim(),
+                     " state_size ", state_size_));
+  }
+  if (rows.size() != n || rows.values.size() != n * d ||
+      rows.state.size() != n * ss) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PutRows of ", n, " keys got ",
+                     rows.size(), " headers, ", rows.values.size(),
+                     " values and ", rows.state.size(), " state floats"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    bool finite = true;
+    for (size_t j = 0; j < d; ++j)
+      finite &= std::isfinite(rows.values[i * d + j]);
+    for (size_t j = 0; j < ss; ++j) {
+      finite &= std::isfinite(rows.state[i * ss + j]);
+    }
+    if (!finite) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", name(), ": PutRows row for key ", KeyString(keys[i]),
+          " at position ", i, " is not finite (nothing written)"));
+    }
+  }
+  // Last occurrence of each key wins.
+  KeyDedup dedup;
+  dedup.Reset(n);
+  std::vector<uint32_t> last;
+  for (size_t i = 0; i < n; ++i) {
+    bool inserted;
+    const uint32_t u = dedup.Insert(keys[i], &inserted);
+    if (inserted) last.push_back(0);
+    last[u] = static_cast<uint32_t>(i);
+  }
+  const std::vector<uint64_t> ukeys = dedup.unique();
+  const size_t nu = ukeys.size();
+  auto assign = [&](size_t u, uint32_t slot) {
+    const size_t i = last[u];
+    std::memcpy(mem_.values(slot), rows.values.data() + i * d, 4 * d);
+    if (ss > 0)
+      std::memcpy(mem_.state(slot), rows.state.data() + i * ss, 4 * ss);
+    *mem_.header(slot) = rows.headers[i];
+    MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
+    mem_.Touch(slot);
+  };
+  std::vector<uint64_t> mkeys;
+  std::vector<uint32_t> mocc, mu;
+  for (size_t u = 0; u < nu; ++u) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(ukeys[u]);
+    if (it != st.index.end()) {
+      assign(u, it->second);
+    } else {
+      mkeys.push_back(ukeys[u]);
+      mocc.push_back(1);
+      mu.push_back(static_cast<uint32_t>(u));
+    }
+  }
+  if (mkeys.empty()) return absl::OkStatus();
+  return Materialize(
+      mkeys, mocc, MissMode::kAssign,
+      [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+}
+
+// ---------------------------------------------------------------------------
+// Eviction, flush, TTL
+
+absl::StatusOr<size_t> Table::Evict(size_t n) {
+  absl::MutexLock el(&evict_mu_);
+  std::vector<uint32_t> victims;
+  mem_.SelectVictims(n, &victims);
+  if (victims.empty()) return 0;
+  struct Pending {
+    uint32_t slot;
+    uint64_t key;
+    uint32_t version;
+  };
+  std::vector<Pending> pending;
+  std::vector<uint32_t> freed;
+  rocksdb::WriteBatch batch;
+  std::string enc;
+  char kbuf[8];
+  for (uint32_t slot : victims) {
+    const uint64_t key = mem_.LoadKey(slot);
+    Stripe& st = mem_.stripe(mem_.StripeOf(key));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(key);
+    if (it == st.index.end() || it->second != slot) continue;
+    if (mem_.LoadFlags(slot) & kDirty) {
+      EncodeRow(*mem_.header(slot),
+                absl::MakeConstSpan(mem_.values(slot), dim()),
+                absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
+      EncodeKey(key, kbuf);
+      batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+      pending.push_back({slot, key, mem_.meta(slot)->version});
+    } else {
+      RemoveLocked(st, key, slot);
+      freed.push_back(slot);
+    }
+  }
+  absl::Status write_status;
+  if (!pending.empty()) write_status = disk_->WriteRows(&batch);
+  if (write_status.ok()) {
+    for (const Pending& p : pending) {
+      Stripe& st = mem_.stripe(mem_.StripeOf(p.key));
+      absl::MutexLock l(&st.mu);
+      auto it = st.index.find(p.key);
+      if (it == st.index.end() || it->second != p.slot ||
+          mem_.meta(p.slot)->version != p.version) {
+        continue;  // changed since we wrote it: still dirty, stays
+      }
+      RemoveLocked(st, p.key, p.slot);
+      freed.push_back(p.slot);
+      dirty_writes_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  mem_.Free(freed.data(), freed.size());
+  evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
+  if (!write_status.ok()) return write_status;
+  return freed.size();
+}
+
+absl::StatusOr<uint64_t> Table::FlushDirty() {
+  // Rows are written in chunks of about kWriteBatchBytes. Each chunk holds
+  // evict_mu_ from encoding to clearing the dirty flags, so an eviction can
+  // never write a newer version of a row in between and have it overwritten
+  // by our older copy.
+  struct Entry {
+    uint32_t slot;
+    uint64_t key;
+    uint32_t version;
+  };
+  uint64_t total = 0;
+  std::vector<Entry> entries;
+  std::vector<uint32_t> list;
+  absl::flat_hash_set<uint32_t> seen;
+  rocksdb::WriteBatch batch;
+  std::string enc;
+  char kbuf[8];
+  const int ns = mem_.num_stripes();
+  int s = 0;
+  while (s < ns) {
+    absl::MutexLock el(&evict_mu_);
+    entries.clear();
+    batch.Clear();
+    for (; s < ns && batch.GetDataSize() < kWriteBatchBytes; ++s) {
+      Stripe& st = mem_.stripe(s);
+      absl::MutexLock l(&st.mu);
+      list.clear();
+      list.swap(st.dirty);
+      seen.clear();
+      for (uint32_t slot : list) {
+        const uint32_t f = mem_.LoadFlags(slot);
+        if ((f & kOccupied) == 0 || (f & kDirty) == 0) continue;
+        const uint64_t key = mem_.LoadKey(slot);
+        if (mem_.StripeOf(key) != static_cast<uint32_t>(s)) continue;
+        auto it = st.index.find(key);
+        if (it == st.index.end() || it->second != slot) continue;
+        if (!seen.insert(slot).second) continue;
+        EncodeRow(*mem_.header(slot),
+                  absl::MakeConstSpan(mem_.values(slot), dim()),
+                  absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
+        EncodeKey(key, kbuf);
+        batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+        entries.push_back({slot, key, mem_.meta(slot)->version});
+      }
+    }
+    if (entries.empty()) continue;
+    const absl::Status w = disk_->WriteRows(&batch);
+    // Entries are in stripe order: lock each stripe once.
+    for (size_t j = 0; j < entries.size();) {
+      const uint32_t sid = mem_.StripeOf(entries[j].key);
+      Stripe& st = mem_.stripe(sid);
+      absl::MutexLock l(&st.mu);
+      for (; j < entries.size() && mem_.StripeOf(entries[j].key) == sid; ++j) {
+        const Entry& e = entries[j];
+        auto it = st.index.find(e.key);
+        if (it == st.index.end() || it->second != e.slot) continue;
+        if (w.ok() && mem_.meta(e.slot)->version == e.version) {
+          mem_.ClearFlags(e.slot, kDirty);
+        } else {
+          st.dirty.push_back(e.slot);  // still dirty: flush next time
+        }
+      }
+    }
+    if (!w.ok()) return w;
+    total += entries.size();
+  }
+  return total;
+}
+
+absl::StatusOr<uint64_t> Table::ExpireRows() {
+  if (spec_.ttl_steps <= 0) return 0;
+  const int64_t threshold = step() - spec_.ttl_steps;
+  if (threshold <= 0) return 0;    // last_update_step >= 0 is never below
+  absl::MutexLock el(&evict_mu_);  // no row writes while we delete
+  uint64_t expired = 0;
+  rocksdb::WriteBatch batch;
+  std::vector<uint32_t> freed;
+  std::unique_ptr<rocksdb::Iterator> it(
+      disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
+  constexpr size_t kStepOffset = 12;  // see row_codec.h
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice v = it->value();
+    if (v.size() < kStepOffset + 8) continue;  // corrupt: left for verify
+    int64_t last;
+    std::memcpy(&last, v.data() + kStepOffset, 8);
+    if (last >= threshold) continue;
+    uint64_t key;
+    if (!DecodeKey(absl::string_view(it->key().data(), it->key().size()), &key)
+             .ok()) {
+      continue;
+    }
+    Stripe& st = mem_.stripe(mem_.StripeOf(key));
+    {
+      absl::MutexLock l(&st.mu);
+      auto mit = st.index.find(key);
+      if (mit != st.index.end()) {
+        const uint32_t slot = mit->second;
+        if (mem_.header(slot)->last_update_step >= threshold) continue;
+        RemoveLocked(st, key, slot);
+        freed.push_back(slot);
+      }
+    }
+    batch.Delete(cf_, it->key());
+    ++expired;
+    if (batch.GetDataSize() >= kWriteBatchBytes) {
+      PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+      batch.Clear();
+    }
+  }
+  PSDB_RETURN_IF_ERROR(FromRocks(it->status(), "scan for TTL"));
+  if (batch.Count() > 0) PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+  mem_.Free(freed.data(), freed.size());
+  uint64_t cur = rows_.load(std::memory_order_relaxed);
+  while (
+      !rows_.compare_exchange_weak(cur, cur >= expired ? cur - expired : 0)) {
+  }
+  return expired;
+}
+
+TableStats Table::Stats() const {
+  TableStats t;
+  t.name = name();
+  t.memory_rows = resident_rows();
+  t.memory_bytes = resident_bytes();
+  t.disk_rows = disk_->IntProperty(cf_, "rocksdb.estimate-num-keys");
+  t.disk_bytes = disk_->IntProperty(cf_, "rocksdb.live-sst-files-size");
+  t.hits = hits_.load(std::memory_order_relaxed);
+  t.misses = misses_.load(std::memory_order_relaxed);
+  t.created = created_.load(std::memory_order_relaxed);
+  t.evictions = evictions_.load(std::memory_order_relaxed);
+  t.dirty_writes = dirty_writes_.load(std::memory_order_relaxed);
+  t.not_admitted = not_admitted_.load(std::memory_order_relaxed);
+  t.step = step();
+  return t;
+}
+
+}  // namespace psdb::internal

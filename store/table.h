@@ -1,0 +1,176 @@
+// Table: one psdb table inside a Store: its spec and step, its memory tier,
+// its RocksDB column family, admission counter and statistics, and the
+// pull / push / row-transfer paths. Internal to psdb_store.
+//
+// Data path (DESIGN.md, store/):
+//  - A batch's keys are grouped by index stripe (counting sort into
+//    thread-local buffers); each stripe is locked once per batch. Hits copy
+//    to / update the slot in place: no allocation, no RocksDB.
+//  - Misses are de-duplicated and read with one MultiGet; keys not on disk
+//    are created (deterministic init, InitState) unless admission or a
+//    serving pull says otherwise. They are inserted under the stripe lock
+//    after the store made room for them (evicting if over budget).
+//  - Lost-update guard: a miss records its stripe's evict_seq under the
+//    lock. If, when the loaded row is inserted, the key is still absent but
+//    evict_seq moved, a concurrent eviction may have written a newer version
+//    after our read: the key is read again. After 3 such rounds the read is
+//    done while holding the stripe lock, which always succeeds.
+//  - Eviction writes dirty victims with one WriteBatch and only then removes
+//    them from the index (if their version did not change meanwhile), so a
+//    key is never absent from memory while its newest bytes are not on disk.
+//  - Push: grads of duplicate keys are summed; rows are looked up first and
+//    missing ones loaded (decoding every loaded row before any update, so a
+//    corrupt row fails the request with nothing applied), then the optimizer
+//    runs once per unique key under its stripe lock.
+//
+// Row header maintenance: frequency counts sightings (positions of
+// non-serving pulls, PullRows and pushes); changing only the frequency does
+// not make a row dirty, so it is persisted when the row is next written for
+// another reason. last_update_step = max(its value, the push step);
+// update_count counts optimizer applications. Created rows start at {0,0,0}.
+//
+// TTL: at checkpoint, rows with last_update_step + ttl_steps < table step
+// are deleted from both tiers. A row created but never updated has
+// last_update_step 0, so it is dropped once the step passes ttl_steps;
+// that loses nothing, as its values are its deterministic initialization.
+//
+// Thread-safety: thread-safe.
+#ifndef PSDB_STORE_TABLE_H_
+#define PSDB_STORE_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "rocksdb/db.h"
+#include "store/admission.h"
+#include "store/disk_tier.h"
+#include "store/memory_tier.h"
+#include "store/parameter_client.h"
+#include "store/row.h"
+#include "store/store.h"
+#include "store/table_spec.h"
+
+namespace psdb::internal {
+
+class Table;
+
+// The store-wide memory budget, shared by all tables.
+class BudgetArbiter {
+ public:
+  explicit BudgetArbiter(uint64_t budget) : budget_(budget) {}
+  virtual ~BudgetArbiter() = default;
+  // Called (with no table lock held) before `requester` inserts rows that
+  // need `bytes` more; evicts rows of some table(s) so they fit, best effort.
+  virtual void MakeRoom(Table* requester, uint64_t bytes) = 0;
+
+  uint64_t budget() const { return budget_; }
+  std::atomic<uint64_t>& used() { return used_; }
+
+ private:
+  const uint64_t budget_;
+  std::atomic<uint64_t> used_{0};
+};
+
+class Table {
+ public:
+  // `cf` is owned by the table from now on (destroyed with it).
+  Table(TableSpec spec, rocksdb::ColumnFamilyHandle* cf, DiskTier* disk,
+        BudgetArbiter* budget, const StoreOptions& options, int64_t step,
+        uint64_t rows);
+  ~Table();
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const TableSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  int dim() const { return spec_.dim; }
+  int state_size() const { return state_size_; }
+  rocksdb::ColumnFamilyHandle* cf() const { return cf_; }
+
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
+  // Raises the table step to at least `step`.
+  void ObserveStep(int64_t step);
+  // Exact number of rows of the table (both tiers).
+  uint64_t rows() const { return rows_.load(std::memory_order_relaxed); }
+
+  absl::Status Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
+                    const PullOptions& options);
+  absl::Status Push(absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads, const PushOptions& options);
+  absl::Status PullRows(absl::Span<const uint64_t> keys, RowBatch* out);
+  absl::Status PutRows(absl::Span<const uint64_t> keys, const RowBatch& rows);
+
+  // Evicts up to n resident rows (dirty ones are written first); returns
+  // how many left memory.
+  absl::StatusOr<size_t> Evict(size_t n);
+  // Writes every dirty row to RocksDB; returns how many.
+  absl::StatusOr<uint64_t> FlushDirty();
+  // Deletes rows past their TTL from both tiers (no-op when ttl_steps is 0);
+  // returns how many. Call after FlushDirty.
+  absl::StatusOr<uint64_t> ExpireRows();
+
+  uint64_t resident_rows() const;
+  uint64_t resident_bytes() const;
+  size_t slot_bytes() const { return mem_.slot_bytes(); }
+  TableStats Stats() const;
+  AdmissionCounter& admission() { return admission_; }
+
+ private:
+  enum class MissMode { kCreate, kServing, kAssign };
+  // What a caller does with a row once it is resident (called under the
+  // row's stripe lock) or when it stays absent (not admitted / serving).
+  using ResidentFn = absl::FunctionRef<void(size_t i, uint32_t slot)>;
+  using AbsentFn = absl::FunctionRef<void(size_t i)>;
+
+  absl::Status CheckBatch(size_t n) const;
+  // Brings keys[i] (unique) into memory, calling on_resident or on_absent
+  // exactly once for each (under the key's stripe lock for on_resident).
+  // occurrences[i] are sightings for admission. Every row read from disk is
+  // decoded before the first on_resident call of its round.
+  absl::Status Materialize(absl::Span<const uint64_t> keys,
+                           absl::Span<const uint32_t> occurrences,
+                           MissMode mode, ResidentFn on_resident,
+                           AbsentFn on_absent);
+  // Locked fallback of Materialize for one key.
+  absl::Status MaterializeLocked(uint64_t key, uint32_t occurrences,
+                                 MissMode mode, size_t i,
+                                 ResidentFn on_resident, AbsentFn on_absent);
+  absl::Status DataLoss(uint64_t key, const absl::Status& cause) const;
+  // Marks a resident row modified. REQUIRES: its stripe lock.
+  void MarkDirty(Stripe& stripe, uint32_t slot);
+  // Removes a resident row. REQUIRES: its stripe lock; index maps key->slot.
+  void RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot);
+  void CompactDirtyList(Stripe& stripe, uint32_t stripe_id);
+
+  const TableSpec spec_;
+  const int state_size_;
+  const size_t row_floats_;
+  const size_t max_batch_keys_;
+  rocksdb::ColumnFamilyHandle* const cf_;
+  DiskTier* const disk_;
+  BudgetArbiter* const budget_;
+  MemoryTier mem_;
+  AdmissionCounter admission_;
+  std::atomic<int64_t> step_;
+  std::atomic<uint64_t> rows_;
+  absl::Mutex evict_mu_;  // one evictor / flusher at a time per table
+
+  // Statistics.
+  std::atomic<uint64_t> hits_{0};
+  std::atomic<uint64_t> misses_{0};
+  std::atomic<uint64_t> created_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> dirty_writes_{0};
+  std::atomic<uint64_t> not_admitted_{0};
+};
+
+}  // namespace psdb::internal
+
+#endif  // PSDB_STORE_TABLE_H_
