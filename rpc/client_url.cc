@@ -35,8 +35,15 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
       return absl::InvalidArgumentError(
           absl::StrCat("URL '", url, "' names no scheduler host:port"));
     }
-    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client,
-                          OpenSchedulerRemoteClient(rest, remote));
+    // A process started as a worker (PS_ROLE=worker) registers with the
+    // scheduler as PS_NODE_ID; any other process only reads the map.
+    const absl::StatusOr<NodeConfig> config =
+        ResolveNodeConfig(ReadPsEnvironment(), {}, std::nullopt);
+    const bool worker = config.ok() && config->role == NodeRoleKind::kWorker;
+    PSDB_ASSIGN_OR_RETURN(
+        std::unique_ptr<RemoteClient> client,
+        OpenSchedulerRemoteClient(rest, remote, absl::Minutes(5),
+                                  worker ? &*config : nullptr));
     return std::unique_ptr<ParameterClient>(std::move(client));
   }
   return absl::InvalidArgumentError(

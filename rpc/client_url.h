@@ -4,7 +4,8 @@
 //   "local:./psdb-data"        LocalClient on an in-process Store
 //   "servers:h1:p1,h2:p2,..."  RemoteClient over a static server list
 //   "scheduler:host:port"      RemoteClient routed by ps-scheduler's map
-//                              (waits up to 5 min for the cluster to form)
+//                              (waits up to 5 min for the cluster to form;
+//                              registers as a worker when PS_ROLE=worker)
 //
 // Thread-safety: pure function; the returned client is thread-safe.
 #ifndef PSDB_RPC_CLIENT_URL_H_

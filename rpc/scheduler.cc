@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -92,6 +95,72 @@ std::string Scheduler::MissingLocked() const {
   return absl::StrFormat("%d of %d servers and %d of %d workers registered",
                          servers_.size(), options_.server_num, workers_.size(),
                          options_.worker_num);
+}
+
+std::string Scheduler::RecoveryFile() const {
+  return absl::StrCat(options_.recovery_path, "/scheduler_membership.pb");
+}
+
+absl::Status Scheduler::PersistLocked() const {
+  if (options_.recovery_path.empty()) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(options_.recovery_path, ec);
+  const std::string path = RecoveryFile();
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !MapLocked().SerializeToOstream(&out) || !out.flush()) {
+      return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Recover(absl::Time now) {
+  if (options_.recovery_path.empty()) return absl::OkStatus();
+  const std::string path = RecoveryFile();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Log(absl::StrCat("recovery: no membership saved at ", path,
+                     "; starting empty"));
+    return absl::OkStatus();
+  }
+  v1::ClusterMap saved;
+  if (!saved.ParseFromIstream(&in)) {
+    return absl::DataLossError(
+        absl::StrCat(path, " is not a saved membership"));
+  }
+  if (saved.server_num() != options_.server_num ||
+      saved.worker_num() != options_.worker_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds a cluster of ", saved.server_num(), " servers and ",
+        saved.worker_num(), " workers; PS_SERVER_NUM=", options_.server_num,
+        " PS_WORKER_NUM=", options_.worker_num));
+  }
+  absl::MutexLock lock(&mu_);
+  auto load = [&](const v1::NodeEntry& e, std::vector<std::string>* ranks) {
+    Node node;
+    node.id = e.node_id();
+    node.role = e.role();
+    node.rank = e.rank();
+    node.address = e.address();
+    node.last_beat = now;
+    ranks->push_back(node.id);
+    nodes_.emplace(node.id, std::move(node));
+  };
+  for (const v1::NodeEntry& e : saved.servers()) load(e, &servers_);
+  for (const v1::NodeEntry& e : saved.workers()) load(e, &workers_);
+  epoch_ = saved.epoch();
+  version_ = saved.version() + 1;
+  Log(absl::StrCat("recovery: reloaded ", servers_.size(), " servers and ",
+                   workers_.size(), " workers from ", path, ", epoch ",
+                   epoch_));
+  return absl::OkStatus();
 }
 
 v1::ClusterMap Scheduler::Map() const {
@@ -191,6 +260,9 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
                        ", ", Plural(options_.worker_num, "worker"), ", epoch ",
                        epoch_));
     }
+  }
+  if (absl::Status p = PersistLocked(); !p.ok()) {
+    Log(absl::StrCat("recovery: ", p.message()));
   }
   *resp.mutable_map() = MapLocked();
   resp.set_heartbeat_interval_ms(
@@ -470,6 +542,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                         MakeServerCredentials(options.tls, options.host));
   auto impl = std::make_unique<Impl>(options);
+  PSDB_RETURN_IF_ERROR(impl->scheduler.Recover(absl::Now()));
   const std::string host =
       options.host.find(':') != std::string::npos && options.host[0] != '['
           ? absl::StrCat("[", options.host, "]")

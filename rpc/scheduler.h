@@ -66,6 +66,14 @@ struct SchedulerOptions {
   // A node silent this long is dead. REQUIRED: > heartbeat_interval.
   // Default: 5 s
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Recovery (PS_ENABLE_RECOVERY + PS_RECOVERY_PATH): a directory where
+  // the membership (ids, roles, ranks, addresses, epoch) is written, by
+  // atomic rename, after every change, and read back at start. Nodes
+  // reloaded from it count as alive with a fresh heartbeat timeout, so
+  // running nodes carry on beating to a restarted scheduler without
+  // restarting themselves. Barrier and step-clock state is not kept.
+  // Empty = no persistence. Default: ""
+  std::string recovery_path;
   // Receives each log line (no trailing newline); null = stderr.
   // Default: null
   std::function<void(absl::string_view)> log;
@@ -102,6 +110,9 @@ class Scheduler {
   // Marks alive nodes whose last beat is before now - heartbeat_timeout
   // dead; returns their ids.
   std::vector<std::string> CheckHeartbeats(absl::Time now);
+  // Loads the membership saved under options.recovery_path, if any
+  // (InvalidArgument when it contradicts the options: other counts).
+  absl::Status Recover(absl::Time now);
   // Wakes every waiter with UNAVAILABLE; later waits fail at once.
   void Close();
 
@@ -121,6 +132,9 @@ class Scheduler {
 
   void Log(absl::string_view line) const;
   bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the membership under recovery_path (no-op without one).
+  absl::Status PersistLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string RecoveryFile() const;
   v1::ClusterMap MapLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

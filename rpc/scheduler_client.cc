@@ -114,6 +114,11 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Open(
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                         MakeChannelCredentials(options.tls, options.address));
   grpc::ChannelArguments args;
+  // Reconnect to a restarted scheduler within a heartbeat or two (gRPC's
+  // default backoff grows to 120 s).
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   if (!options.tls.server_name_override.empty()) {
     args.SetSslTargetNameOverride(options.tls.server_name_override);
   }
@@ -228,7 +233,7 @@ absl::StatusOr<ClusterView> ToClusterView(const v1::ClusterMap& map) {
 
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
     absl::string_view scheduler_address, const RemoteClientOptions& base,
-    absl::Duration wait_ready) {
+    absl::Duration wait_ready, const NodeConfig* register_worker) {
   SchedulerClientOptions sched_options;
   sched_options.address = std::string(scheduler_address);
   sched_options.tls = base.tls;
@@ -236,6 +241,19 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> owned,
                         SchedulerClient::Open(sched_options));
   std::shared_ptr<SchedulerClient> sched = std::move(owned);
+  if (register_worker != nullptr) {
+    v1::RegisterRequest req;
+    req.set_node_id(register_worker->node_id);
+    req.set_role(v1::NODE_ROLE_WORKER);
+    if (register_worker->server_num.has_value()) {
+      req.set_server_num(*register_worker->server_num);
+    }
+    if (register_worker->worker_num.has_value()) {
+      req.set_worker_num(*register_worker->worker_num);
+    }
+    PSDB_RETURN_IF_ERROR(sched->Register(req).status());
+    sched->StartHeartbeats();
+  }
   PSDB_ASSIGN_OR_RETURN(v1::ClusterMap map, sched->GetClusterMap(wait_ready));
   PSDB_ASSIGN_OR_RETURN(ClusterView view, ToClusterView(map));
   RemoteClientOptions options = base;
@@ -283,6 +301,7 @@ JoinClusterAsServer(const NodeConfig& config, absl::string_view address,
   placement.rank = reg->rank();
   placement.epoch = view.epoch;
   placement.servers = std::move(view.servers);
+  placement.worker_num = map.worker_num();
   placement.recovered = reg->recovered();
   return std::make_pair(std::move(client), std::move(placement));
 }

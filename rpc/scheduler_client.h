@@ -93,9 +93,13 @@ absl::StatusOr<ClusterView> ToClusterView(const v1::ClusterMap& map);
 // `scheduler_address`: waits up to `wait_ready` for the cluster to be ready,
 // routes with its map, and refetches the map on FAILED_PRECONDITION.
 // `base` supplies deadlines, TLS (also used for the scheduler) and limits.
+// With `register_worker` (a worker's NodeConfig) the client first registers
+// as that worker and beats for as long as the RemoteClient lives, so the
+// cluster can form; otherwise it only reads the map.
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
     absl::string_view scheduler_address, const RemoteClientOptions& base = {},
-    absl::Duration wait_ready = absl::Minutes(5));
+    absl::Duration wait_ready = absl::Minutes(5),
+    const NodeConfig* register_worker = nullptr);
 
 // Where a ps-server sits in the cluster.
 struct ServerPlacement {
@@ -103,6 +107,8 @@ struct ServerPlacement {
   uint64_t epoch = 0;
   // Every server address in rank order.
   std::vector<std::string> servers;
+  // The cluster's PS_WORKER_NUM (sync mode aggregates over them).
+  int worker_num = 0;
   bool recovered = false;
 };
 

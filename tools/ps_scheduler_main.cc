@@ -58,16 +58,12 @@ int main(int argc, char** argv) {
   auto config =
       psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kScheduler);
   if (!config.ok()) return Fail(config.status());
-  if (config->enable_recovery) {
-    return Fail(absl::UnimplementedError(
-        "PS_ENABLE_RECOVERY=1: scheduler membership persistence is not "
-        "implemented yet; start without it"));
-  }
   psdb::rpc::SchedulerOptions options;
   options.host = config->sched_host;
   options.port = config->sched_port;
   options.server_num = *config->server_num;
   options.worker_num = *config->worker_num;
+  if (config->enable_recovery) options.recovery_path = config->recovery_path;
   options.heartbeat_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   options.heartbeat_timeout =

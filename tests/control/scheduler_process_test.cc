@@ -159,5 +159,52 @@ TEST(SchedulerProcessTest, FormsTheClusterLogsAssignmentsAndStopsCleanly) {
   EXPECT_THAT(sched->Stderr(), HasSubstr("stopped cleanly"));
 }
 
+TEST(SchedulerProcessTest, KilledSchedulerRestartsFromItsRecoveryPath) {
+  HeldPort port;
+  ::psdb::testing::ScratchDir dir;
+  ChildOptions o = SchedulerChild({{"PS_SERVER_NUM", "1"},
+                                   {"PS_WORKER_NUM", "1"},
+                                   {"PS_SCHED_PORT", absl::StrCat(port.port())},
+                                   {"PS_ENABLE_RECOVERY", "1"},
+                                   {"PS_RECOVERY_PATH", dir.path()}},
+                                  {"--heartbeat_interval_ms=100"});
+  o.ready_prefix = "scheduler listening on ";
+  ASSERT_OK_AND_ASSIGN(auto sched, ChildProcess::Start(o));
+  SchedulerClientOptions so;
+  so.address = sched->ready_value();
+  ASSERT_OK_AND_ASSIGN(auto server, SchedulerClient::Open(so));
+  ASSERT_OK_AND_ASSIGN(auto worker, SchedulerClient::Open(so));
+  v1::RegisterRequest sr;
+  sr.set_node_id("server-0");
+  sr.set_role(v1::NODE_ROLE_SERVER);
+  sr.set_address("127.0.0.1:7001");
+  ASSERT_OK(server->Register(sr));
+  v1::RegisterRequest wr;
+  wr.set_node_id("worker-0");
+  wr.set_role(v1::NODE_ROLE_WORKER);
+  ASSERT_OK(worker->Register(wr));
+  server->StartHeartbeats();
+  worker->StartHeartbeats();
+
+  sched->Signal(SIGKILL);
+  ASSERT_OK(sched->Wait());
+  ASSERT_OK_AND_ASSIGN(auto restarted, ChildProcess::Start(o));
+  EXPECT_THAT(restarted->Stderr(),
+              HasSubstr("recovery: reloaded 1 servers and 1 workers from"));
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap map, server->GetClusterMap());
+  EXPECT_TRUE(map.ready());
+  EXPECT_EQ(map.servers(0).node_id(), "server-0");
+  EXPECT_EQ(map.workers(0).node_id(), "worker-0");
+  // The nodes reconnect and beat on; nobody registers again.
+  ASSERT_TRUE(WaitFor([&] {
+    return server->map_version() == map.version() &&
+           worker->map_version() == map.version();
+  }));
+  EXPECT_EQ(server->reregistrations(), 0);
+  EXPECT_EQ(worker->reregistrations(), 0);
+  server->StopHeartbeats();
+  worker->StopHeartbeats();
+}
+
 }  // namespace
 }  // namespace psdb::rpc

@@ -15,6 +15,7 @@
 namespace psdb::rpc {
 namespace {
 
+using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -23,8 +24,11 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void StartScheduler(int servers, int workers,
                       absl::Duration interval = absl::Milliseconds(100),
-                      absl::Duration timeout = absl::Seconds(10)) {
+                      absl::Duration timeout = absl::Seconds(10),
+                      const std::string& recovery_path = "", int port = 0) {
     SchedulerOptions options;
+    options.recovery_path = recovery_path;
+    options.port = port;
     options.server_num = servers;
     options.worker_num = workers;
     options.heartbeat_interval = interval;
@@ -340,6 +344,58 @@ TEST_F(SchedulerTest, StepClockBoundsHowFarAFastWorkerRunsAhead) {
   // Clocks never go back.
   EXPECT_THAT(slow->StepClock(3, kStaleness, absl::Seconds(1)),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(SchedulerTest, RestartedSchedulerReloadsMembershipAndNodesCarryOn) {
+  ScratchDir dir;
+  StartScheduler(1, 1, absl::Milliseconds(50), absl::Seconds(5), dir.path());
+  const int port = sched_->port();
+  auto server = Client();
+  auto worker = Client();
+  ASSERT_OK(
+      server->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7001")));
+  ASSERT_OK(worker->Register(Req("w0", v1::NODE_ROLE_WORKER)));
+  server->StartHeartbeats();
+  worker->StartHeartbeats();
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap before, server->GetClusterMap());
+  ASSERT_TRUE(before.ready());
+
+  // The scheduler goes away and comes back on the same port.
+  sched_->Shutdown();
+  sched_.reset();
+  StartScheduler(1, 1, absl::Milliseconds(50), absl::Seconds(5), dir.path(),
+                 port);
+  EXPECT_TRUE(Logged("recovery: reloaded 1 servers and 1 workers from"));
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap after, server->GetClusterMap());
+  EXPECT_TRUE(after.ready());
+  EXPECT_EQ(after.epoch(), 1u);
+  EXPECT_EQ(after.servers(0).node_id(), "s0");
+  EXPECT_EQ(after.servers(0).address(), "127.0.0.1:7001");
+  EXPECT_EQ(after.workers(0).node_id(), "w0");
+  // The running nodes beat on without registering again.
+  const uint64_t v = after.version();
+  ASSERT_TRUE(WaitFor([&] {
+    return server->map_version() == v && worker->map_version() == v;
+  }));
+  EXPECT_EQ(server->reregistrations(), 0);
+  EXPECT_EQ(worker->reregistrations(), 0);
+  // Their ids are alive: a second process with one is refused.
+  EXPECT_THAT(
+      Client()->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7009")),
+      StatusIs(absl::StatusCode::kAlreadyExists));
+  server->StopHeartbeats();
+  worker->StopHeartbeats();
+
+  // A scheduler with other counts refuses the saved membership.
+  SchedulerOptions other;
+  other.server_num = 2;
+  other.worker_num = 1;
+  other.recovery_path = dir.path();
+  other.log = [](absl::string_view) {};
+  auto refused = SchedulerServer::Start(other);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("holds a cluster of 1 servers and 1 workers"));
 }
 
 }  // namespace
