@@ -1,9 +1,11 @@
 #include "rpc/key_router.h"
 
+#include <cstdlib>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "util/hash.h"
+#include "shard/ring.h"
 
 namespace psdb::rpc {
 
@@ -24,24 +26,28 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(
   return out;
 }
 
-// Jump consistent hash (Lamping & Veach 2014) over XXH3 of the key: a
-// placeholder until shard::Ring is wired in; both sides use the same code.
-struct KeyRouter::Impl {};
+// shard::Ring over members {id = rank, weight 1} with the default options
+// (256 vnodes, kDefaultRingSeed): members are sorted by id, so a key's
+// owner index is its owner's rank.
+struct KeyRouter::Impl {
+  Ring ring;
+};
 
 KeyRouter::KeyRouter(int num_servers, uint64_t epoch)
-    : num_servers_(num_servers), epoch_(epoch) {}
+    : num_servers_(num_servers),
+      epoch_(epoch),
+      impl_(std::make_unique<Impl>()) {
+  std::vector<RingMember> members(num_servers);
+  for (int i = 0; i < num_servers; ++i) members[i].id = i;
+  absl::StatusOr<Ring> ring = Ring::Create(RingOptions{}, members);
+  // Ids 0..n-1 with weight 1 and default options are always valid.
+  if (!ring.ok()) std::abort();
+  impl_->ring = *std::move(ring);
+}
 KeyRouter::~KeyRouter() = default;
 
 int KeyRouter::Owner(uint64_t key) const {
-  uint64_t k = HashKey(key, 0x7073646272696e67ULL);
-  int64_t b = -1, j = 0;
-  while (j < num_servers_) {
-    b = j;
-    k = k * 2862933555777941757ULL + 1;
-    j = static_cast<int64_t>((b + 1) *
-                             (double(1LL << 31) / double((k >> 33) + 1)));
-  }
-  return static_cast<int>(b);
+  return static_cast<int>(impl_->ring.OwnerIndex(key));
 }
 
 }  // namespace psdb::rpc

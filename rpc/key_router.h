@@ -2,7 +2,9 @@
 // it. Both build it from the same static server list (rank order of
 // `--servers=h1:p1,h2:p2,...`) and the same epoch, so they agree on every
 // key; a server checks each request's keys against it and answers
-// FAILED_PRECONDITION for keys it does not own.
+// FAILED_PRECONDITION for keys it does not own. Placement is shard::Ring's
+// (multi-probe consistent hashing, 256 vnodes per server, weight 1), with
+// server id = rank.
 //
 // Thread-safety: immutable after construction; share freely.
 #ifndef PSDB_RPC_KEY_ROUTER_H_
