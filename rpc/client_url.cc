@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "rpc/key_router.h"
+#include "rpc/scheduler_client.h"
 #include "store/local_client.h"
 #include "util/status_macros.h"
 
@@ -29,8 +30,26 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
                           RemoteClient::Open(options));
     return std::unique_ptr<ParameterClient>(std::move(client));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "URL '", url, "': expected local:DIR or servers:host:port,..."));
+  if (absl::ConsumePrefix(&rest, "scheduler:")) {
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("URL '", url, "' names no scheduler host:port"));
+    }
+    // A process started as a worker (PS_ROLE=worker) registers with the
+    // scheduler as PS_NODE_ID; any other process only reads the map.
+    const absl::StatusOr<NodeConfig> config =
+        ResolveNodeConfig(ReadPsEnvironment(), {}, std::nullopt);
+    const bool worker = config.ok() && config->role == NodeRoleKind::kWorker;
+    PSDB_ASSIGN_OR_RETURN(
+        std::unique_ptr<RemoteClient> client,
+        OpenSchedulerRemoteClient(rest, remote, absl::Minutes(5),
+                                  worker ? &*config : nullptr));
+    return std::unique_ptr<ParameterClient>(std::move(client));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("URL '", url,
+                   "': expected local:DIR, servers:host:port,... or "
+                   "scheduler:host:port"));
 }
 
 }  // namespace psdb::rpc

@@ -3,7 +3,9 @@
 // (DESIGN.md):
 //   "local:./psdb-data"        LocalClient on an in-process Store
 //   "servers:h1:p1,h2:p2,..."  RemoteClient over a static server list
-// ("scheduler:host:port" arrives with ps-scheduler.)
+//   "scheduler:host:port"      RemoteClient routed by ps-scheduler's map
+//                              (waits up to 5 min for the cluster to form;
+//                              registers as a worker when PS_ROLE=worker)
 //
 // Thread-safety: pure function; the returned client is thread-safe.
 #ifndef PSDB_RPC_CLIENT_URL_H_
@@ -20,8 +22,8 @@
 namespace psdb::rpc {
 
 // `remote` supplies everything but the server list (TLS, deadlines) for
-// "servers:" URLs; `local` the store options for "local:" URLs.
-// InvalidArgument on any other scheme.
+// "servers:" and "scheduler:" URLs; `local` the store options for "local:"
+// URLs. InvalidArgument on any other scheme.
 absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
     absl::string_view url, const RemoteClientOptions& remote = {},
     const StoreOptions& local = {});

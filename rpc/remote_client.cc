@@ -291,7 +291,9 @@ class RemoteClient::Impl {
     }
     const absl::Time deadline = Deadline();
     PSDB_ASSIGN_OR_RETURN(int64_t step, NextStep(table, options.step));
-    if (keys.empty()) return absl::OkStatus();
+    if (keys.empty() && !options_.push_to_every_server) {
+      return absl::OkStatus();
+    }
     const Dedup d = Deduplicate(keys);
     // Sum duplicates in order of occurrence (the store's order).
     std::vector<float> summed;
@@ -319,8 +321,17 @@ class RemoteClient::Impl {
           std::deque<v1::PushRequest> reqs;
           std::deque<v1::PushResponse> resps;
           std::vector<Call> calls;
+          const std::vector<uint32_t> no_keys;
           for (size_t s = 0; s < chunks.size(); ++s) {
+            std::vector<const std::vector<uint32_t>*> parts;
             for (const std::vector<uint32_t>& chunk : chunks[s]) {
+              parts.push_back(&chunk);
+            }
+            if (parts.empty() && options_.push_to_every_server) {
+              parts.push_back(&no_keys);
+            }
+            for (const std::vector<uint32_t>* part : parts) {
+              const std::vector<uint32_t>& chunk = *part;
               v1::PushRequest& req = reqs.emplace_back();
               req.set_cluster_epoch(map.view.epoch);
               req.set_table(std::string(table));

@@ -75,6 +75,12 @@ struct RemoteClientOptions {
   // Where a fresh map comes from after FAILED_PRECONDITION; null = the
   // static list above (which never changes). Default: null
   std::function<absl::StatusOr<ClusterView>()> map_source;
+  // Synchronous (BSP) servers: every Push sends one request to every
+  // server, an empty one where the server owns none of the keys, so each
+  // server counts this worker's push of the step (rpc/sync_aggregator.h).
+  // Pushes then need an explicit step and PushOptions::worker_id.
+  // Default: false
+  bool push_to_every_server = false;
   ClientTlsOptions tls;
 };
 

@@ -67,6 +67,16 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
       router_ = std::make_unique<KeyRouter>(
           static_cast<int>(options_.servers.size()), options_.cluster_epoch);
     }
+    if (options_.sync.num_workers > 0) {
+      sync_ = std::make_unique<SyncAggregator>(
+          options_.sync,
+          [store](absl::string_view table, absl::Span<const uint64_t> keys,
+                  absl::Span<const float> grads, int64_t step) {
+            PushOptions push;
+            push.step = step;
+            return store->Push(table, keys, grads, push);
+          });
+    }
   }
 
   ServerUnaryReactor* Pull(CallbackServerContext* ctx,
@@ -246,6 +256,10 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
       std::memcpy(aligned.data(), req.grads().data(), req.grads().size());
       grads = aligned;
     }
+    if (sync_ != nullptr) {
+      return sync_->Push(req.table(), spec.dim, req.worker_id(), req.step(),
+                         keys, grads);
+    }
     PushOptions options;
     options.step = req.step();
     options.worker_id = req.worker_id();
@@ -315,7 +329,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   const ServerOptions options_;
   Store* const store_;
   ThreadPool* const pool_;
-  std::unique_ptr<KeyRouter> router_;  // null: this server owns every key
+  std::unique_ptr<KeyRouter> router_;     // null: this server owns every key
+  std::unique_ptr<SyncAggregator> sync_;  // null: async
 };
 
 }  // namespace

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/sync_aggregator.h"
 #include "rpc/tls.h"
 #include "store/store.h"
 
@@ -59,6 +60,11 @@ struct ServerOptions {
   // Epoch of the static cluster map. Default: 1
   uint64_t cluster_epoch = 1;
   ServerTlsOptions tls;
+  // Synchronous (BSP) training: with num_workers > 0 each push is held
+  // until every worker has pushed the same (table, step), then the step's
+  // gradients are reduced and applied once (rpc/sync_aggregator.h).
+  // Default: async (num_workers 0)
+  SyncOptions sync;
 };
 
 // Largest gRPC message ps-server accepts (and sends): a request of

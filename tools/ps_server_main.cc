@@ -5,11 +5,21 @@
 //             --servers=h1:7000,h2:7000,h3:7000 --shard_id=1 \
 //             --tls_cert=server.pem --tls_key=server.key
 //
+// With a scheduler (PS_SCHED_HOST + PS_SCHED_PORT, or --sched_host and
+// --sched_port; rpc/node_config.h) the server registers as PS_NODE_ID,
+// waits for the cluster to form and takes its rank, server list and epoch
+// from the scheduler's map instead of --servers/--shard_id:
+//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0 \
+//     ps-server --data_dir=D --port=7000 [--sync_mode=sync]
+//
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
 // flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -23,6 +33,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/key_router.h"
+#include "rpc/node_config_flags.h"
+#include "rpc/scheduler_client.h"
 #include "rpc/server.h"
 #include "store/store.h"
 
@@ -52,6 +64,16 @@ ABSL_FLAG(bool, require_client_cert, false,
 ABSL_FLAG(int, cert_expiry_warning_days, 90,
           "Warn when the server certificate expires within this many days.");
 ABSL_FLAG(bool, insecure, false, "Allow plaintext on a non-loopback --host.");
+ABSL_FLAG(std::string, sync_mode, "async",
+          "async: each push applied on arrival; sync (BSP): a step's pushes "
+          "from all workers are aggregated and applied once.");
+ABSL_FLAG(std::string, sync_reduce, "mean",
+          "How sync mode combines a step's worker gradients: mean or sum.");
+ABSL_FLAG(std::string, advertise_host, "",
+          "Host other nodes reach this server at, registered with the "
+          "scheduler; default --host.");
+ABSL_FLAG(int, cluster_wait_seconds, 300,
+          "How long to wait for the scheduler's cluster to form.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "On SIGTERM, how long in-flight requests may take to finish.");
 
@@ -107,6 +129,84 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
 
+  auto config =
+      psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
+  if (!config.ok()) return Fail(config.status());
+  std::unique_ptr<psdb::rpc::SchedulerClient> scheduler;
+  int held_port_fd = -1;  // keeps a picked port ours until gRPC binds it
+  if (config->has_scheduler()) {
+    if (!options.servers.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--servers contradicts PS_SCHED_HOST/PS_SCHED_PORT: the scheduler "
+          "assigns the server list"));
+    }
+    if (options.port == 0) {
+      // The address must be known before registering: pick a free port and
+      // hold it (SO_REUSEPORT, as gRPC binds) until the server listens.
+      held_port_fd = socket(AF_INET, SOCK_STREAM, 0);
+      int one = 1;
+      setsockopt(held_port_fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_ANY);
+      socklen_t len = sizeof(addr);
+      if (bind(held_port_fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+          getsockname(held_port_fd, reinterpret_cast<sockaddr*>(&addr), &len) !=
+              0) {
+        return Fail(absl::UnavailableError("cannot pick a free port"));
+      }
+      options.port = ntohs(addr.sin_port);
+    }
+    std::string host = absl::GetFlag(FLAGS_advertise_host);
+    if (host.empty()) host = options.host;
+    if (host.find(':') != std::string::npos && host[0] != '[') {
+      host = absl::StrCat("[", host, "]");
+    }
+    psdb::rpc::ClientTlsOptions sched_tls;
+    sched_tls.ca_file = options.tls.ca_file;
+    sched_tls.cert_file = options.tls.cert_file;
+    sched_tls.key_file = options.tls.key_file;
+    sched_tls.insecure = options.tls.insecure;
+    std::fprintf(stderr, "ps-server: node id:%s joining scheduler %s\n",
+                 config->node_id.c_str(), config->SchedulerAddress().c_str());
+    auto joined = psdb::rpc::JoinClusterAsServer(
+        *config, absl::StrCat(host, ":", options.port), sched_tls,
+        absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_seconds)));
+    if (!joined.ok()) return Fail(joined.status());
+    scheduler = std::move(joined->first);
+    const psdb::rpc::ServerPlacement& placement = joined->second;
+    options.servers = placement.servers;
+    options.shard_id = placement.rank;
+    options.cluster_epoch = placement.epoch;
+    if (!config->worker_num.has_value()) {
+      config->worker_num = placement.worker_num;
+    }
+    std::fprintf(
+        stderr, "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s\n",
+        config->node_id.c_str(), placement.rank, placement.servers.size(),
+        static_cast<unsigned long long>(placement.epoch),
+        placement.recovered ? " (rank taken back)" : "");
+  }
+  const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
+  const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);
+  if (sync_reduce != "mean" && sync_reduce != "sum") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--sync_reduce=", sync_reduce, ": expected mean or sum")));
+  }
+  if (sync_mode == "sync") {
+    if (!config->worker_num.has_value() || *config->worker_num < 1) {
+      return Fail(absl::InvalidArgumentError(
+          "--sync_mode=sync needs the number of workers (>= 1): "
+          "PS_WORKER_NUM (--worker_num) or a scheduler"));
+    }
+    options.sync.num_workers = *config->worker_num;
+    options.sync.reduce = sync_reduce == "sum" ? psdb::rpc::SyncReduce::kSum
+                                               : psdb::rpc::SyncReduce::kMean;
+  } else if (sync_mode != "async") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--sync_mode=", sync_mode, ": expected async or sync")));
+  }
+
   psdb::StoreOptions store_options;
   store_options.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
@@ -118,11 +218,13 @@ int main(int argc, char** argv) {
 
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());
+  if (held_port_fd >= 0) close(held_port_fd);
   std::cout << "listening on " << (*server)->address() << std::endl;
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "ps-server: signal %d, shutting down\n", signal_number);
+  if (scheduler != nullptr) scheduler->StopHeartbeats();
   (*server)->Shutdown(
       absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   server->reset();

@@ -1,0 +1,64 @@
+// ChildProcess: a real psdb binary run by a test (ps-scheduler, ps-server).
+// Starts it with extra environment variables, reads its stdout until a line
+// starting with a given prefix (e.g. "scheduler listening on "), keeps its
+// stderr in a file, and signals / waits with deadlines.
+//
+// Thread-safety: one thread per object.
+#ifndef PSDB_TESTS_CONTROL_CHILD_PROCESS_H_
+#define PSDB_TESTS_CONTROL_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace psdb::testing {
+
+struct ChildOptions {
+  std::string binary;
+  std::vector<std::string> args;
+  // Set in the child's environment (in addition to the test's). Any PS_*
+  // variable of the test's own environment is removed first.
+  std::map<std::string, std::string> env;
+  // Start() returns once stdout shows a line starting with this; the rest
+  // of that line is ready_value(). Empty = return at once.
+  std::string ready_prefix;
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class ChildProcess {
+ public:
+  // FailedPrecondition (with the stderr tail) if the child exits before it
+  // is ready; DeadlineExceeded after options.timeout.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
+      const ChildOptions& options);
+  ~ChildProcess();  // SIGKILL and reap if still running.
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  const std::string& ready_value() const { return ready_value_; }
+  pid_t pid() const { return pid_; }
+  void Signal(int signal);
+  // The wait status (as waitpid), or DeadlineExceeded.
+  absl::StatusOr<int> Wait(absl::Duration timeout = absl::Seconds(60));
+  // Everything written to stderr so far.
+  std::string Stderr() const;
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  int stdout_fd_ = -1;
+  std::string stderr_path_;
+  std::string ready_value_;
+};
+
+}  // namespace psdb::testing
+
+#endif  // PSDB_TESTS_CONTROL_CHILD_PROCESS_H_
