@@ -116,7 +116,7 @@ void DiskTier::MultiGet(rocksdb::ColumnFamilyHandle* cf, size_t n,
                         rocksdb::PinnableSlice* values,
                         rocksdb::Status* statuses) {
   db_->MultiGet(rocksdb::ReadOptions(), cf, n, keys, values, statuses,
-                /*sorted_input=*/false);
+                /*sorted_input=*/true);
 }
 
 absl::Status DiskTier::Get(rocksdb::ColumnFamilyHandle* cf,

@@ -219,6 +219,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     if (!to_read.empty()) {
       const size_t m = to_read.size();
       if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
+      // Key order (big-endian bytes = numeric order) lets RocksDB skip its
+      // own sort and walk blocks in order.
+      std::sort(to_read.begin(), to_read.end(),
+                [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
       std::vector<char> kbuf(8 * m);
       std::vector<rocksdb::Slice> slices(m);
       for (size_t j = 0; j < m; ++j) {
