@@ -1,0 +1,53 @@
+#include "tools/bench/scenario.h"
+
+#include <cstring>
+
+#include "tools/bench/store_bench.h"
+#include "tools/common/args.h"
+
+namespace psdb::bench {
+namespace {
+
+constexpr Scenario kScenarios[] = {
+    {"store",
+     "embedded Store pulls/pushes vs RocksDB used directly and a flat hash "
+     "map (the memory limit); incremental vs full checkpoint",
+     &RunStoreBench},
+};
+
+void PrintUsage(std::ostream& os) {
+  os << "usage: ps-bench <scenario> [--json] [flags]\n"
+        "       ps-bench <scenario> --help   (the scenario's flags)\n\n"
+        "scenarios:\n";
+  for (const Scenario& s : kScenarios) {
+    os << "  " << s.name << "\t" << s.summary << "\n";
+  }
+}
+
+}  // namespace
+
+absl::Span<const Scenario> Scenarios() { return kScenarios; }
+
+int RunBench(int argc, const char* const* argv, std::ostream& out,
+             std::ostream& err) {
+  if (argc < 2) {
+    err << "ps-bench: no scenario given\n\n";
+    PrintUsage(err);
+    return tools::kUsageExitCode;
+  }
+  const char* name = argv[1];
+  if (std::strcmp(name, "help") == 0 || std::strcmp(name, "--help") == 0 ||
+      std::strcmp(name, "-h") == 0) {
+    PrintUsage(out);
+    return 0;
+  }
+  for (const Scenario& s : kScenarios) {
+    if (std::strcmp(name, s.name) == 0)
+      return s.run(argc - 1, argv + 1, out, err);
+  }
+  err << "ps-bench: unknown scenario '" << name << "'\n\n";
+  PrintUsage(err);
+  return tools::kUsageExitCode;
+}
+
+}  // namespace psdb::bench

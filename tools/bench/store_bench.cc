@@ -1,0 +1,610 @@
+#include "tools/bench/store_bench.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "optim/optimizer.h"
+#include "store/row.h"
+#include "store/store.h"
+#include "store/table_spec.h"
+#include "tools/bench/machine.h"
+#include "tools/bench/store_systems.h"
+#include "tools/bench/zipf.h"
+#include "tools/common/args.h"
+#include "tools/common/text.h"
+#include "util/status_macros.h"
+
+namespace psdb::bench {
+namespace {
+
+constexpr char kUsage[] = R"(usage: ps-bench store [--json] [flags]
+
+Pulls and Adagrad pushes on one Zipf stream, measured in one run on: psdb
+with a budget holding the whole table, psdb with a budget of a fraction of
+it, RocksDB used directly with a block cache of that same budget, and a flat
+hash map over one row array (the memory limit); then a full vs incremental
+checkpoint of psdb.
+
+flags:
+  --rows=N              table rows, all created before measuring (default 4194304)
+  --dim=D               floats per row (default 64)
+  --batches=N           measured batches (default 1024)
+  --warmup_batches=N    warm-up batches: the stream's prefix (default
+                        batches/4, at least 1, at most 256)
+  --batch_keys=N        keys per batch (default 4096)
+  --alpha=A             Zipf exponent (default 1.05)
+  --budget_fraction=F   tiered budget / table bytes (default 0.1)
+  --touch_fraction=F    rows updated between the full and the incremental
+                        checkpoint (default 0.01)
+  --seed=S              stream, gradient and initializer seed (default 1)
+  --dir=PATH            scratch directory (default: a fresh one under
+                        $TMPDIR or /tmp, removed at the end)
+  --systems=A,B,..      measure only these of psdb_mem, psdb_tiered,
+                        rocksdb, hashmap (for profiling; ratios that need a
+                        skipped system are null) (default all)
+  --json                print one JSON object instead of the report
+)";
+
+struct Params {
+  uint64_t rows = 4194304;
+  int dim = 64;
+  uint64_t batches = 1024;
+  uint64_t warmup_batches = 0;
+  uint64_t batch_keys = 4096;
+  double alpha = 1.05;
+  double budget_fraction = 0.1;
+  double touch_fraction = 0.01;
+  uint64_t seed = 1;
+  std::string dir;
+  bool json = false;
+  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
+                                      "hashmap"};
+  bool Runs(absl::string_view id) const {
+    return std::find(systems.begin(), systems.end(), id) != systems.end();
+  }
+};
+
+absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
+  PSDB_ASSIGN_OR_RETURN(tools::Args args,
+                        tools::Args::Parse(argc, argv, 1, {"json"}));
+  PSDB_RETURN_IF_ERROR(args.CheckKnown(
+      {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
+       "budget_fraction", "touch_fraction", "seed", "dir", "json", "systems"}));
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  Params p;
+  PSDB_ASSIGN_OR_RETURN(p.rows, args.GetInt("rows", p.rows, 1, 1ll << 32));
+  PSDB_ASSIGN_OR_RETURN(p.dim, args.GetInt("dim", p.dim, 1, 65536));
+  PSDB_ASSIGN_OR_RETURN(p.batches,
+                        args.GetInt("batches", p.batches, 1, 1ll << 24));
+  const int64_t warmup_default =
+      std::clamp<int64_t>(static_cast<int64_t>(p.batches / 4), 1, 256);
+  PSDB_ASSIGN_OR_RETURN(
+      p.warmup_batches,
+      args.GetInt("warmup_batches", warmup_default, 0, 1ll << 24));
+  PSDB_ASSIGN_OR_RETURN(p.batch_keys,
+                        args.GetInt("batch_keys", p.batch_keys, 1, 1 << 20));
+  PSDB_ASSIGN_OR_RETURN(p.alpha, args.GetDouble("alpha", p.alpha, 0.01, 10));
+  PSDB_ASSIGN_OR_RETURN(
+      p.budget_fraction,
+      args.GetDouble("budget_fraction", p.budget_fraction, 1e-6, 1));
+  PSDB_ASSIGN_OR_RETURN(
+      p.touch_fraction,
+      args.GetDouble("touch_fraction", p.touch_fraction, 1e-9, 1));
+  PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
+  p.dir = args.GetString("dir", "");
+  PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  if (args.Has("systems")) {
+    const std::vector<std::string> all = p.systems;
+    p.systems =
+        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
+    for (const std::string& id : p.systems) {
+      if (std::find(all.begin(), all.end(), id) == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--systems: unknown system '", id, "'"));
+      }
+    }
+  }
+  return p;
+}
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+struct SystemResult {
+  std::string id;
+  std::string label;
+  double load_s = 0;
+  double pull_s = 0;
+  double push_s = 0;
+  uint64_t keys = 0;       // keys pulled (= keys pushed) while measuring
+  double hit_rate = -1;    // psdb: memory-tier hits / lookups while measuring
+  uint64_t evictions = 0;  // psdb: rows evicted while measuring
+  // keys/s; a zero time (impossible in practice) counts as 1 ns.
+  // NaN if the system was not run.
+  double PullRate() const {
+    return keys == 0 ? NAN : keys / std::max(pull_s, 1e-9);
+  }
+  double PushRate() const {
+    return keys == 0 ? NAN : keys / std::max(push_s, 1e-9);
+  }
+};
+
+struct CheckpointResult {
+  bool ran = false;
+  double full_s = 0;
+  uint64_t full_rows = 0;
+  double incremental_s = 0;
+  uint64_t incremental_rows = 0;
+  uint64_t touched = 0;
+};
+
+class Runner {
+ public:
+  Runner(const Params& p, std::ostream& log) : p_(p), log_(log) {
+    stream_ = ZipfKeyStream(p.rows, p.alpha, p.warmup_batches + p.batches,
+                            p.batch_keys, p.seed);
+    SplitMix rng(p.seed ^ 0x6a09e667f3bcc908ULL);
+    grads_.resize(p.batch_keys * p.dim);
+    for (float& g : grads_)
+      g = static_cast<float>(rng.NextDouble() * 0.2 - 0.1);
+    out_.resize(p.batch_keys * p.dim);
+  }
+
+  // Creates every row (pulls of all keys, in batches).
+  absl::Status Load(KvSystem& sys, SystemResult* r) {
+    log_ << "  " << r->id << ": creating " << p_.rows << " rows\n";
+    const auto t0 = Clock::now();
+    std::vector<uint64_t> keys;
+    for (uint64_t start = 0; start < p_.rows; start += p_.batch_keys) {
+      const uint64_t end = std::min(p_.rows, start + p_.batch_keys);
+      keys.clear();
+      for (uint64_t rank = start; rank < end; ++rank) {
+        keys.push_back(ScrambleKey(rank, p_.seed));
+      }
+      PSDB_RETURN_IF_ERROR(
+          sys.Pull(keys, absl::MakeSpan(out_.data(), keys.size() * p_.dim)));
+    }
+    r->load_s = Seconds(Clock::now() - t0);
+    return absl::OkStatus();
+  }
+
+  absl::Status WarmUp(KvSystem& sys, SystemResult* r) {
+    log_ << "  " << r->id << ": warm-up, " << p_.warmup_batches << " batches\n";
+    for (uint64_t b = 0; b < p_.warmup_batches; ++b) {
+      PSDB_RETURN_IF_ERROR(sys.Pull(Batch(b), absl::MakeSpan(out_)));
+      PSDB_RETURN_IF_ERROR(sys.Push(Batch(b), grads_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Measure(KvSystem& sys, SystemResult* r) {
+    log_ << "  " << r->id << ": measuring, " << p_.batches << " batches\n";
+    Clock::duration pull{}, push{};
+    for (uint64_t b = p_.warmup_batches; b < p_.warmup_batches + p_.batches;
+         ++b) {
+      const auto t0 = Clock::now();
+      PSDB_RETURN_IF_ERROR(sys.Pull(Batch(b), absl::MakeSpan(out_)));
+      const auto t1 = Clock::now();
+      PSDB_RETURN_IF_ERROR(sys.Push(Batch(b), grads_));
+      push += Clock::now() - t1;
+      pull += t1 - t0;
+    }
+    r->pull_s = Seconds(pull);
+    r->push_s = Seconds(push);
+    r->keys = p_.batches * p_.batch_keys;
+    return absl::OkStatus();
+  }
+
+  // The touched rows: touch_fraction of the table, spread over the ranks.
+  absl::Status Touch(KvSystem& sys, uint64_t* touched) {
+    const uint64_t n = std::max<uint64_t>(
+        1, static_cast<uint64_t>(std::llround(p_.rows * p_.touch_fraction)));
+    const uint64_t stride = std::max<uint64_t>(1, p_.rows / n);
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < n; i += p_.batch_keys) {
+      keys.clear();
+      for (uint64_t j = i; j < std::min(n, i + p_.batch_keys); ++j) {
+        keys.push_back(ScrambleKey(j * stride % p_.rows, p_.seed));
+      }
+      PSDB_RETURN_IF_ERROR(sys.Push(
+          keys, absl::MakeConstSpan(grads_.data(), keys.size() * p_.dim)));
+    }
+    *touched = n;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Span<const uint64_t> Batch(uint64_t b) const {
+    return absl::MakeConstSpan(stream_.data() + b * p_.batch_keys,
+                               p_.batch_keys);
+  }
+
+  const Params& p_;
+  std::ostream& log_;
+  std::vector<uint64_t> stream_;
+  std::vector<float> grads_;
+  std::vector<float> out_;
+};
+
+// Memory-tier hits/misses/evictions of the bench table.
+TableStats TableStatsOf(PsdbSystem& sys) {
+  for (const TableStats& t : sys.store()->Stats().tables) {
+    if (t.name == sys.table()) return t;
+  }
+  return TableStats{};
+}
+
+absl::Status RunPsdb(Runner& runner, const std::string& dir,
+                     const TableSpec& spec, const StoreOptions& options,
+                     SystemResult* r, CheckpointResult* ckpt) {
+  PSDB_ASSIGN_OR_RETURN(auto sys, PsdbSystem::Open(dir + "/db", spec, options));
+  PSDB_RETURN_IF_ERROR(runner.Load(*sys, r));
+  PSDB_RETURN_IF_ERROR(runner.WarmUp(*sys, r));
+  const TableStats before = TableStatsOf(*sys);
+  PSDB_RETURN_IF_ERROR(runner.Measure(*sys, r));
+  const TableStats after = TableStatsOf(*sys);
+  const uint64_t hits = after.hits - before.hits;
+  const uint64_t lookups = hits + (after.misses - before.misses);
+  r->hit_rate = lookups > 0 ? static_cast<double>(hits) / lookups : -1;
+  r->evictions = after.evictions - before.evictions;
+  if (ckpt == nullptr) return absl::OkStatus();
+
+  const std::string root = dir + "/checkpoints";
+  auto t0 = Clock::now();
+  PSDB_ASSIGN_OR_RETURN(CheckpointInfo full, sys->store()->Checkpoint(root));
+  ckpt->full_s = Seconds(Clock::now() - t0);
+  ckpt->full_rows = full.rows_flushed;
+  PSDB_RETURN_IF_ERROR(runner.Touch(*sys, &ckpt->touched));
+  t0 = Clock::now();
+  PSDB_ASSIGN_OR_RETURN(CheckpointInfo incr, sys->store()->Checkpoint(root));
+  ckpt->incremental_s = Seconds(Clock::now() - t0);
+  ckpt->incremental_rows = incr.rows_flushed;
+  ckpt->ran = true;
+  return absl::OkStatus();
+}
+
+struct Ratio {
+  const char* name;
+  double value;
+  const char* target;  // for the report
+  bool met;
+};
+
+std::string Gib(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB", bytes / double(1ull << 30));
+}
+
+void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
+                 uint64_t table_bytes, uint64_t budget,
+                 const std::vector<SystemResult>& systems,
+                 const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
+                 std::ostream& out) {
+  out << "ps-bench store\n";
+  out << absl::StrFormat("machine     %d cores, %s, %s RAM\n", m.cores,
+                         m.cpu_model, Gib(m.memory_bytes));
+  out << absl::StrFormat(
+      "parameters  rows=%d dim=%d optimizer=adagrad batch_keys=%d "
+      "batches=%d warmup_batches=%d alpha=%g seed=%d\n",
+      p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha,
+      p.seed);
+  out << absl::StrFormat(
+      "table       %s (%d B/row: values + state + header + key); budget "
+      "%.0f%% = %.1f MiB\n\n",
+      Gib(table_bytes), row_bytes, p.budget_fraction * 100,
+      budget / double(1 << 20));
+  out << absl::StrFormat("%-34s %9s %14s %14s %9s\n", "system", "load s",
+                         "pull keys/s", "push keys/s", "hit rate");
+  for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
+    out << absl::StrFormat(
+        "%-34s %9.2f %14.0f %14.0f %9s\n", s.label, s.load_s, s.PullRate(),
+        s.PushRate(),
+        s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
+  }
+  if (ckpt.ran) {
+    out << absl::StrFormat(
+        "\ncheckpoint  full %.3f s (%d rows flushed); incremental after "
+        "updating %d rows (%g%%) %.3f s (%d rows flushed)\n",
+        ckpt.full_s, ckpt.full_rows, ckpt.touched, p.touch_fraction * 100,
+        ckpt.incremental_s, ckpt.incremental_rows);
+  }
+  out << "\n";
+  out << absl::StrFormat("%-32s %8s  %-8s %s\n", "ratio", "value", "target",
+                         "");
+  for (const Ratio& r : ratios) {
+    if (std::isnan(r.value)) {
+      out << absl::StrFormat("%-32s %8s  %-8s %s\n", r.name, "-", r.target,
+                             "not run");
+      continue;
+    }
+    out << absl::StrFormat("%-32s %8.3f  %-8s %s\n", r.name, r.value, r.target,
+                           r.met ? "met" : "MISSED");
+  }
+}
+
+void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
+               uint64_t table_bytes, uint64_t budget,
+               const std::vector<SystemResult>& systems,
+               const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
+               std::ostream& out) {
+  std::string j = "{\"scenario\":\"store\",\"machine\":{\"cores\":";
+  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
+  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
+  num(m.cores);
+  j += ",\"cpu\":";
+  str(m.cpu_model);
+  j += ",\"memory_bytes\":";
+  num(m.memory_bytes);
+  j += "},\"params\":{\"rows\":";
+  num(p.rows);
+  j += ",\"dim\":";
+  num(p.dim);
+  j += ",\"optimizer\":\"adagrad\",\"batch_keys\":";
+  num(p.batch_keys);
+  j += ",\"batches\":";
+  num(p.batches);
+  j += ",\"warmup_batches\":";
+  num(p.warmup_batches);
+  j += ",\"alpha\":";
+  num(p.alpha);
+  j += ",\"budget_fraction\":";
+  num(p.budget_fraction);
+  j += ",\"touch_fraction\":";
+  num(p.touch_fraction);
+  j += ",\"seed\":";
+  num(p.seed);
+  j += ",\"row_bytes\":";
+  num(row_bytes);
+  j += ",\"table_bytes\":";
+  num(table_bytes);
+  j += ",\"budget_bytes\":";
+  num(budget);
+  j += "},\"systems\":{";
+  bool first = true;
+  for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
+    if (!first) j += ",";
+    first = false;
+    str(s.id);
+    j += ":{\"label\":";
+    str(s.label);
+    j += ",\"load_s\":";
+    num(s.load_s);
+    j += ",\"pull_s\":";
+    num(s.pull_s);
+    j += ",\"push_s\":";
+    num(s.push_s);
+    j += ",\"keys\":";
+    num(s.keys);
+    j += ",\"pull_keys_per_s\":";
+    num(s.PullRate());
+    j += ",\"push_keys_per_s\":";
+    num(s.PushRate());
+    if (s.hit_rate >= 0) {
+      j += ",\"hit_rate\":";
+      num(s.hit_rate);
+      j += ",\"evictions\":";
+      num(s.evictions);
+    }
+    j += "}";
+  }
+  j += "},\"checkpoint\":{\"full_s\":";
+  num(ckpt.full_s);
+  j += ",\"full_rows_flushed\":";
+  num(ckpt.full_rows);
+  j += ",\"touched_rows\":";
+  num(ckpt.touched);
+  j += ",\"incremental_s\":";
+  num(ckpt.incremental_s);
+  j += ",\"incremental_rows_flushed\":";
+  num(ckpt.incremental_rows);
+  j += "},\"ratios\":{";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (i > 0) j += ",";
+    str(ratios[i].name);
+    j += ":";
+    num(ratios[i].value);
+  }
+  j += "},\"targets\":{";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (i > 0) j += ",";
+    str(ratios[i].name);
+    j += ":";
+    str(ratios[i].target);
+  }
+  j += "},\"targets_met\":{";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (i > 0) j += ",";
+    str(ratios[i].name);
+    j += std::isnan(ratios[i].value) ? ":null"
+         : ratios[i].met             ? ":true"
+                                     : ":false";
+  }
+  j += "}}\n";
+  out << j;
+}
+
+// A fresh directory under $TMPDIR (or /tmp).
+absl::StatusOr<std::string> MakeTempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/ps-bench-store-XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, " failed"));
+  }
+  return tmpl;
+}
+
+absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = p.dim;
+  spec.seed = p.seed;
+  spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
+  spec.optimizer.learning_rate = 0.05f;
+  spec.optimizer.initial_accumulator = 0.1f;
+  const int state_size = optim::StateSize(spec.optimizer, spec.dim);
+  const uint64_t row_bytes =
+      4ull * (p.dim + state_size) + sizeof(RowHeader) + sizeof(uint64_t);
+  const uint64_t table_bytes = row_bytes * p.rows;
+  const uint64_t budget =
+      static_cast<uint64_t>(std::llround(table_bytes * p.budget_fraction));
+  const MachineInfo machine = DescribeMachine();
+
+  std::string dir = p.dir;
+  const bool own_dir = dir.empty();
+  if (own_dir) {
+    PSDB_ASSIGN_OR_RETURN(dir, MakeTempDir());
+  } else {
+    std::filesystem::create_directories(dir);
+  }
+  log << "ps-bench store: scratch directory " << dir << "\n";
+  struct Cleanup {
+    std::string dir;
+    bool own;
+    ~Cleanup() {
+      std::error_code ec;
+      if (own) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir, own_dir};
+  auto fresh = [&](const std::string& name) {
+    const std::string sub = dir + "/" + name;
+    std::error_code ec;
+    std::filesystem::remove_all(sub, ec);
+    std::filesystem::create_directories(sub, ec);
+    return sub;
+  };
+  auto drop = [&](const std::string& sub) {
+    std::error_code ec;
+    std::filesystem::remove_all(sub, ec);
+  };
+
+  log << "ps-bench store: generating the stream\n";
+  Runner runner(p, log);
+  std::vector<SystemResult> results(4);
+  CheckpointResult ckpt;
+
+  // psdb's RocksDB block cache is kept small and outside the budget: the
+  // budget is what psdb's memory tier may use.
+  constexpr uint64_t kPsdbBlockCache = 4ull << 20;
+  for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
+                       {1, "psdb_tiered"},
+                       {2, "rocksdb"},
+                       {3, "hashmap"}}) {
+    results[i].id = id;
+  }
+  if (p.Runs("psdb_mem")) {
+    SystemResult& r = results[0];
+    r.label = "psdb, budget = whole table";
+    StoreOptions options;
+    // Twice the raw row bytes: room for the store's index and slab overhead.
+    options.memory_budget_bytes = 2 * table_bytes + (64ull << 20);
+    options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    const std::string sub = fresh(r.id);
+    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
+    drop(sub);
+  }
+  if (p.Runs("psdb_tiered")) {
+    SystemResult& r = results[1];
+    r.label = absl::StrFormat("psdb, budget = %g%%", p.budget_fraction * 100);
+    StoreOptions options;
+    options.memory_budget_bytes = budget;
+    options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    const std::string sub = fresh(r.id);
+    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
+    drop(sub);
+  }
+  if (p.Runs("rocksdb")) {
+    SystemResult& r = results[2];
+    r.label = absl::StrFormat("rocksdb direct, cache = %g%%",
+                              p.budget_fraction * 100);
+    const std::string sub = fresh(r.id);
+    PSDB_ASSIGN_OR_RETURN(auto sys, RocksDbSystem::Open(sub, spec, budget));
+    PSDB_RETURN_IF_ERROR(runner.Load(*sys, &r));
+    PSDB_RETURN_IF_ERROR(sys->Settle(/*timeout_s=*/600));
+    PSDB_RETURN_IF_ERROR(runner.WarmUp(*sys, &r));
+    PSDB_RETURN_IF_ERROR(runner.Measure(*sys, &r));
+    sys.reset();
+    drop(sub);
+  }
+  if (p.Runs("hashmap")) {
+    SystemResult& r = results[3];
+    r.label = "flat hash map (limit)";
+    HashMapSystem sys(spec, p.rows);
+    PSDB_RETURN_IF_ERROR(runner.Load(sys, &r));
+    PSDB_RETURN_IF_ERROR(runner.WarmUp(sys, &r));
+    PSDB_RETURN_IF_ERROR(runner.Measure(sys, &r));
+  }
+
+  const SystemResult& mem = results[0];
+  const SystemResult& tiered = results[1];
+  const SystemResult& rocks = results[2];
+  const SystemResult& limit = results[3];
+  const double incr =
+      ckpt.ran ? ckpt.incremental_s / std::max(ckpt.full_s, 1e-9) : NAN;
+  const double r1 = mem.PullRate() / limit.PullRate();
+  const double r2 = mem.PushRate() / limit.PushRate();
+  const double r3 = tiered.PullRate() / rocks.PullRate();
+  const double r4 = tiered.PushRate() / rocks.PushRate();
+  const std::vector<Ratio> ratios = {
+      {"mem_vs_limit_pull", r1, ">= 0.5", r1 >= 0.5},
+      {"mem_vs_limit_push", r2, ">= 0.5", r2 >= 0.5},
+      {"tiered_vs_rocksdb_pull", r3, ">= 3", r3 >= 3},
+      {"tiered_vs_rocksdb_push", r4, ">= 3", r4 >= 3},
+      {"incremental_vs_full_checkpoint", incr, "<= 0.1", incr <= 0.1},
+  };
+  if (p.json) {
+    PrintJson(p, machine, row_bytes, table_bytes, budget, results, ckpt, ratios,
+              out);
+  } else {
+    PrintReport(p, machine, row_bytes, table_bytes, budget, results, ckpt,
+                ratios, out);
+  }
+  if (mem.evictions > 0) {
+    log << "ps-bench store: warning: psdb_mem evicted " << mem.evictions
+        << " rows; its budget did not hold the table\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunStoreBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h" || a == "help") {
+      out << kUsage;
+      return 0;
+    }
+  }
+  absl::StatusOr<Params> params = ParseParams(argc, argv);
+  if (!params.ok()) {
+    err << "ps-bench store: " << params.status().message() << "\n\n" << kUsage;
+    return tools::kUsageExitCode;
+  }
+  absl::Status st = Run(*params, out, err);
+  if (!st.ok()) {
+    err << "ps-bench store: " << st << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace psdb::bench

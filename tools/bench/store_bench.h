@@ -1,0 +1,35 @@
+// ps-bench's `store` scenario (issue 2's benchmark). In one run, on one
+// pre-generated Zipf(alpha) stream of batch_keys-key batches over a table of
+// `rows` rows (all created before measuring), pulls and Adagrad pushes are
+// measured on:
+//   psdb_mem     psdb, memory budget holding the whole table
+//   psdb_tiered  psdb, memory budget of budget_fraction of the table's bytes
+//   rocksdb      RocksDB used directly, block cache of that same budget
+//   hashmap      flat hash map + one row array: the memory limit
+// (tools/bench/store_systems.h defines them). Each system is loaded, warmed
+// up with the stream's first warmup_batches batches, then timed on the
+// next `batches` batches (pull then push per batch, timed separately),
+// and destroyed before the next one starts. Then, on psdb_mem: a full
+// checkpoint (every row dirty), an update of touch_fraction of the rows, and
+// an incremental checkpoint.
+//
+// Output: a human-readable report, or with --json one JSON object whose
+// "ratios" map holds mem_vs_limit_pull, mem_vs_limit_push,
+// tiered_vs_rocksdb_pull, tiered_vs_rocksdb_push and
+// incremental_vs_full_checkpoint (time of the incremental over the full).
+//
+// Thread-safety: one call at a time (it owns the process's benchmark run).
+#ifndef PSDB_TOOLS_BENCH_STORE_BENCH_H_
+#define PSDB_TOOLS_BENCH_STORE_BENCH_H_
+
+#include <ostream>
+
+namespace psdb::bench {
+
+// argv[0] = "store"; see the usage text (--help) for flags.
+int RunStoreBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err);
+
+}  // namespace psdb::bench
+
+#endif  // PSDB_TOOLS_BENCH_STORE_BENCH_H_

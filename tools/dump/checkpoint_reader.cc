@@ -1,0 +1,202 @@
+#include "tools/dump/checkpoint_reader.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "optim/optimizer.h"
+#include "rocksdb/metadata.h"
+#include "rocksdb/options.h"
+#include "store/manifest.h"
+#include "store/row_codec.h"
+#include "util/status_macros.h"
+
+namespace psdb::dump {
+
+struct CheckpointReader::OpenShard {
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // owned; closed in dtor
+  ~OpenShard() {
+    if (db == nullptr) return;
+    for (auto* h : handles)
+      db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
+    absl::string_view path) {
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  PSDB_ASSIGN_OR_RETURN(r->dir_, ResolveCheckpointDir(path));
+  PSDB_ASSIGN_OR_RETURN(r->manifest_, ReadManifest(r->dir_));
+  const std::string manifest_file =
+      absl::StrCat(r->dir_, "/", kManifestFileName);
+
+  const int num_shards = r->manifest_.shards_size();
+  for (const v1::TableManifest& t : r->manifest_.tables()) {
+    TableInfo info;
+    absl::StatusOr<TableSpec> spec = TableSpecFromProto(t.spec());
+    if (!spec.ok()) {
+      return Annotate(spec.status(), absl::StrCat(manifest_file, ": table '",
+                                                  t.spec().name(), "'"));
+    }
+    info.spec = *std::move(spec);
+    info.state_size = optim::StateSize(info.spec.optimizer, info.spec.dim);
+    info.step = t.step();
+    info.rows = t.rows();
+    info.shard_rows.assign(t.shard_rows().begin(), t.shard_rows().end());
+    if (static_cast<int>(info.shard_rows.size()) != num_shards) {
+      return absl::DataLossError(
+          absl::StrCat(manifest_file, ": table '", info.spec.name, "' has ",
+                       info.shard_rows.size(), " shard row counts for ",
+                       num_shards, " shards"));
+    }
+    r->tables_.push_back(std::move(info));
+  }
+
+  for (const v1::ShardManifest& s : r->manifest_.shards()) {
+    ShardInfo shard;
+    shard.shard_id = s.shard_id();
+    shard.server = s.server();
+    const std::string rel =
+        s.dir().empty() ? ShardDirName(s.shard_id()) : s.dir();
+    shard.path = std::filesystem::path(rel).is_absolute()
+                     ? rel
+                     : absl::StrCat(r->dir_, "/", rel);
+
+    rocksdb::DBOptions db_options;
+    rocksdb::Status st = rocksdb::DB::ListColumnFamilies(
+        db_options, shard.path, &shard.column_families);
+    if (!st.ok()) {
+      return absl::DataLossError(absl::StrCat("cannot list column families of ",
+                                              shard.path, ": ", st.ToString()));
+    }
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : shard.column_families) {
+      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    auto open = std::make_unique<OpenShard>();
+    rocksdb::DB* db = nullptr;
+    st = rocksdb::DB::OpenForReadOnly(db_options, shard.path, descriptors,
+                                      &open->handles, &db);
+    if (!st.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("cannot open ", shard.path, ": ", st.ToString()));
+    }
+    open->db.reset(db);
+    r->open_.push_back(std::move(open));
+    r->shards_.push_back(std::move(shard));
+  }
+  return r;
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+absl::StatusOr<const TableInfo*> CheckpointReader::FindTable(
+    absl::string_view name) const {
+  std::vector<std::string> names;
+  for (const TableInfo& t : tables_) {
+    if (t.spec.name == name) return &t;
+    names.push_back(t.spec.name);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no table '", name, "' in ", dir_,
+      " (tables: ", names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+}
+
+absl::StatusOr<rocksdb::ColumnFamilyHandle*> CheckpointReader::Family(
+    size_t shard, absl::string_view table) const {
+  const ShardInfo& info = shards_.at(shard);
+  for (size_t i = 0; i < info.column_families.size(); ++i) {
+    if (info.column_families[i] == table) return open_[shard]->handles[i];
+  }
+  return absl::DataLossError(
+      absl::StrCat(info.path, ": table '", table, "' has no column family"));
+}
+
+absl::StatusOr<std::unique_ptr<rocksdb::Iterator>>
+CheckpointReader::NewIterator(size_t shard, absl::string_view table) const {
+  PSDB_ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * cf, Family(shard, table));
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // a dump reads each block once
+  return std::unique_ptr<rocksdb::Iterator>(
+      open_[shard]->db->NewIterator(ro, cf));
+}
+
+absl::Status CheckpointReader::Get(size_t shard, absl::string_view table,
+                                   uint64_t key, std::string* value) const {
+  PSDB_ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * cf, Family(shard, table));
+  const std::string k = EncodeKey(key);
+  rocksdb::Status st =
+      open_[shard]->db->Get(rocksdb::ReadOptions(), cf, k, value);
+  if (st.IsNotFound()) {
+    return absl::NotFoundError(absl::StrCat(shards_[shard].path, ": table '",
+                                            table, "' has no key ", key));
+  }
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat(shards_[shard].path, ": table '",
+                                            table, "' key ", key, ": ",
+                                            st.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CheckpointReader::SstBytes(size_t shard,
+                                    absl::string_view table) const {
+  absl::StatusOr<rocksdb::ColumnFamilyHandle*> cf = Family(shard, table);
+  if (!cf.ok()) return 0;
+  rocksdb::ColumnFamilyMetaData meta;
+  open_[shard]->db->GetColumnFamilyMetaData(*cf, &meta);
+  return meta.size;
+}
+
+absl::StatusOr<std::unique_ptr<TableCursor>> TableCursor::Open(
+    const CheckpointReader& reader, const TableInfo& table) {
+  std::vector<std::unique_ptr<rocksdb::Iterator>> its;
+  for (size_t s = 0; s < reader.shards().size(); ++s) {
+    PSDB_ASSIGN_OR_RETURN(auto it, reader.NewIterator(s, table.spec.name));
+    it->SeekToFirst();
+    its.push_back(std::move(it));
+  }
+  return std::unique_ptr<TableCursor>(new TableCursor(std::move(its)));
+}
+
+TableCursor::TableCursor(std::vector<std::unique_ptr<rocksdb::Iterator>> its)
+    : its_(std::move(its)) {
+  PickSmallest();
+}
+
+void TableCursor::PickSmallest() {
+  // Shards are few (one per server), so a linear scan beats a heap.
+  current_ = -1;
+  for (size_t i = 0; i < its_.size(); ++i) {
+    rocksdb::Iterator* it = its_[i].get();
+    if (!it->Valid()) {
+      if (!it->status().ok() && status_.ok()) {
+        status_ = absl::DataLossError(it->status().ToString());
+      }
+      continue;
+    }
+    if (current_ < 0 || it->key().compare(its_[current_]->key()) < 0) {
+      current_ = static_cast<int>(i);
+    }
+  }
+  if (!status_.ok()) current_ = -1;
+}
+
+void TableCursor::Next() {
+  its_[current_]->Next();
+  PickSmallest();
+}
+
+absl::string_view TableCursor::key() const {
+  const rocksdb::Slice k = its_[current_]->key();
+  return absl::string_view(k.data(), k.size());
+}
+
+absl::string_view TableCursor::value() const {
+  const rocksdb::Slice v = its_[current_]->value();
+  return absl::string_view(v.data(), v.size());
+}
+
+}  // namespace psdb::dump

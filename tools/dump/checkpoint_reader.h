@@ -1,0 +1,121 @@
+// CheckpointReader: read-only access to a psdb checkpoint (store/manifest.h
+// describes the layout): its manifest, its tables' specs and one RocksDB per
+// shard opened with rocksdb::DB::OpenForReadOnly and every column family
+// rocksdb::DB::ListColumnFamilies reports. Nothing in the checkpoint is
+// modified. Used by ps-dump and by tests that inspect checkpoints.
+//
+// TableCursor walks one table's rows across all shards in key order (a
+// k-way merge of the shards' iterators; keys are big-endian, so bytewise
+// order is numeric order).
+//
+// Thread-safety: a CheckpointReader may be read from several threads (RocksDB
+// read-only DBs are thread-safe); a TableCursor is used by one thread.
+#ifndef PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
+#define PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rocksdb/db.h"
+#include "store/manifest.pb.h"
+#include "store/table_spec.h"
+
+namespace psdb::dump {
+
+// A table as the manifest describes it.
+struct TableInfo {
+  TableSpec spec;
+  int state_size = 0;  // optim::StateSize(spec.optimizer, spec.dim)
+  int64_t step = 0;
+  uint64_t rows = 0;                 // manifest total
+  std::vector<uint64_t> shard_rows;  // manifest, indexed like shards()
+};
+
+struct ShardInfo {
+  int shard_id = 0;
+  std::string path;    // absolute-or-as-given path of the RocksDB checkpoint
+  std::string server;  // empty in embedded mode
+  std::vector<std::string> column_families;
+};
+
+class CheckpointReader {
+ public:
+  // `path` is a checkpoint directory (containing MANIFEST.json) or a root
+  // whose newest complete checkpoint is used. NotFound if there is none;
+  // DataLoss/FailedPrecondition from the manifest; an error naming the shard
+  // directory if a shard's RocksDB cannot be opened.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(
+      absl::string_view path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  // The resolved checkpoint directory.
+  const std::string& dir() const { return dir_; }
+  const v1::Manifest& manifest() const { return manifest_; }
+  const std::vector<TableInfo>& tables() const { return tables_; }
+  const std::vector<ShardInfo>& shards() const { return shards_; }
+
+  // NotFound naming the table and listing the ones that exist.
+  absl::StatusOr<const TableInfo*> FindTable(absl::string_view name) const;
+
+  // An iterator over table `table`'s column family in shard `shard` (index
+  // into shards()), positioned nowhere (call Seek*). DataLoss naming the
+  // shard directory if the column family is missing.
+  absl::StatusOr<std::unique_ptr<rocksdb::Iterator>> NewIterator(
+      size_t shard, absl::string_view table) const;
+  // Point lookup; NotFound if the key is not in that shard.
+  absl::Status Get(size_t shard, absl::string_view table, uint64_t key,
+                   std::string* value) const;
+  // Live SST bytes of the table's column family in shard `shard` (0 if the
+  // column family is missing).
+  uint64_t SstBytes(size_t shard, absl::string_view table) const;
+
+ private:
+  struct OpenShard;
+  CheckpointReader() = default;
+  absl::StatusOr<rocksdb::ColumnFamilyHandle*> Family(
+      size_t shard, absl::string_view table) const;
+
+  std::string dir_;
+  v1::Manifest manifest_;
+  std::vector<TableInfo> tables_;
+  std::vector<ShardInfo> shards_;
+  std::vector<std::unique_ptr<OpenShard>> open_;
+};
+
+// Key-ordered rows of one table over all shards. A key present in several
+// shards (which a valid checkpoint never has) comes out once per shard,
+// lowest shard index first.
+class TableCursor {
+ public:
+  // Positions the cursor on the table's smallest key.
+  static absl::StatusOr<std::unique_ptr<TableCursor>> Open(
+      const CheckpointReader& reader, const TableInfo& table);
+
+  bool Valid() const { return current_ >= 0; }
+  void Next();
+  // REQUIRES: Valid().
+  absl::string_view key() const;
+  absl::string_view value() const;
+  size_t shard() const { return static_cast<size_t>(current_); }
+  // Non-OK if an underlying iterator failed (checked when Valid() is false).
+  absl::Status status() const { return status_; }
+
+ private:
+  explicit TableCursor(std::vector<std::unique_ptr<rocksdb::Iterator>> its);
+  void PickSmallest();
+
+  std::vector<std::unique_ptr<rocksdb::Iterator>> its_;
+  int current_ = -1;
+  absl::Status status_;
+};
+
+}  // namespace psdb::dump
+
+#endif  // PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
