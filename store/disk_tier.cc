@@ -39,7 +39,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   table.block_cache = rocksdb::NewLRUCache(options.rocksdb_block_cache_bytes);
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.cache_index_and_filter_blocks = false;
-  table.block_size = 16 * 1024;
+  // Every disk read is a point lookup of one ~0.5 KiB row: a small block
+  // means less to read, checksum and search per miss, and more distinct
+  // rows per byte of block cache.
+  table.block_size = 4 * 1024;
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
   t->cf_options_.write_buffer_size = 32 << 20;
@@ -116,7 +119,7 @@ void DiskTier::MultiGet(rocksdb::ColumnFamilyHandle* cf, size_t n,
                         rocksdb::PinnableSlice* values,
                         rocksdb::Status* statuses) {
   db_->MultiGet(rocksdb::ReadOptions(), cf, n, keys, values, statuses,
-                /*sorted_input=*/false);
+                /*sorted_input=*/true);
 }
 
 absl::Status DiskTier::Get(rocksdb::ColumnFamilyHandle* cf,

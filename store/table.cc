@@ -196,6 +196,16 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
       return absl::OkStatus();
     }
+    // 0. Room first: evicting after the probe below would bump the
+    //    evict_seq of (nearly) every stripe and send all our reads to the
+    //    next round (a second MultiGet per batch), so make room for every
+    //    pending key now. Keys that turn out absent and are not created
+    //    leave their share free for the next batch.
+    const uint64_t want = pending.size() * mem_.slot_bytes();
+    if (budget_->used().load(std::memory_order_relaxed) + want >
+        budget_->budget()) {
+      budget_->MakeRoom(this, want);
+    }
     // 1. Probe: which keys are still absent, and each stripe's evict_seq
     //    before we read the disk.
     by_stripe(pending);
@@ -219,6 +229,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     if (!to_read.empty()) {
       const size_t m = to_read.size();
       if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
+      // Key order (big-endian bytes = numeric order) lets RocksDB skip its
+      // own sort and walk blocks in order.
+      std::sort(to_read.begin(), to_read.end(),
+                [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
       std::vector<char> kbuf(8 * m);
       std::vector<rocksdb::Slice> slices(m);
       for (size_t j = 0; j < m; ++j) {
@@ -277,7 +291,8 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       to_insert.push_back(i);
       need += has_row[i];
     }
-    // 3. Room and slots for the rows we loaded or created.
+    // 3. Slots for the rows we loaded or created (room was made in step 0;
+    //    only a concurrent insert can have taken it since).
     std::vector<uint32_t> free_slots;
     if (need > 0) {
       const uint64_t bytes = need * mem_.slot_bytes();
