@@ -373,7 +373,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                     ", \"disk_rows\": ", t.disk_rows, "}");
   }
   tiers_json += "}";
-  std::fprintf(log, "checkpoint: %s\n", result.checkpoint.c_str());
+  if (result.checkpoint.empty()) {
+    std::fprintf(log, "checkpoint: none from rank %d (rank 0 writes them)\n",
+                 options.shard.rank);
+  } else {
+    std::fprintf(log, "checkpoint: %s\n", result.checkpoint.c_str());
+  }
 
   JsonObject summary;
   summary.Add("auc", result.auc)

@@ -20,8 +20,8 @@ namespace {
 
 using ::psdb::testing::ScratchDir;
 
-int Run(std::vector<std::string> args, std::string* out_text = nullptr,
-        std::string* err_text = nullptr) {
+int RunPsTrain(std::vector<std::string> args, std::string* out_text = nullptr,
+               std::string* err_text = nullptr) {
   args.insert(args.begin(), "ps-train");
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -66,11 +66,11 @@ class TrainCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string out;
-    ASSERT_EQ(
-        Run({"gen", "--out", data(), "--train_rows", "3000", "--test_rows",
-             "1000", "--train_files", "2", "--max_vocab", "200"},
-            &out),
-        0);
+    ASSERT_EQ(RunPsTrain({"gen", "--out", data(), "--train_rows", "3000",
+                          "--test_rows", "1000", "--train_files", "2",
+                          "--max_vocab", "200"},
+                         &out),
+              0);
     EXPECT_THAT(out, ::testing::HasSubstr("Bayes-optimal test AUC"));
   }
   std::string data() const { return dir_.Sub("data"); }
@@ -89,7 +89,7 @@ class TrainCliTest : public ::testing::Test {
 TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   std::vector<std::string> a = TrainArgs("ckpt-a");
   a.insert(a.end(), {"--cache_rows", "6000"});
-  ASSERT_EQ(Run(a), 0);
+  ASSERT_EQ(RunPsTrain(a), 0);
   const std::string summary = ReadAll(dir_.Sub("ckpt-a/summary.json"));
   const std::optional<double> auc = JsonNumber(summary, "auc");
   const std::optional<double> bayes = JsonNumber(summary, "bayes_auc");
@@ -105,7 +105,7 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   // Same seed, same data, same order: identical checkpoint rows.
   std::vector<std::string> b = TrainArgs("ckpt-b");
   b.insert(b.end(), {"--cache_rows", "6000"});
-  ASSERT_EQ(Run(b), 0);
+  ASSERT_EQ(RunPsTrain(b), 0);
   const Rows rows_a = CheckpointRows(dir_.Sub("ckpt-a"));
   const Rows rows_b = CheckpointRows(dir_.Sub("ckpt-b"));
   ASSERT_EQ(rows_a.size(), 9u);  // wide, deep, wide_linear, mlp.{w,b}{0,1,2}
@@ -116,7 +116,7 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   // optimizer state are the same: the write-back cache is exact.
   std::vector<std::string> c = TrainArgs("ckpt-c");
   c.insert(c.end(), {"--cache_rows", "0"});
-  ASSERT_EQ(Run(c), 0);
+  ASSERT_EQ(RunPsTrain(c), 0);
   const Rows rows_c = CheckpointRows(dir_.Sub("ckpt-c"));
   ASSERT_EQ(rows_c.size(), rows_a.size());
   for (const auto& [table, keyed] : rows_a) {
@@ -140,22 +140,22 @@ TEST_F(TrainCliTest, RejectsSchedulerStoreAndBadFlags) {
   std::string err;
   std::vector<std::string> args = TrainArgs("ckpt");
   args.insert(args.end(), {"--store", "scheduler:localhost:9000"});
-  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("not yet supported"));
-  EXPECT_EQ(Run({"--data", data()}, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain({"--data", data()}, nullptr, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("--checkpoint_dir"));
   args = TrainArgs("ckpt");
   args.insert(args.end(), {"--bogus", "1"});
-  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
   args = TrainArgs("ckpt");
   args.insert(args.end(), {"--mode", "sometimes"});
-  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
   args = TrainArgs("ckpt");
   args.insert(args.end(), {"--cache_rows", "10"});
-  EXPECT_EQ(Run(args, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("too small"));
-  EXPECT_EQ(Run({"gen"}, nullptr, &err), 2);
-  EXPECT_EQ(Run({"frobnicate"}, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain({"gen"}, nullptr, &err), 2);
+  EXPECT_EQ(RunPsTrain({"frobnicate"}, nullptr, &err), 2);
 }
 
 }  // namespace
