@@ -13,6 +13,7 @@
 #include "rpc/convert.h"
 #include "rpc/key_router.h"
 #include "rpc/psdb.grpc.pb.h"
+#include "rpc/remote_client.h"
 #include "store/manifest.h"
 #include "tests/testing/test_util.h"
 
@@ -363,6 +364,66 @@ TEST(ServerStartTest, RefusesPlaintextOffLoopbackAndBadOptions) {
   options.shard_id = 1;
   EXPECT_THAT(PsServer::Start(options, store.get()),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace psdb::rpc
+
+namespace psdb::rpc {
+namespace {
+
+// A client routing with a stale map (one server, epoch 1) is told
+// FAILED_PRECONDITION, fetches the current map (two servers, epoch 2) from
+// its map_source and re-routes the pull.
+TEST(MapRefreshTest, StaleClientRefreshesItsMapAndRetries) {
+  ScratchDir dir;
+  std::vector<std::unique_ptr<Store>> stores;
+  std::vector<std::unique_ptr<PsServer>> servers;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         Store::Open({}, dir.Sub(absl::StrCat("db", i))));
+    ServerOptions options;
+    // Servers use the list for its length and their rank only.
+    options.servers = {"unused:1", "unused:2"};
+    options.shard_id = i;
+    options.cluster_epoch = 2;
+    options.num_threads = 1;
+    ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
+    stores.push_back(std::move(store));
+    servers.push_back(std::move(server));
+  }
+  const ClusterView current{2, {servers[0]->address(), servers[1]->address()}};
+  int refreshes = 0;
+  RemoteClientOptions options;
+  options.servers = {servers[0]->address()};
+  options.cluster_epoch = 1;
+  options.map_source = [&]() -> absl::StatusOr<ClusterView> {
+    ++refreshes;
+    return current;
+  };
+  ASSERT_OK_AND_ASSIGN(auto client, RemoteClient::Open(options));
+  const TableSpec spec = AdagradTable("emb");
+  ASSERT_OK(client->CreateTable(spec));  // stale epoch: refresh, then all
+  EXPECT_EQ(refreshes, 1);
+  EXPECT_EQ(client->epoch(), 2u);
+  std::vector<uint64_t> keys(64);
+  for (uint64_t k = 0; k < keys.size(); ++k) keys[k] = k;
+  std::vector<float> out(keys.size() * kDim);
+  ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(out), {}));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<float> expected(kDim);
+    InitializeRow(spec, keys[i], absl::MakeSpan(expected));
+    EXPECT_EQ(0, std::memcmp(out.data() + i * kDim, expected.data(),
+                             kDim * sizeof(float)));
+  }
+  // Both servers got their keys (and only theirs: the servers check).
+  KeyRouter router(2, 2);
+  uint64_t on_second = 0;
+  for (uint64_t k : keys) on_second += router.Owner(k) == 1;
+  ASSERT_GT(on_second, 0u);
+  EXPECT_EQ(stores[1]->Stats().tables.at(0).created, on_second);
+  EXPECT_EQ(stores[0]->Stats().tables.at(0).created, keys.size() - on_second);
+  for (auto& server : servers) server->Shutdown(absl::Seconds(5));
 }
 
 }  // namespace
