@@ -43,7 +43,8 @@ Pulls and pushes of Zipf-distributed batches over loopback, in one run, on:
 psdb (one ps-server process + RemoteClient, Adagrad applied server-side),
 Redis (redis-server started by the benchmark; pipelined MGET/MSET of the same
 rows as dim*4-byte values via hiredis) and a raw-TCP gather server with no
-RPC layer (the limit; pulls only). Same client threads for all.
+RPC layer (the limit; pulls only; its client de-duplicates each batch as
+RemoteClient does). Same client threads for all.
 
 flags:
   --rows=N           keys, all created before measuring (default 1048576)
@@ -556,18 +557,40 @@ absl::StatusOr<Result> RunTcpLimit(const Workload& w) {
   acceptor.join();
   std::vector<std::vector<char>> out(
       p.threads, std::vector<char>(p.batch_keys * row_bytes));
+  std::vector<std::vector<char>> unique_rows(
+      p.threads, std::vector<char>(p.batch_keys * row_bytes));
   std::vector<std::vector<char>> req(p.threads);
+  std::vector<std::vector<uint32_t>> inverse(p.threads);
   const absl::Status status = Measure(
       w, &r,
       [&](int t, absl::Span<const uint64_t> keys) -> absl::Status {
-        const uint32_t n = static_cast<uint32_t>(keys.size());
-        req[t].resize(sizeof(n) + n * sizeof(uint64_t));
+        // De-duplicate first, as RemoteClient does, so both ship the same
+        // rows and the limit stays a limit.
+        absl::flat_hash_map<uint64_t, uint32_t> seen;
+        seen.reserve(keys.size());
+        req[t].resize(sizeof(uint32_t) + keys.size() * sizeof(uint64_t));
+        char* key_out = req[t].data() + sizeof(uint32_t);
+        inverse[t].resize(keys.size());
+        uint32_t n = 0;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          auto [it, inserted] = seen.try_emplace(keys[i], n);
+          if (inserted) {
+            std::memcpy(key_out + n * sizeof(uint64_t), &keys[i],
+                        sizeof(uint64_t));
+            ++n;
+          }
+          inverse[t][i] = it->second;
+        }
         std::memcpy(req[t].data(), &n, sizeof(n));
-        std::memcpy(req[t].data() + sizeof(n), keys.data(),
-                    n * sizeof(uint64_t));
-        if (!WriteFull(conns[t], req[t].data(), req[t].size()) ||
-            !ReadFull(conns[t], out[t].data(), n * row_bytes)) {
+        if (!WriteFull(conns[t], req[t].data(),
+                       sizeof(n) + n * sizeof(uint64_t)) ||
+            !ReadFull(conns[t], unique_rows[t].data(), n * row_bytes)) {
           return absl::UnavailableError("tcp limit: connection lost");
+        }
+        for (size_t i = 0; i < keys.size(); ++i) {
+          std::memcpy(out[t].data() + i * row_bytes,
+                      unique_rows[t].data() + inverse[t][i] * row_bytes,
+                      row_bytes);
         }
         return absl::OkStatus();
       },
