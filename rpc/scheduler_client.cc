@@ -138,15 +138,26 @@ absl::StatusOr<uint64_t> SchedulerClient::Heartbeat() {
 
 absl::StatusOr<v1::ClusterMap> SchedulerClient::GetClusterMap(
     absl::Duration wait) {
-  grpc::ClientContext ctx;
-  impl_->SetDeadline(&ctx, wait + impl_->options.call_timeout);
-  ctx.set_wait_for_ready(true);
-  v1::GetClusterMapRequest req;
-  req.set_wait_ready_ms(absl::ToInt64Milliseconds(wait));
-  v1::GetClusterMapResponse resp;
-  PSDB_RETURN_IF_ERROR(
-      FromGrpcStatus(impl_->stub->GetClusterMap(&ctx, req, &resp)));
-  return std::move(*resp.mutable_map());
+  // Idempotent: retried on UNAVAILABLE (e.g. "Socket closed" on the first
+  // call after the scheduler restarted) until the deadline.
+  const absl::Time deadline = absl::Now() + wait + impl_->options.call_timeout;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    ctx.set_wait_for_ready(true);
+    v1::GetClusterMapRequest req;
+    req.set_wait_ready_ms(absl::ToInt64Milliseconds(wait));
+    v1::GetClusterMapResponse resp;
+    absl::Status s =
+        FromGrpcStatus(impl_->stub->GetClusterMap(&ctx, req, &resp));
+    if (s.ok()) return std::move(*resp.mutable_map());
+    if (!absl::IsUnavailable(s) || absl::Now() + backoff >= deadline) {
+      return s;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
 }
 
 absl::Status SchedulerClient::Barrier(absl::string_view name,
@@ -254,8 +265,29 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
     PSDB_RETURN_IF_ERROR(sched->Register(req).status());
     sched->StartHeartbeats();
   }
+  const absl::Time deadline = absl::Now() + wait_ready;
   PSDB_ASSIGN_OR_RETURN(v1::ClusterMap map, sched->GetClusterMap(wait_ready));
   PSDB_ASSIGN_OR_RETURN(ClusterView view, ToClusterView(map));
+  // The map is ready once every server has registered; a server starts
+  // serving just after. Wait (within wait_ready) until each one accepts a
+  // connection, so the first call does not race its startup.
+  for (const std::string& address : view.servers) {
+    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                          MakeChannelCredentials(base.tls, address));
+    grpc::ChannelArguments args;
+    if (!base.tls.server_name_override.empty()) {
+      args.SetSslTargetNameOverride(base.tls.server_name_override);
+    }
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    auto channel = grpc::CreateCustomChannel(address, creds, args);
+    if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+      return absl::UnavailableError(
+          absl::StrCat("server ", address,
+                       " of the scheduler's map accepts no connection "
+                       "after ",
+                       absl::FormatDuration(wait_ready)));
+    }
+  }
   RemoteClientOptions options = base;
   options.servers = view.servers;
   options.cluster_epoch = view.epoch;

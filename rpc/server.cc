@@ -308,6 +308,23 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   absl::Status DoCheckpoint(const v1::CheckpointRequest& req,
                             v1::CheckpointResponse* resp) {
     PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
+    if (!req.shard_dir().empty()) {
+      // One shard of a cluster checkpoint (rpc/cluster_checkpoint.h).
+      PSDB_RETURN_IF_ERROR(ValidateRootDir(req.shard_dir()));
+      const absl::Time start = absl::Now();
+      PSDB_ASSIGN_OR_RETURN(Store::ShardCheckpoint shard,
+                            store_->CheckpointShard(req.shard_dir()));
+      resp->set_path(req.shard_dir());
+      resp->set_step(shard.step);
+      resp->set_rows_flushed(shard.rows_flushed);
+      resp->set_rows_expired(shard.rows_expired);
+      resp->set_duration_micros(absl::ToInt64Microseconds(absl::Now() - start));
+      for (const auto& [spec, rows] : shard.tables) {
+        *resp->add_shard_tables() = TableSpecToProto(spec);
+        resp->add_shard_table_rows(rows);
+      }
+      return absl::OkStatus();
+    }
     PSDB_RETURN_IF_ERROR(ValidateRootDir(req.root_dir()));
     std::string root = req.root_dir();
     if (options_.servers.size() > 1) {

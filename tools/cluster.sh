@@ -86,7 +86,11 @@ start() {
   done
   # Wait for the cluster to form (or a process to die).
   for ((t = 0; t < 600; t++)); do
-    if grep -q "cluster ready" "$dir/logs/scheduler.log" 2>/dev/null; then
+    local serving=0
+    for ((i = 0; i < servers; i++)); do
+      grep -q "^listening on" "$dir/logs/server_$i.log" 2>/dev/null && serving=$((serving + 1))
+    done
+    if [[ $serving -eq $servers ]] && grep -q "cluster ready" "$dir/logs/scheduler.log" 2>/dev/null; then
       grep -E "assigned rank|cluster ready" "$dir/logs/scheduler.log"
       echo "cluster.sh: running; logs in $dir/logs, stop with: $0 stop --dir $dir"
       return 0

@@ -9,7 +9,10 @@
 // per assignment on stderr ("server node id:<id> addr:<host:port> assigned
 // rank 0", "cluster ready: 2 servers, 2 workers, epoch 1", deaths,
 // recoveries). SIGTERM or SIGINT stops it (exit 0); a bad or missing
-// setting exits 1 at once with the reason.
+// setting exits 1 at once with the reason. With PS_ENABLE_RECOVERY=1 and
+// PS_RECOVERY_PATH=DIR the membership is saved under DIR after every change
+// and reloaded at start, so a restarted scheduler carries on with the
+// running nodes (they reconnect on their own).
 #include <signal.h>
 
 #include <cstdio>

@@ -179,7 +179,7 @@ TEST_F(SchedulerTest, RefusesLiveDuplicatesExtrasAndContradictions) {
 }
 
 TEST_F(SchedulerTest, SilentNodeIsMarkedDeadAndTakesItsRankBack) {
-  StartScheduler(2, 1, absl::Milliseconds(50), absl::Milliseconds(400));
+  StartScheduler(2, 1, absl::Milliseconds(50), absl::Seconds(1));
   auto beating = Client();
   ASSERT_OK(
       beating->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7001")));
