@@ -7,16 +7,17 @@
 //     stream warms up on warmup_capacities x C accesses, then counts
 //     `counted` accesses.
 //  2. CPU-backend gather throughput: 4096-id Zipf batches of dim-64 rows
-//     looked up through a warm VocabCache (every row resident: de-dup, slot
-//     map, pins, gather) against the limit, a plain indexed copy of the same
-//     rows from one array; the backend's gather alone is reported too.
+//     gathered by CpuBackend::Gather against the limit, a plain indexed copy
+//     of the same rows from one array; the whole warm VocabCache::Lookup
+//     (every row resident: de-dup, slot map, policy, pins, gather) is
+//     measured against the same limit too.
 //
 // Output: a report, or with --json one JSON object with "results" (one
 // entry per stream and policy: n, alpha, capacity, policy
 // lru|lfu|lookahead|che|static_opt|belady, hit_rate), "gather" and "ratios":
 // lru_minus_che_max_pp, lfu_vs_static_opt_min, lookahead_vs_belady_min,
-// gather_vs_limit (the warm Lookup path over the plain copy), and
-// backend_gather_vs_limit (CpuBackend::Gather alone over the plain copy).
+// gather_vs_limit (CpuBackend::Gather over the plain copy, the issue's
+// ratio) and lookup_vs_limit (the warm Lookup path over the plain copy).
 //
 // Thread-safety: one call at a time.
 #ifndef PSDB_TOOLS_BENCH_CACHE_BENCH_H_
