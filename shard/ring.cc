@@ -9,7 +9,7 @@
 
 namespace psdb {
 
-Ring::Ring() : pos_(1, ~uint64_t{0}), slot_start_(2, 0) {}
+Ring::Ring() : pos_(1, ~uint32_t{0}), slot_start_(2, 0) {}
 
 uint32_t Ring::VnodeCount(const RingOptions& options, float weight) {
   const double n = std::llround(static_cast<double>(weight) *
@@ -62,7 +62,7 @@ absl::StatusOr<Ring> Ring::Create(const RingOptions& options,
 
   // (position, member index): sorting by index breaks position ties by
   // server id, since members_ is sorted by id.
-  std::vector<std::pair<uint64_t, uint32_t>> points;
+  std::vector<std::pair<uint32_t, uint32_t>> points;
   points.reserve(total);
   const uint64_t vnode_seed = Mix64(options.hash_seed);
   for (uint32_t index = 0; index < ring.members_.size(); ++index) {
@@ -70,7 +70,8 @@ absl::StatusOr<Ring> Ring::Create(const RingOptions& options,
     const uint64_t base = uint64_t{static_cast<uint32_t>(m.id)} << 32;
     const uint32_t n = VnodeCount(options, m.weight);
     for (uint32_t v = 0; v < n; ++v) {
-      points.emplace_back(HashKey(base | v, vnode_seed), index);
+      points.emplace_back(
+          static_cast<uint32_t>(HashKey(base | v, vnode_seed) >> 32), index);
     }
   }
   std::sort(points.begin(), points.end());
@@ -82,12 +83,12 @@ absl::StatusOr<Ring> Ring::Create(const RingOptions& options,
     ring.pos_[i] = points[i].first;
     ring.owner_[i] = points[i].second;
   }
-  ring.pos_[points.size()] = ~uint64_t{0};
+  ring.pos_[points.size()] = ~uint32_t{0};
 
-  // 2^bits >= number of vnodes: at most about one vnode per slot.
+  // 2^bits >= half the vnodes: at most about two vnodes per slot.
   int bits = 1;
-  while ((size_t{1} << bits) < points.size()) ++bits;
-  ring.slot_shift_ = 64 - bits;
+  while ((size_t{2} << bits) < points.size()) ++bits;
+  ring.slot_shift_ = 32 - bits;
   const size_t slots = size_t{1} << bits;
   ring.slot_start_.assign(slots + 1, ring.num_points_);
   uint32_t i = 0;

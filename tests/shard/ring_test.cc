@@ -21,7 +21,8 @@ std::vector<RingMember> Members(int n) {
 }
 
 // The placement of ring.h written the slow, obvious way: every vnode in a
-// sorted vector, each probe's successor by binary search.
+// sorted vector of (32-bit position, id), each probe's successor by binary
+// search.
 class ReferenceRing {
  public:
   ReferenceRing(const RingOptions& options,
@@ -32,7 +33,8 @@ class ReferenceRing {
       for (uint32_t v = 0; v < n; ++v) {
         const uint64_t label =
             (uint64_t{static_cast<uint32_t>(m.id)} << 32) | v;
-        points_.emplace_back(HashKey(label, Mix64(seed_)), m.id);
+        points_.emplace_back(
+            static_cast<uint32_t>(HashKey(label, Mix64(seed_)) >> 32), m.id);
       }
     }
     std::sort(points_.begin(), points_.end());
@@ -40,16 +42,16 @@ class ReferenceRing {
 
   ServerId Owner(uint64_t key) const {
     const uint64_t h = HashKey(key, seed_);
-    uint64_t best_distance = 0;
+    uint32_t best_distance = 0;
     ServerId best = kNoServer;
     for (int j = 0; j < Ring::kProbes; ++j) {
-      const uint64_t x =
-          Mix64(h + static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ULL);
+      const uint32_t x = static_cast<uint32_t>(
+          Mix64(h + static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ULL) >> 32);
       auto it = std::lower_bound(
           points_.begin(), points_.end(),
           std::make_pair(x, std::numeric_limits<ServerId>::min()));
       if (it == points_.end()) it = points_.begin();
-      const uint64_t distance = it->first - x;
+      const uint32_t distance = it->first - x;  // mod 2^32
       if (best == kNoServer || distance < best_distance) {
         best_distance = distance;
         best = it->second;
@@ -60,7 +62,7 @@ class ReferenceRing {
 
  private:
   uint64_t seed_;
-  std::vector<std::pair<uint64_t, ServerId>> points_;
+  std::vector<std::pair<uint32_t, ServerId>> points_;
 };
 
 TEST(RingTest, EmptyRingOwnsNothing) {
@@ -167,6 +169,16 @@ TEST(RingTest, PlacementIsPinned) {
   }
   EXPECT_EQ(actual, expected);
   EXPECT_EQ(ring.KeyHash(12345), HashKey(12345, kDefaultRingSeed));
+
+  // And a fingerprint of 100,000 owners on 100 servers of mixed weights.
+  std::vector<RingMember> members = Members(100);
+  for (int i = 0; i < 100; i += 7) members[i].weight = 1.5f;
+  ASSERT_OK_AND_ASSIGN(Ring big, Ring::Create(RingOptions(), members));
+  std::vector<uint32_t> owners;
+  for (uint64_t key = 0; key < 100000; ++key) owners.push_back(big.Owner(key));
+  const uint64_t fingerprint = Hash64(absl::string_view(
+      reinterpret_cast<const char*>(owners.data()), owners.size() * 4));
+  EXPECT_EQ(fingerprint, 0xa6aa588d0949e0feULL);
 }
 
 TEST(RingTest, MemberOrderDoesNotMatter) {
