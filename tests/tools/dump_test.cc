@@ -15,8 +15,10 @@
 #include "optim/optimizer.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
+#include "store/store.h"
 #include "tests/testing/test_util.h"
 #include "tests/tools/checkpoint_fixture.h"
+#include "tools/common/text.h"
 #include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump_cli.h"
 #include "tools/dump/npy.h"
@@ -417,6 +419,88 @@ TEST_F(DumpTest, RocksDbLdbReadsTheCheckpoint) {
   EXPECT_EQ(values[0], expected.values[0]);
   EXPECT_EQ(values[1], expected.values[1]);
   EXPECT_EQ(state[1], expected.state[1]);
+}
+
+}  // namespace
+}  // namespace psdb::dump
+
+namespace psdb::dump {
+namespace {
+
+// A checkpoint written by the real Store: ldb reads a row by its big-endian
+// key and the bytes decode to exactly the row the store returned;
+// ps-dump's export returns the same rows in key order and verify passes.
+TEST(DumpStoreTest, StoreCheckpointReadByLdbAndPsDump) {
+  testing::ScratchDir dir;
+  TableSpec spec = AdagradSpec("emb", 4);
+  std::vector<uint64_t> keys = {0x0102030405060708ull, 5, 77};
+  RowBatch rows;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("store")));
+    ASSERT_OK(store->CreateTable(spec));
+    std::vector<float> grads(keys.size() * 4, 0.25f);
+    ASSERT_OK(store->Push("emb", keys, grads));
+    ASSERT_OK(store->PullRows("emb", keys, &rows));
+    ASSERT_OK(store->Checkpoint(dir.Sub("ckpt")));
+  }
+  ASSERT_OK_AND_ASSIGN(auto reader, CheckpointReader::Open(dir.Sub("ckpt")));
+  ASSERT_OK_AND_ASSIGN(VerifyReport report, Verify(*reader));
+  EXPECT_TRUE(report.ok()) << absl::StrJoin(report.errors, "\n");
+  EXPECT_EQ(report.rows, 3u);
+
+  // Export, with state, in key order: 5, 77, 0x0102030405060708.
+  ExportOptions options;
+  options.table = "emb";
+  options.format = ExportFormat::kJsonl;
+  options.with_state = true;
+  std::ostringstream out;
+  ASSERT_OK(Export(*reader, options, out));
+  std::string expected;
+  for (size_t i : {1, 2, 0}) {
+    expected += absl::StrCat("{\"key\":", keys[i], ",\"values\":[");
+    for (int j = 0; j < 4; ++j) {
+      if (j > 0) expected += ",";
+      tools::AppendFloat(rows.values[i * 4 + j], true, &expected);
+    }
+    expected += "],\"state\":[";
+    for (int j = 0; j < 4; ++j) {
+      if (j > 0) expected += ",";
+      tools::AppendFloat(rows.state[i * 4 + j], true, &expected);
+    }
+    expected += absl::StrCat(
+        "],\"last_update_step\":", rows.headers[i].last_update_step,
+        ",\"update_count\":", rows.headers[i].update_count,
+        ",\"frequency\":", rows.headers[i].frequency, "}\n");
+  }
+  EXPECT_EQ(out.str(), expected);
+
+  const std::string ldb = "/usr/bin/ldb";
+  if (Shell("test -x " + ldb).first != 0) {
+    GTEST_SKIP() << ldb << " not installed (Debian package rocksdb-tools)";
+  }
+  const std::string shard = reader->shards()[0].path;
+  auto [code, cfs] = Shell(ldb + " list_column_families --db=" + shard);
+  ASSERT_EQ(code, 0) << cfs;
+  EXPECT_THAT(cfs, HasSubstr("emb"));
+  auto [get_code, hex] =
+      Shell(ldb + " get --db=" + shard +
+            " --column_family=emb --key_hex --value_hex 0x0102030405060708");
+  ASSERT_EQ(get_code, 0) << hex;
+  ASSERT_EQ(hex.substr(0, 2), "0x");
+  std::string bytes;
+  for (size_t i = 2; i + 1 < hex.size() && hex[i] != '\n'; i += 2) {
+    bytes.push_back(
+        static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  RowHeader header;
+  std::vector<float> values(4), state(4);
+  ASSERT_OK(DecodeRow(bytes, 4, 4, &header, absl::MakeSpan(values),
+                      absl::MakeSpan(state)));
+  EXPECT_EQ(header, rows.headers[0]);
+  EXPECT_EQ(values,
+            std::vector<float>(rows.values.begin(), rows.values.begin() + 4));
+  EXPECT_EQ(state,
+            std::vector<float>(rows.state.begin(), rows.state.begin() + 4));
 }
 
 }  // namespace

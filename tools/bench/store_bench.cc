@@ -1,6 +1,7 @@
 #include "tools/bench/store_bench.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "optim/optimizer.h"
 #include "store/row.h"
 #include "store/store.h"
@@ -46,9 +48,14 @@ flags:
   --budget_fraction=F   tiered budget / table bytes (default 0.1)
   --touch_fraction=F    rows updated between the full and the incremental
                         checkpoint (default 0.01)
+  --psdb_block_cache_mb=M  psdb's own RocksDB block cache, outside its
+                        memory budget (default 4)
   --seed=S              stream, gradient and initializer seed (default 1)
   --dir=PATH            scratch directory (default: a fresh one under
                         $TMPDIR or /tmp, removed at the end)
+  --systems=A,B,..      measure only these of psdb_mem, psdb_tiered,
+                        rocksdb, hashmap (for profiling; ratios that need a
+                        skipped system are null) (default all)
   --json                print one JSON object instead of the report
 )";
 
@@ -62,16 +69,23 @@ struct Params {
   double budget_fraction = 0.1;
   double touch_fraction = 0.01;
   uint64_t seed = 1;
+  uint64_t psdb_block_cache_mb = 4;
   std::string dir;
   bool json = false;
+  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
+                                      "hashmap"};
+  bool Runs(absl::string_view id) const {
+    return std::find(systems.begin(), systems.end(), id) != systems.end();
+  }
 };
 
 absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
   PSDB_ASSIGN_OR_RETURN(tools::Args args,
                         tools::Args::Parse(argc, argv, 1, {"json"}));
-  PSDB_RETURN_IF_ERROR(args.CheckKnown(
-      {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
-       "budget_fraction", "touch_fraction", "seed", "dir", "json"}));
+  PSDB_RETURN_IF_ERROR(
+      args.CheckKnown({"rows", "dim", "batches", "warmup_batches", "batch_keys",
+                       "alpha", "budget_fraction", "touch_fraction", "seed",
+                       "dir", "json", "systems", "psdb_block_cache_mb"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -96,8 +110,22 @@ absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
       p.touch_fraction,
       args.GetDouble("touch_fraction", p.touch_fraction, 1e-9, 1));
   PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(
+      p.psdb_block_cache_mb,
+      args.GetInt("psdb_block_cache_mb", p.psdb_block_cache_mb, 1, 1 << 20));
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  if (args.Has("systems")) {
+    const std::vector<std::string> all = p.systems;
+    p.systems =
+        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
+    for (const std::string& id : p.systems) {
+      if (std::find(all.begin(), all.end(), id) == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--systems: unknown system '", id, "'"));
+      }
+    }
+  }
   return p;
 }
 
@@ -106,21 +134,45 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// CPU seconds used by the whole process (every thread, including RocksDB's
+// background flushes and compactions). On a shared machine wall time
+// includes waiting for a core; CPU time does not.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 struct SystemResult {
   std::string id;
   std::string label;
   double load_s = 0;
   double pull_s = 0;
   double push_s = 0;
+  double pull_cpu_s = 0;  // process CPU seconds while pulling
+  double push_cpu_s = 0;
   uint64_t keys = 0;       // keys pulled (= keys pushed) while measuring
   double hit_rate = -1;    // psdb: memory-tier hits / lookups while measuring
   uint64_t evictions = 0;  // psdb: rows evicted while measuring
   // keys/s; a zero time (impossible in practice) counts as 1 ns.
-  double PullRate() const { return keys / std::max(pull_s, 1e-9); }
-  double PushRate() const { return keys / std::max(push_s, 1e-9); }
+  // NaN if the system was not run.
+  double PullRate() const {
+    return keys == 0 ? NAN : keys / std::max(pull_s, 1e-9);
+  }
+  double PushRate() const {
+    return keys == 0 ? NAN : keys / std::max(push_s, 1e-9);
+  }
+  // Keys per process CPU second.
+  double PullCpuRate() const {
+    return keys == 0 ? NAN : keys / std::max(pull_cpu_s, 1e-9);
+  }
+  double PushCpuRate() const {
+    return keys == 0 ? NAN : keys / std::max(push_cpu_s, 1e-9);
+  }
 };
 
 struct CheckpointResult {
+  bool ran = false;
   double full_s = 0;
   uint64_t full_rows = 0;
   double incremental_s = 0;
@@ -170,17 +222,24 @@ class Runner {
   absl::Status Measure(KvSystem& sys, SystemResult* r) {
     log_ << "  " << r->id << ": measuring, " << p_.batches << " batches\n";
     Clock::duration pull{}, push{};
+    double pull_cpu = 0, push_cpu = 0;
     for (uint64_t b = p_.warmup_batches; b < p_.warmup_batches + p_.batches;
          ++b) {
+      const double c0 = ProcessCpuSeconds();
       const auto t0 = Clock::now();
       PSDB_RETURN_IF_ERROR(sys.Pull(Batch(b), absl::MakeSpan(out_)));
       const auto t1 = Clock::now();
+      const double c1 = ProcessCpuSeconds();
       PSDB_RETURN_IF_ERROR(sys.Push(Batch(b), grads_));
       push += Clock::now() - t1;
+      push_cpu += ProcessCpuSeconds() - c1;
       pull += t1 - t0;
+      pull_cpu += c1 - c0;
     }
     r->pull_s = Seconds(pull);
     r->push_s = Seconds(push);
+    r->pull_cpu_s = pull_cpu;
+    r->push_cpu_s = push_cpu;
     r->keys = p_.batches * p_.batch_keys;
     return absl::OkStatus();
   }
@@ -249,12 +308,14 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   PSDB_ASSIGN_OR_RETURN(CheckpointInfo incr, sys->store()->Checkpoint(root));
   ckpt->incremental_s = Seconds(Clock::now() - t0);
   ckpt->incremental_rows = incr.rows_flushed;
+  ckpt->ran = true;
   return absl::OkStatus();
 }
 
 struct Ratio {
   const char* name;
   double value;
+  double cpu_value;    // the same ratio of keys per process CPU second
   const char* target;  // for the report
   bool met;
 };
@@ -273,32 +334,45 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                          m.cpu_model, Gib(m.memory_bytes));
   out << absl::StrFormat(
       "parameters  rows=%d dim=%d optimizer=adagrad batch_keys=%d "
-      "batches=%d warmup_batches=%d alpha=%g seed=%d\n",
-      p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha,
-      p.seed);
+      "batches=%d warmup_batches=%d alpha=%g seed=%d "
+      "psdb_block_cache_mb=%d\n",
+      p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha, p.seed,
+      p.psdb_block_cache_mb);
   out << absl::StrFormat(
       "table       %s (%d B/row: values + state + header + key); budget "
       "%.0f%% = %.1f MiB\n\n",
       Gib(table_bytes), row_bytes, p.budget_fraction * 100,
       budget / double(1 << 20));
-  out << absl::StrFormat("%-34s %9s %14s %14s %9s\n", "system", "load s",
-                         "pull keys/s", "push keys/s", "hit rate");
+  out << absl::StrFormat("%-34s %9s %14s %14s %16s %16s %9s\n", "system",
+                         "load s", "pull keys/s", "push keys/s",
+                         "pull keys/cpu-s", "push keys/cpu-s", "hit rate");
   for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
     out << absl::StrFormat(
-        "%-34s %9.2f %14.0f %14.0f %9s\n", s.label, s.load_s, s.PullRate(),
-        s.PushRate(),
+        "%-34s %9.2f %14.0f %14.0f %16.0f %16.0f %9s\n", s.label, s.load_s,
+        s.PullRate(), s.PushRate(), s.PullCpuRate(), s.PushCpuRate(),
         s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
   }
-  out << absl::StrFormat(
-      "\ncheckpoint  full %.3f s (%d rows flushed); incremental after "
-      "updating %d rows (%g%%) %.3f s (%d rows flushed)\n\n",
-      ckpt.full_s, ckpt.full_rows, ckpt.touched, p.touch_fraction * 100,
-      ckpt.incremental_s, ckpt.incremental_rows);
-  out << absl::StrFormat("%-32s %8s  %-8s %s\n", "ratio", "value", "target",
-                         "");
+  if (ckpt.ran) {
+    out << absl::StrFormat(
+        "\ncheckpoint  full %.3f s (%d rows flushed); incremental after "
+        "updating %d rows (%g%%) %.3f s (%d rows flushed)\n",
+        ckpt.full_s, ckpt.full_rows, ckpt.touched, p.touch_fraction * 100,
+        ckpt.incremental_s, ckpt.incremental_rows);
+  }
+  out << "\n";
+  out << absl::StrFormat("%-32s %8s  %-8s %-8s %s\n", "ratio", "value",
+                         "target", "", "cpu-time value");
   for (const Ratio& r : ratios) {
-    out << absl::StrFormat("%-32s %8.3f  %-8s %s\n", r.name, r.value, r.target,
-                           r.met ? "met" : "MISSED");
+    if (std::isnan(r.value)) {
+      out << absl::StrFormat("%-32s %8s  %-8s %-8s\n", r.name, "-", r.target,
+                             "not run");
+      continue;
+    }
+    out << absl::StrFormat(
+        "%-32s %8.3f  %-8s %-8s %s\n", r.name, r.value, r.target,
+        r.met ? "met" : "MISSED",
+        std::isnan(r.cpu_value) ? "-" : absl::StrFormat("%.3f", r.cpu_value));
   }
 }
 
@@ -333,6 +407,8 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   num(p.touch_fraction);
   j += ",\"seed\":";
   num(p.seed);
+  j += ",\"psdb_block_cache_mb\":";
+  num(p.psdb_block_cache_mb);
   j += ",\"row_bytes\":";
   num(row_bytes);
   j += ",\"table_bytes\":";
@@ -340,9 +416,11 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   j += ",\"budget_bytes\":";
   num(budget);
   j += "},\"systems\":{";
-  for (size_t i = 0; i < systems.size(); ++i) {
-    const SystemResult& s = systems[i];
-    if (i > 0) j += ",";
+  bool first = true;
+  for (const SystemResult& s : systems) {
+    if (s.keys == 0) continue;  // not run (--systems)
+    if (!first) j += ",";
+    first = false;
     str(s.id);
     j += ":{\"label\":";
     str(s.label);
@@ -358,6 +436,10 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
     num(s.PullRate());
     j += ",\"push_keys_per_s\":";
     num(s.PushRate());
+    j += ",\"pull_cpu_s\":";
+    num(s.pull_cpu_s);
+    j += ",\"push_cpu_s\":";
+    num(s.push_cpu_s);
     if (s.hit_rate >= 0) {
       j += ",\"hit_rate\":";
       num(s.hit_rate);
@@ -383,6 +465,18 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
     j += ":";
     num(ratios[i].value);
   }
+  j += "},\"ratios_cpu\":{";
+  bool first_cpu = true;
+  for (const Ratio& r : ratios) {
+    if (std::isnan(r.cpu_value) &&
+        r.name == std::string("incremental_vs_full_checkpoint"))
+      continue;
+    if (!first_cpu) j += ",";
+    first_cpu = false;
+    str(r.name);
+    j += ":";
+    num(r.cpu_value);
+  }
   j += "},\"targets\":{";
   for (size_t i = 0; i < ratios.size(); ++i) {
     if (i > 0) j += ",";
@@ -394,7 +488,9 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   for (size_t i = 0; i < ratios.size(); ++i) {
     if (i > 0) j += ",";
     str(ratios[i].name);
-    j += ratios[i].met ? ":true" : ":false";
+    j += std::isnan(ratios[i].value) ? ":null"
+         : ratios[i].met             ? ":true"
+                                     : ":false";
   }
   j += "}}\n";
   out << j;
@@ -462,10 +558,15 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
   // psdb's RocksDB block cache is kept small and outside the budget: the
   // budget is what psdb's memory tier may use.
-  constexpr uint64_t kPsdbBlockCache = 4ull << 20;
-  {
+  const uint64_t kPsdbBlockCache = p.psdb_block_cache_mb << 20;
+  for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
+                       {1, "psdb_tiered"},
+                       {2, "rocksdb"},
+                       {3, "hashmap"}}) {
+    results[i].id = id;
+  }
+  if (p.Runs("psdb_mem")) {
     SystemResult& r = results[0];
-    r.id = "psdb_mem";
     r.label = "psdb, budget = whole table";
     StoreOptions options;
     // Twice the raw row bytes: room for the store's index and slab overhead.
@@ -475,9 +576,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
     drop(sub);
   }
-  {
+  if (p.Runs("psdb_tiered")) {
     SystemResult& r = results[1];
-    r.id = "psdb_tiered";
     r.label = absl::StrFormat("psdb, budget = %g%%", p.budget_fraction * 100);
     StoreOptions options;
     options.memory_budget_bytes = budget;
@@ -486,9 +586,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
     drop(sub);
   }
-  {
+  if (p.Runs("rocksdb")) {
     SystemResult& r = results[2];
-    r.id = "rocksdb";
     r.label = absl::StrFormat("rocksdb direct, cache = %g%%",
                               p.budget_fraction * 100);
     const std::string sub = fresh(r.id);
@@ -500,9 +599,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     sys.reset();
     drop(sub);
   }
-  {
+  if (p.Runs("hashmap")) {
     SystemResult& r = results[3];
-    r.id = "hashmap";
     r.label = "flat hash map (limit)";
     HashMapSystem sys(spec, p.rows);
     PSDB_RETURN_IF_ERROR(runner.Load(sys, &r));
@@ -514,17 +612,22 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const SystemResult& tiered = results[1];
   const SystemResult& rocks = results[2];
   const SystemResult& limit = results[3];
-  const double incr = ckpt.incremental_s / std::max(ckpt.full_s, 1e-9);
+  const double incr =
+      ckpt.ran ? ckpt.incremental_s / std::max(ckpt.full_s, 1e-9) : NAN;
   const double r1 = mem.PullRate() / limit.PullRate();
   const double r2 = mem.PushRate() / limit.PushRate();
   const double r3 = tiered.PullRate() / rocks.PullRate();
   const double r4 = tiered.PushRate() / rocks.PushRate();
+  const double c1 = mem.PullCpuRate() / limit.PullCpuRate();
+  const double c2 = mem.PushCpuRate() / limit.PushCpuRate();
+  const double c3 = tiered.PullCpuRate() / rocks.PullCpuRate();
+  const double c4 = tiered.PushCpuRate() / rocks.PushCpuRate();
   const std::vector<Ratio> ratios = {
-      {"mem_vs_limit_pull", r1, ">= 0.5", r1 >= 0.5},
-      {"mem_vs_limit_push", r2, ">= 0.5", r2 >= 0.5},
-      {"tiered_vs_rocksdb_pull", r3, ">= 3", r3 >= 3},
-      {"tiered_vs_rocksdb_push", r4, ">= 3", r4 >= 3},
-      {"incremental_vs_full_checkpoint", incr, "<= 0.1", incr <= 0.1},
+      {"mem_vs_limit_pull", r1, c1, ">= 0.5", r1 >= 0.5},
+      {"mem_vs_limit_push", r2, c2, ">= 0.5", r2 >= 0.5},
+      {"tiered_vs_rocksdb_pull", r3, c3, ">= 3", r3 >= 3},
+      {"tiered_vs_rocksdb_push", r4, c4, ">= 3", r4 >= 3},
+      {"incremental_vs_full_checkpoint", incr, NAN, "<= 0.1", incr <= 0.1},
   };
   if (p.json) {
     PrintJson(p, machine, row_bytes, table_bytes, budget, results, ckpt, ratios,

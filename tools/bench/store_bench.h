@@ -17,6 +17,10 @@
 // "ratios" map holds mem_vs_limit_pull, mem_vs_limit_push,
 // tiered_vs_rocksdb_pull, tiered_vs_rocksdb_push and
 // incremental_vs_full_checkpoint (time of the incremental over the full).
+// Rates are keys per wall-clock second; the report also gives keys per
+// process CPU second (all threads, RocksDB's background work included) and
+// "ratios_cpu", the same ratios from those, which hold up on a machine
+// shared with other work where wall time includes waiting for a core.
 //
 // Thread-safety: one call at a time (it owns the process's benchmark run).
 #ifndef PSDB_TOOLS_BENCH_STORE_BENCH_H_
