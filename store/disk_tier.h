@@ -54,7 +54,8 @@ class DiskTier {
   void DestroyCf(rocksdb::ColumnFamilyHandle* cf);
 
   // Point lookups of n 8-byte keys in one column family. values[i] and
-  // statuses[i] answer keys[i]. REQUIRES: arrays of n elements.
+  // statuses[i] answer keys[i]. REQUIRES: arrays of n elements, keys in
+  // ascending order.
   void MultiGet(rocksdb::ColumnFamilyHandle* cf, size_t n,
                 const rocksdb::Slice* keys, rocksdb::PinnableSlice* values,
                 rocksdb::Status* statuses);

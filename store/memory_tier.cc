@@ -84,18 +84,14 @@ void MemoryTier::SelectVictims(size_t n, std::vector<uint32_t>* out) {
   const uint32_t cap = capacity();
   if (cap == 0 || n == 0) return;
   if (policy_ == EvictionPolicy::kClock) {
-    // Two full sweeps clear every reference bit once, so this finds n
+    // kRefMax + 1 full sweeps bring every counter to zero, so this finds n
     // victims whenever n slots are occupied.
-    const uint64_t max_scan = 2 * uint64_t{cap} + 1;
+    const uint64_t max_scan = (kRefMax + 1) * uint64_t{cap} + 1;
     for (uint64_t scanned = 0; scanned < max_scan && out->size() < n;
          ++scanned) {
       const uint32_t id = static_cast<uint32_t>(hand_++ % cap);
-      const uint32_t f = LoadFlags(id);
-      if ((f & kOccupied) == 0) continue;
-      if (f & kRef) {
-        ClearFlags(id, kRef);
-        continue;
-      }
+      if ((LoadFlags(id) & kOccupied) == 0) continue;
+      if (DecrementRef(id) > 0) continue;
       out->push_back(id);
     }
     return;

@@ -249,7 +249,6 @@ absl::Status Store::Impl::DropTable(absl::string_view name) {
     PSDB_RETURN_IF_ERROR(disk_->DropCf(it->second->cf()));
     t = std::move(it->second);
     tables_.erase(it);
-    rocksdb::WriteBatch unused;
     (void)disk_->DeleteMeta(absl::StrCat(kMetaTable, name));
     (void)disk_->DeleteMeta(absl::StrCat(kMetaStep, name));
     (void)disk_->DeleteMeta(absl::StrCat(kMetaRows, name));

@@ -22,6 +22,26 @@
 // A checkpoint directory without MANIFEST.json does not exist: readers ignore
 // it and the next Checkpoint() removes it.
 //
+// Decisions a user can observe (details in store/table.h, store/admission.h,
+// store/store_impl.h):
+//  - Table step = the largest push step seen (PushOptions::step, or +1 per
+//    push when 0). Steps and exact row counts are persisted at Flush(),
+//    Checkpoint() and close, and restored from a checkpoint's manifest.
+//  - TTL compares a row's last_update_step with the table step at
+//    checkpoint time: rows with last_update_step + ttl_steps < step are
+//    deleted from both tiers. Rows never updated (last_update_step 0) are
+//    dropped too once step > ttl_steps; they re-initialize identically.
+//  - Admission counts are in memory only: they do not survive a restart.
+//  - Row writes skip RocksDB's WAL; durability comes from checkpoints (and a
+//    clean close, which flushes everything). After a crash the live
+//    directory opens cleanly with the rows that had reached RocksDB.
+//  - A memory-tier hit never touches RocksDB. The budget may be exceeded
+//    briefly by the rows of batches in flight.
+//  - Bad input (unknown table, sizes, non-finite values, empty or oversized
+//    batches, bad names) fails before anything changes. A corrupt stored
+//    row fails the call with DataLoss naming table and key; a push that
+//    needed it applies nothing.
+//
 // Thread-safety: every method is thread-safe. Pulls and pushes on different
 // keys proceed in parallel (one lock per index stripe); operations on the same
 // key are serialized. Checkpoint() may run concurrently with pulls and pushes;

@@ -159,7 +159,7 @@ void Table::CompactDirtyList(Stripe& stripe, uint32_t stripe_id) {
 void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
   stripe.index.erase(key);
   ++stripe.evict_seq;
-  mem_.ClearFlags(slot, kOccupied | kDirty | kRef);
+  mem_.ClearFlags(slot, kOccupied | kDirty | kRefMask);
   mem_.resident().fetch_sub(1, std::memory_order_relaxed);
   budget_->used().fetch_sub(mem_.slot_bytes(), std::memory_order_relaxed);
 }
@@ -196,6 +196,16 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
       return absl::OkStatus();
     }
+    // 0. Room first: evicting after the probe below would bump the
+    //    evict_seq of (nearly) every stripe and send all our reads to the
+    //    next round (a second MultiGet per batch), so make room for every
+    //    pending key now. Keys that turn out absent and are not created
+    //    leave their share free for the next batch.
+    const uint64_t want = pending.size() * mem_.slot_bytes();
+    if (budget_->used().load(std::memory_order_relaxed) + want >
+        budget_->budget()) {
+      budget_->MakeRoom(this, want);
+    }
     // 1. Probe: which keys are still absent, and each stripe's evict_seq
     //    before we read the disk.
     by_stripe(pending);
@@ -219,6 +229,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     if (!to_read.empty()) {
       const size_t m = to_read.size();
       if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
+      // Key order (big-endian bytes = numeric order) lets RocksDB skip its
+      // own sort and walk blocks in order.
+      std::sort(to_read.begin(), to_read.end(),
+                [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
       std::vector<char> kbuf(8 * m);
       std::vector<rocksdb::Slice> slices(m);
       for (size_t j = 0; j < m; ++j) {
@@ -277,7 +291,8 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       to_insert.push_back(i);
       need += has_row[i];
     }
-    // 3. Room and slots for the rows we loaded or created.
+    // 3. Slots for the rows we loaded or created (room was made in step 0;
+    //    only a concurrent insert can have taken it since).
     std::vector<uint32_t> free_slots;
     if (need > 0) {
       const uint64_t bytes = need * mem_.slot_bytes();
@@ -778,9 +793,10 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
   };
   std::vector<Pending> pending;
   std::vector<uint32_t> freed;
-  rocksdb::WriteBatch batch;
+  // Encoded rows of the dirty victims, back to back (one allocation).
+  const size_t row_bytes = EncodedRowSize(dim(), state_size_);
+  std::string blob;
   std::string enc;
-  char kbuf[8];
   for (uint32_t slot : victims) {
     const uint64_t key = mem_.LoadKey(slot);
     Stripe& st = mem_.stripe(mem_.StripeOf(key));
@@ -791,8 +807,7 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
       EncodeRow(*mem_.header(slot),
                 absl::MakeConstSpan(mem_.values(slot), dim()),
                 absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
-      EncodeKey(key, kbuf);
-      batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+      blob.append(enc);
       pending.push_back({slot, key, mem_.meta(slot)->version});
     } else {
       RemoveLocked(st, key, slot);
@@ -800,7 +815,23 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
     }
   }
   absl::Status write_status;
-  if (!pending.empty()) write_status = disk_->WriteRows(&batch);
+  if (!pending.empty()) {
+    // Keys in order: the memtable skip list inserts a sorted batch much
+    // faster (each insert starts from the previous splice).
+    std::vector<uint32_t> order(pending.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return pending[a].key < pending[b].key;
+    });
+    rocksdb::WriteBatch batch(pending.size() * (row_bytes + 24));
+    char kbuf[8];
+    for (uint32_t j : order) {
+      EncodeKey(pending[j].key, kbuf);
+      batch.Put(cf_, rocksdb::Slice(kbuf, 8),
+                rocksdb::Slice(blob.data() + j * row_bytes, row_bytes));
+    }
+    write_status = disk_->WriteRows(&batch);
+  }
   if (write_status.ok()) {
     for (const Pending& p : pending) {
       Stripe& st = mem_.stripe(mem_.StripeOf(p.key));

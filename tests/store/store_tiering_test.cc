@@ -106,7 +106,12 @@ TEST_P(TieringTest, TableEightTimesTheBudgetKeepsEveryValue) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, TieringTest,
                          ::testing::Values(EvictionPolicy::kClock,
-                                           EvictionPolicy::kSampledLru));
+                                           EvictionPolicy::kSampledLru),
+                         [](const auto& info) {
+                           return info.param == EvictionPolicy::kClock
+                                      ? std::string("Clock")
+                                      : std::string("SampledLru");
+                         });
 
 TEST(TieringTest, MemoryHitsDoNotTouchRocksDb) {
   ScratchDir dir;
