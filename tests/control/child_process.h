@@ -19,6 +19,10 @@
 
 namespace psdb::testing {
 
+// A loopback TCP port that was free a moment ago (bound, read, closed), for
+// processes that must be told their port before they start.
+int FreeLoopbackPort();
+
 struct ChildOptions {
   std::string binary;
   std::vector<std::string> args;

@@ -25,21 +25,10 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // 1 scheduler, 2 servers (joined through it), 1 worker whose RemoteClient
 // registers it.
@@ -52,7 +41,7 @@ struct Cluster {
 
 void StartCluster(const ScratchDir& dir, const std::string& name,
                   const std::vector<std::string>& server_args, Cluster* c) {
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   ChildOptions o;
   o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
   o.env = {{"PS_SERVER_NUM", "2"},

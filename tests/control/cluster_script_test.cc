@@ -14,11 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/scheduler_client.h"
 #include "store/table_spec.h"
+#include "tests/control/child_process.h"
 #include "tests/testing/test_util.h"
 
 namespace psdb::rpc {
 namespace {
 
+using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
 
@@ -47,23 +49,11 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST(ClusterScriptTest, StartsServesAndStopsAServingOnlyCluster) {
   ScratchDir dir;
   const std::string script = absl::StrCat(PSDB_SOURCE_DIR, "/tools/cluster.sh");
   const std::string bin = ::psdb::testing::BuiltBinary("tools");
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::string common =
       absl::StrCat(" --dir ", dir.Sub("c"), " --bin ", bin);
 

@@ -27,23 +27,12 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
 
 constexpr int kDim = 2;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::vector<uint64_t> Keys() {
   std::vector<uint64_t> keys;
@@ -84,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(const Cluster& c,
 // Scheduler, two workers registered, two servers started with `args(s)`.
 void StartCluster(const std::function<std::vector<std::string>(int)>& args,
                   Cluster* c) {
-  c->sched_port = FreePort();
+  c->sched_port = FreeLoopbackPort();
   ChildOptions o;
   o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
   o.env = {{"PS_SERVER_NUM", "2"},
@@ -154,7 +143,7 @@ std::vector<float> PullAll(Cluster* c) {
 TEST(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
   ScratchDir dir;
   const std::string root = dir.Sub("ckpt");
-  std::vector<int> ports = {FreePort(), FreePort()};
+  std::vector<int> ports = {FreeLoopbackPort(), FreeLoopbackPort()};
   Cluster a;
   ASSERT_NO_FATAL_FAILURE(StartCluster(
       [&](int s) -> std::vector<std::string> {

@@ -26,20 +26,9 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 constexpr int kDim = 3;
 
@@ -78,7 +67,7 @@ Batch MakeBatch(int worker, int step) {
 class SyncClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const int port = FreePort();
+    const int port = FreeLoopbackPort();
     ChildOptions o;
     o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
     o.env = {{"PS_SERVER_NUM", "2"},
