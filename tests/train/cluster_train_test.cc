@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -189,6 +190,72 @@ TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedNoCache) {
 
 TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedWithCache) {
   ExpectSameExports(4096);
+}
+
+// Two async workers with SSP staleness 1 against 2 (async) servers: both
+// finish, each trains its half of the data, rank 0 writes one verified
+// cluster checkpoint and rank 1 its reports under CDIR/rank-1.
+TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
+  const int port = FreePort();
+  ChildOptions so;
+  so.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
+  so.env = {{"PS_SERVER_NUM", "2"},
+            {"PS_WORKER_NUM", "2"},
+            {"PS_SCHED_PORT", absl::StrCat(port)}};
+  so.args = {"--heartbeat_interval_ms=200"};
+  so.ready_prefix = "scheduler listening on ";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
+                       ChildProcess::Start(so));
+  std::vector<std::unique_ptr<ChildProcess>> servers, workers;
+  for (int s = 0; s < 2; ++s) {
+    ChildOptions o;
+    o.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
+    o.env = {{"PS_SCHED_HOST", "127.0.0.1"},
+             {"PS_SCHED_PORT", absl::StrCat(port)},
+             {"PS_NODE_ID", absl::StrCat("server-", s)}};
+    o.args = {absl::StrCat("--data_dir=", dir_.Sub(absl::StrCat("as-", s))),
+              "--threads=2"};
+    ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
+    servers.push_back(std::move(server));
+  }
+  const std::string ckpt = dir_.Sub("async-ckpt");
+  for (int w = 0; w < 2; ++w) {
+    ChildOptions o;
+    o.binary = ::psdb::testing::BuiltBinary("tools/ps-train");
+    o.env = {{"PS_NODE_ID", absl::StrCat("worker-", w)}};
+    o.args = TrainFlags(data_, ckpt, 0);
+    for (size_t i = 0; i < o.args.size(); ++i) {
+      if (o.args[i] == "--mode") o.args[i + 1] = "async";
+    }
+    o.args.insert(o.args.end(),
+                  {"--staleness", "1", "--store",
+                   absl::StrCat("scheduler:", sched->ready_value())});
+    ASSERT_OK_AND_ASSIGN(auto worker, ChildProcess::Start(o));
+    workers.push_back(std::move(worker));
+  }
+  for (auto& worker : workers) {
+    ASSERT_OK_AND_ASSIGN(int status, worker->Wait(absl::Minutes(3)));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << worker->Stderr();
+  }
+  std::string out, err;
+  EXPECT_EQ(RunCli(&dump::RunDump, {"ps-dump", "verify", ckpt}, &out, &err), 0)
+      << out << err;
+  ASSERT_OK_AND_ASSIGN(auto reader, dump::CheckpointReader::Open(ckpt));
+  EXPECT_EQ(reader->shards().size(), 2u);
+  // 640 rows in 2 files, one file per rank: 320 samples each.
+  for (const std::string& summary :
+       {ckpt + "/summary.json", ckpt + "/rank-1/summary.json"}) {
+    std::ifstream in(summary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_THAT(ss.str(), HasSubstr("\"samples\": 320,")) << summary;
+  }
+  for (auto& server : servers) {
+    server->Signal(SIGTERM);
+    ASSERT_OK_AND_ASSIGN(int st, server->Wait());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << server->Stderr();
+  }
 }
 
 }  // namespace
