@@ -178,6 +178,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   auto checkpoint = [&](int64_t step) -> absl::Status {
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
+    if (options.checkpoint_fn) {
+      PSDB_ASSIGN_OR_RETURN(std::string path, options.checkpoint_fn(step));
+      if (path.empty()) return absl::OkStatus();
+      result.checkpoint = path;
+      progress.Clear();
+      std::fprintf(log, "checkpoint: step %lld -> %s (cluster)\n",
+                   static_cast<long long>(step), path.c_str());
+      std::fflush(log);
+      return absl::OkStatus();
+    }
     // One checkpoint per cluster: every server writes its shard when asked,
     // so only rank 0 asks.
     if (options.shard.rank != 0) return absl::OkStatus();
@@ -246,8 +256,11 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
     PSDB_ASSIGN_OR_RETURN(
         double loss,
-        model->TrainStep(*current.batch, stop_here ? nullptr : next.batch.get(),
-                         step, &probs));
+        model->TrainStep(
+            *current.batch,
+            stop_here || !options.prefetch ? nullptr : next.batch.get(), step,
+            &probs));
+    if (options.after_step) PSDB_RETURN_IF_ERROR(options.after_step(step));
     result.samples += current.batch->size();
     window_loss += loss;
     ++window_steps;

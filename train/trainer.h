@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ struct TrainerOptions {
   // Data sharding of this worker. Default: rank 0 of 1, by file
   ReaderOptions shard;
   WideDeepConfig model;
+  // Hand the next batch's ids to EmbeddingSource::Prefetch while the
+  // current one trains. Default: true
+  bool prefetch = true;
   // Draw a progress bar (if stderr is a terminal). Default: true
   bool progress = true;
   // Render metrics.png with gnuplot when it is installed. Default: true
@@ -76,6 +80,14 @@ struct TrainerOptions {
   // How the store was opened, for the summary (e.g. "local:/data/psdb").
   // Default: ""
   std::string store_description;
+  // Cluster hooks (tools/train/cluster_worker.h); null in embedded mode.
+  // after_step(s) runs when step s's training and pushes have been issued
+  // (in kSync mode: completed), e.g. SchedulerClient::StepClock. Default: null
+  std::function<absl::Status(int64_t step)> after_step;
+  // checkpoint_fn(s) replaces client->Checkpoint at a checkpoint point: it
+  // runs on every rank after the rank's pushes and cache flush, and returns
+  // the checkpoint's path ("" on ranks that write none). Default: null
+  std::function<absl::StatusOr<std::string>(int64_t step)> checkpoint_fn;
 };
 
 struct TrainResult {

@@ -136,12 +136,17 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   }
 }
 
-TEST_F(TrainCliTest, RejectsSchedulerStoreAndBadFlags) {
+TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
   std::string err;
   std::vector<std::string> args = TrainArgs("ckpt");
-  args.insert(args.end(), {"--store", "scheduler:localhost:9000"});
+  args.insert(args.end(), {"--store", "bogus:x"});
   EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
-  EXPECT_THAT(err, ::testing::HasSubstr("not yet supported"));
+  EXPECT_THAT(err, ::testing::HasSubstr("--store must be local:DIR"));
+  // SSP staleness only for async cluster workers.
+  args = TrainArgs("ckpt");
+  args.insert(args.end(), {"--staleness", "1"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("--staleness is SSP"));
   EXPECT_EQ(RunPsTrain({"--data", data()}, nullptr, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("--checkpoint_dir"));
   args = TrainArgs("ckpt");

@@ -4,11 +4,15 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "store/local_client.h"
 #include "tests/testing/test_util.h"
 #include "train/criteo_reader.h"
 #include "train/synthetic.h"
+#include "util/status_macros.h"
 
 namespace psdb::train {
 namespace {
@@ -141,6 +145,59 @@ TEST_F(TrainerTest, BadOptionsAndMissingDataFail) {
   o.data_dir = dir_.Sub("nope");
   EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
               StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace psdb::train
+
+namespace psdb::train {
+namespace {
+
+// The cluster hooks: after_step sees every step once, in order, after its
+// pushes (the rows already moved in sync mode); checkpoint_fn replaces the
+// client's checkpoint at every checkpoint point and its path is reported.
+TEST_F(TrainerTest, ClusterHooksRunEveryStepAndReplaceCheckpoints) {
+  auto client = OpenStore("store");
+  ASSERT_NE(client, nullptr);
+  ClientEmbeddingSource embeddings(client.get());
+  TrainerOptions o = Options("ckpt");
+  o.epochs = 1;
+  o.prefetch = false;
+  std::vector<int64_t> steps, table_steps, checkpoints;
+  o.after_step = [&](int64_t step) -> absl::Status {
+    steps.push_back(step);
+    PSDB_ASSIGN_OR_RETURN(StoreStats stats, client->Stats());
+    table_steps.push_back(stats.tables.front().step);
+    return absl::OkStatus();
+  };
+  o.checkpoint_fn = [&](int64_t step) -> absl::StatusOr<std::string> {
+    checkpoints.push_back(step);
+    return absl::StrCat("cluster-ckpt-", step);
+  };
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, client.get(), &embeddings, log));
+  std::fclose(log);
+  ASSERT_EQ(r.steps, 40);
+  std::vector<int64_t> want;
+  for (int64_t s = 1; s <= 40; ++s) want.push_back(s);
+  EXPECT_EQ(steps, want);
+  EXPECT_EQ(table_steps, want);
+  EXPECT_EQ(checkpoints, (std::vector<int64_t>{40}));  // every 50: only the end
+  EXPECT_EQ(r.checkpoint, "cluster-ckpt-40");
+  // Nothing was written by the client's own Checkpoint.
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt/MANIFEST.json")));
+  for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("ckpt"))) {
+    EXPECT_NE(e.path().filename().string().rfind("ckpt-", 0), 0u) << e.path();
+  }
+  // A failing step hook stops training with its error.
+  o = Options("ckpt2");
+  o.after_step = [](int64_t step) -> absl::Status {
+    if (step == 3) return absl::DeadlineExceededError("clock");
+    return absl::OkStatus();
+  };
+  EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 }  // namespace

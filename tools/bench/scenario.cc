@@ -5,6 +5,7 @@
 #include "tools/bench/cache_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
+#include "tools/bench/train_bench.h"
 #include "tools/common/args.h"
 
 namespace psdb::bench {
@@ -23,6 +24,10 @@ constexpr Scenario kScenarios[] = {
      "cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) "
      "and CPU-backend gather throughput vs a plain indexed copy",
      &RunCacheBench},
+    {"train",
+     "ps-train samples/s: embedded vs a local cluster (scheduler, servers, "
+     "worker processes) with prefetch on and off; cache hit rate",
+     &RunTrainBench},
 };
 
 void PrintUsage(std::ostream& os) {

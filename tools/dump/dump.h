@@ -9,7 +9,8 @@
 //  - Verify: every row's key and value decode (store/row_codec.h) with the
 //    table's dim and state size, values are finite, row counts match the
 //    manifest. Extra per-row checks plug in as RowCheck objects (the ring
-//    ownership check of cluster checkpoints is one, planned).
+//    ownership check of cluster checkpoints, tools/dump/ring_check.h, is
+//    one; ps-dump verify adds it when the manifest records a ring).
 //
 // Errors name the file (shard directory), the table and the key.
 //

@@ -1,5 +1,6 @@
 #include "tools/dump/dump_cli.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "tools/common/args.h"
 #include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump.h"
+#include "tools/dump/ring_check.h"
 
 namespace psdb::dump {
 namespace {
@@ -33,7 +35,9 @@ commands:
                                    PATH_state.npy, PATH_last_update_step.npy,
                                    PATH_update_count.npy, PATH_frequency.npy
   verify   every row decodes with its table's dim and state size, values are
-           finite, row counts match the manifest; exit 1 on any problem
+           finite, row counts match the manifest and (cluster checkpoints)
+           every key is on the shard the manifest's ring places it on;
+           exit 1 on any problem
 )";
 
 int Usage(std::ostream& err, absl::string_view problem) {
@@ -118,7 +122,13 @@ int RunDump(int argc, const char* const* argv, std::ostream& out,
     return 0;
   }
   if (command == "verify") {
-    absl::StatusOr<VerifyReport> report = Verify(**reader);
+    // Cluster checkpoints: every key on the shard its ring says.
+    absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> ring =
+        RingOwnershipCheck::Create(**reader);
+    if (!ring.ok()) return Fail(err, ring.status());
+    VerifyOptions verify_options;
+    if (*ring != nullptr) verify_options.checks.push_back(ring->get());
+    absl::StatusOr<VerifyReport> report = Verify(**reader, verify_options);
     if (!report.ok()) return Fail(err, report.status());
     PrintVerifyReport(**reader, *report, out);
     return report->ok() ? 0 : 1;

@@ -1,6 +1,7 @@
 #include "tools/train/train_cli.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "rpc/client_url.h"
 #include "tools/common/args.h"
+#include "tools/train/cluster_worker.h"
 #include "train/embedding_source.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"
@@ -35,6 +37,11 @@ constexpr char kUsage[] =
     "           [--checkpoint_every N] [--keep_checkpoints N] [--eval_every "
     "N]\n"
     "           [--rank R] [--world W] [--shard_by file|line]\n"
+    "           [--staleness K] [--no_prefetch]\n"
+    "  (--store defaults to $PSDB_URL if set, else local:CDIR/store; with\n"
+    "  scheduler:HOST:PORT, rank and world come from the cluster map, rank 0\n"
+    "  writes the cluster checkpoints under CDIR, rank r its reports under\n"
+    "  CDIR/rank-r)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
@@ -126,18 +133,24 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "seed",
                                         "memory_budget_mb",
                                         "no_progress",
-                                        "no_plot"}));
+                                        "no_plot",
+                                        "staleness",
+                                        "no_prefetch"}));
   o->data_dir = args.GetString("data", "");
   o->checkpoint_dir = args.GetString("checkpoint_dir", "");
   if (o->data_dir.empty() || o->checkpoint_dir.empty()) {
     return absl::InvalidArgumentError(
         "training needs --data DIR and --checkpoint_dir CDIR");
   }
+  // tools/cluster.sh gives its workers PSDB_URL=scheduler:HOST:PORT.
+  const char* url = std::getenv("PSDB_URL");
   *store = args.GetString(
       "store",
-      absl::StrCat(
-          "local:",
-          (std::filesystem::path(o->checkpoint_dir) / "store").string()));
+      url != nullptr && *url != '\0'
+          ? std::string(url)
+          : absl::StrCat(
+                "local:",
+                (std::filesystem::path(o->checkpoint_dir) / "store").string()));
   const std::string mode = args.GetString("mode", "sync");
   if (mode == "sync") {
     o->mode = SyncMode::kSync;
@@ -223,6 +236,8 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                         args.GetInt("memory_budget_mb", 1024, 1, 1LL << 24));
   PSDB_ASSIGN_OR_RETURN(bool no_progress, args.GetBool("no_progress"));
   PSDB_ASSIGN_OR_RETURN(bool no_plot, args.GetBool("no_plot"));
+  PSDB_ASSIGN_OR_RETURN(bool no_prefetch, args.GetBool("no_prefetch"));
+  o->prefetch = !no_prefetch;
   o->progress = !no_progress;
   o->plot = !no_plot;
   return absl::OkStatus();
@@ -237,26 +252,69 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       ParseTrainOptions(args, &o, &cache_rows, &cache_policy, &cache_mode,
                         &store, &memory_budget_mb);
   if (!parsed.ok()) return Usage(err, parsed);
-  if (absl::StartsWith(store, "scheduler:")) {
-    return Usage(err, absl::UnimplementedError(absl::StrCat(
-                          "--store ", store,
-                          ": scheduler mode is not yet supported (it arrives "
-                          "with ps-scheduler); use local:DIR or "
-                          "servers:h1:p1,h2:p2")));
-  }
-  if (!absl::StartsWith(store, "local:") &&
+  const bool cluster = absl::StartsWith(store, "scheduler:");
+  if (!cluster && !absl::StartsWith(store, "local:") &&
       !absl::StartsWith(store, "servers:")) {
-    return Usage(
-        err, absl::InvalidArgumentError(absl::StrCat(
-                 "--store must be local:DIR or servers:h1:p1,...; got '", store,
-                 "'")));
+    return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                          "--store must be local:DIR, servers:h1:p1,... or "
+                          "scheduler:HOST:PORT; got '",
+                          store, "'")));
+  }
+  absl::StatusOr<int64_t> staleness = args.GetInt("staleness", -1, -1, 1 << 20);
+  if (!staleness.ok()) return Usage(err, staleness.status());
+  if (*staleness >= 0 && (!cluster || o.mode != SyncMode::kAsync)) {
+    return Usage(err, absl::InvalidArgumentError(
+                          "--staleness is SSP for --mode async with "
+                          "--store scheduler:HOST:PORT"));
   }
   o.store_description = store;
-  StoreOptions local;
-  local.memory_budget_bytes = static_cast<uint64_t>(memory_budget_mb) << 20;
-  absl::StatusOr<std::unique_ptr<ParameterClient>> client =
-      rpc::OpenParameterClient(store, {}, local);
-  if (!client.ok()) return Fail(err, client.status());
+  std::unique_ptr<ClusterWorker> worker;
+  std::unique_ptr<ParameterClient> owned;
+  ParameterClient* client_ptr = nullptr;
+  if (cluster) {
+    if (o.mode == SyncMode::kSync && cache_rows > 0 &&
+        cache_mode == "push_through") {
+      return Usage(err, absl::InvalidArgumentError(
+                            "--cache_mode push_through cannot carry the "
+                            "explicit steps sync servers need; use "
+                            "write_back or --mode async"));
+    }
+    ClusterWorkerOptions wo;
+    wo.scheduler = store.substr(std::string("scheduler:").size());
+    wo.sync = o.mode == SyncMode::kSync;
+    wo.staleness = static_cast<int>(*staleness);
+    absl::StatusOr<std::unique_ptr<ClusterWorker>> joined =
+        ClusterWorker::Join(wo);
+    if (!joined.ok()) return Fail(err, joined.status());
+    worker = *std::move(joined);
+    if (!args.Has("rank") && !args.Has("world")) {
+      o.shard.rank = worker->rank();
+      o.shard.world = worker->world();
+    }
+    ClusterWorker* w = worker.get();
+    // Rank 0 writes the cluster's checkpoints and its reports under CDIR;
+    // another rank's reports go to CDIR/rank-<r>.
+    const std::string root = o.checkpoint_dir;
+    if (worker->rank() != 0) {
+      o.checkpoint_dir =
+          (std::filesystem::path(root) / absl::StrCat("rank-", worker->rank()))
+              .string();
+    }
+    o.after_step = [w](int64_t step) { return w->AfterStep(step); };
+    o.checkpoint_fn = [w, root](int64_t step) {
+      return w->Checkpoint(root, step);
+    };
+    client_ptr = worker->client();
+  } else {
+    StoreOptions local;
+    local.memory_budget_bytes = static_cast<uint64_t>(memory_budget_mb) << 20;
+    absl::StatusOr<std::unique_ptr<ParameterClient>> opened =
+        rpc::OpenParameterClient(store, {}, local);
+    if (!opened.ok()) return Fail(err, opened.status());
+    owned = *std::move(opened);
+    client_ptr = owned.get();
+  }
+  ParameterClient* const client_raw = client_ptr;
 
   // The model's tables must exist before a cache is put in front of them.
   std::unique_ptr<EmbeddingSource> embeddings;
@@ -295,10 +353,10 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                             "%d rows per table",
                             cache_rows, o.batch_size, need)));
     }
-    absl::Status created = CreateModelTables(o.model, client->get());
+    absl::Status created = CreateModelTables(o.model, client_raw);
     if (!created.ok()) return Fail(err, created);
     absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =
-        CachedEmbeddingSource::Create(client->get(), EmbeddingTables(), copts);
+        CachedEmbeddingSource::Create(client_raw, EmbeddingTables(), copts);
     if (!cached.ok()) return Fail(err, cached.status());
     embeddings = std::move(*cached);
 #else
@@ -307,10 +365,10 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
 #endif
   }
   if (embeddings == nullptr) {
-    embeddings = std::make_unique<ClientEmbeddingSource>(client->get());
+    embeddings = std::make_unique<ClientEmbeddingSource>(client_raw);
   }
   absl::StatusOr<TrainResult> r =
-      psdb::train::RunTraining(o, client->get(), embeddings.get(), stdout);
+      psdb::train::RunTraining(o, client_raw, embeddings.get(), stdout);
   std::fflush(stdout);
   if (!r.ok()) return Fail(err, r.status());
   return 0;
@@ -320,8 +378,8 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
 
 int RunTrain(int argc, const char* const* argv, std::ostream& out,
              std::ostream& err) {
-  absl::StatusOr<tools::Args> args =
-      tools::Args::Parse(argc, argv, 1, {"no_progress", "no_plot", "help"});
+  absl::StatusOr<tools::Args> args = tools::Args::Parse(
+      argc, argv, 1, {"no_progress", "no_plot", "no_prefetch", "help"});
   if (!args.ok()) return Usage(err, args.status());
   if (args->Has("help")) {
     out << kUsage;

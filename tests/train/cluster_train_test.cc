@@ -1,0 +1,262 @@
+// ps-train as a cluster worker on real processes (issue 6): ps-scheduler,
+// 3 ps-servers started with --sync_mode=sync and one `ps-train --store
+// scheduler:HOST:PORT --mode sync` process. Its cluster checkpoint (3 shards)
+// exports, table by table with optimizer state and row headers, exactly as
+// the embedded run's with the same seed and data: without the worker cache
+// and with it.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/control/child_process.h"
+#include "tests/testing/test_util.h"
+#include "tools/dump/checkpoint_reader.h"
+#include "tools/dump/dump_cli.h"
+#include "tools/train/train_cli.h"
+
+namespace psdb::train {
+namespace {
+
+using ::psdb::testing::ChildOptions;
+using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ScratchDir;
+using ::testing::HasSubstr;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int RunCli(int (*fn)(int, const char* const*, std::ostream&, std::ostream&),
+           std::vector<std::string> args, std::string* out_text,
+           std::string* err_text) {
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int rc = fn(static_cast<int>(argv.size()), argv.data(), out, err);
+  *out_text = out.str();
+  *err_text = err.str();
+  return rc;
+}
+
+// The model and data flags both runs share: small, several steps, dense
+// tables of several blocks (so every server owns some).
+std::vector<std::string> TrainFlags(const std::string& data,
+                                    const std::string& ckpt, int cache_rows) {
+  return {
+      "--data",        data,       "--checkpoint_dir", ckpt,
+      "--mode",        "sync",     "--batch_size",     "64",
+      "--deep_dim",    "4",        "--hidden",         "8,4",
+      "--block_dim",   "16",       "--seed",           "7",
+      "--log_every",   "1000",     "--cache_rows",     absl::StrCat(cache_rows),
+      "--no_progress", "--no_plot"};
+}
+
+// Every table's `ps-dump export --with-state` text, in table order.
+std::vector<std::pair<std::string, std::string>> ExportAll(
+    const std::string& ckpt) {
+  std::vector<std::pair<std::string, std::string>> exports;
+  auto reader = dump::CheckpointReader::Open(ckpt);
+  EXPECT_OK(reader);
+  if (!reader.ok()) return exports;
+  for (const dump::TableInfo& t : (*reader)->tables()) {
+    std::string out, err;
+    const int rc = RunCli(&dump::RunDump,
+                          {"ps-dump", "export", "--table=" + t.spec.name,
+                           "--format=tsv", "--with-state", ckpt},
+                          &out, &err);
+    EXPECT_EQ(rc, 0) << err;
+    exports.emplace_back(t.spec.name, out);
+  }
+  return exports;
+}
+
+class ClusterTrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string out, err;
+    ASSERT_EQ(
+        RunCli(&RunTrain,
+               {"ps-train", "gen", "--out", data_, "--seed", "3",
+                "--train_rows", "640", "--test_rows", "64", "--train_files",
+                "2", "--min_vocab", "20", "--max_vocab", "400"},
+               &out, &err),
+        0)
+        << err;
+  }
+
+  // The embedded run: returns its checkpoint root.
+  std::string Embedded(int cache_rows) {
+    const std::string ckpt = dir_.Sub(absl::StrCat("embedded-", cache_rows));
+    std::vector<std::string> args = {"ps-train"};
+    for (auto& a : TrainFlags(data_, ckpt, cache_rows)) args.push_back(a);
+    std::string out, err;
+    EXPECT_EQ(RunCli(&RunTrain, args, &out, &err), 0) << err << out;
+    return ckpt;
+  }
+
+  // 1 scheduler + 3 sync servers + one ps-train process; returns the
+  // trainer's stdout-free log (stderr) and sets *ckpt to its checkpoint root.
+  void Cluster(int cache_rows, std::string* ckpt) {
+    const std::string root = dir_.Sub(absl::StrCat("cluster-", cache_rows));
+    *ckpt = root + "/ckpt";
+    const int port = FreePort();
+    ChildOptions so;
+    so.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
+    so.env = {{"PS_SERVER_NUM", "3"},
+              {"PS_WORKER_NUM", "1"},
+              {"PS_SCHED_PORT", absl::StrCat(port)}};
+    so.args = {"--heartbeat_interval_ms=200"};
+    so.ready_prefix = "scheduler listening on ";
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
+                         ChildProcess::Start(so));
+    std::vector<std::unique_ptr<ChildProcess>> servers;
+    for (int s = 0; s < 3; ++s) {
+      ChildOptions o;
+      o.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
+      o.env = {{"PS_SCHED_HOST", "127.0.0.1"},
+               {"PS_SCHED_PORT", absl::StrCat(port)},
+               {"PS_NODE_ID", absl::StrCat("server-", s)}};
+      o.args = {absl::StrCat("--data_dir=", root, "/server-", s),
+                "--sync_mode=sync", "--threads=2"};
+      ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
+      servers.push_back(std::move(server));
+    }
+    ChildOptions wo;
+    wo.binary = ::psdb::testing::BuiltBinary("tools/ps-train");
+    wo.env = {{"PS_NODE_ID", "worker-0"}};
+    wo.args = TrainFlags(data_, *ckpt, cache_rows);
+    wo.args.push_back("--store");
+    wo.args.push_back(absl::StrCat("scheduler:", sched->ready_value()));
+    ASSERT_OK_AND_ASSIGN(auto worker, ChildProcess::Start(wo));
+    ASSERT_OK_AND_ASSIGN(int status, worker->Wait(absl::Minutes(3)));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << worker->Stderr();
+    for (auto& server : servers) {
+      server->Signal(SIGTERM);
+      ASSERT_OK_AND_ASSIGN(int st, server->Wait());
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << server->Stderr();
+    }
+  }
+
+  void ExpectSameExports(int cache_rows) {
+    const std::string embedded = Embedded(cache_rows);
+    std::string cluster;
+    ASSERT_NO_FATAL_FAILURE(Cluster(cache_rows, &cluster));
+    ASSERT_OK_AND_ASSIGN(auto reader, dump::CheckpointReader::Open(cluster));
+    EXPECT_EQ(reader->shards().size(), 3u);
+    // verify: rows decode, counts match, every key on its ring's shard.
+    std::string vout, verr;
+    EXPECT_EQ(
+        RunCli(&dump::RunDump, {"ps-dump", "verify", cluster}, &vout, &verr), 0)
+        << vout << verr;
+    const auto want = ExportAll(embedded);
+    const auto got = ExportAll(cluster);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_GE(want.size(), 4u);  // wide, deep, linear and MLP tables
+    for (size_t t = 0; t < want.size(); ++t) {
+      EXPECT_EQ(got[t].first, want[t].first);
+      EXPECT_GT(want[t].second.size(), 0u);
+      EXPECT_TRUE(got[t].second == want[t].second)
+          << "table " << want[t].first << " differs (cache_rows " << cache_rows
+          << ")";
+    }
+  }
+
+  ScratchDir dir_;
+  const std::string data_ = dir_.Sub("data");
+};
+
+TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedNoCache) {
+  ExpectSameExports(0);
+}
+
+TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedWithCache) {
+  ExpectSameExports(4096);
+}
+
+// Two async workers with SSP staleness 1 against 2 (async) servers: both
+// finish, each trains its half of the data, rank 0 writes one verified
+// cluster checkpoint and rank 1 its reports under CDIR/rank-1.
+TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
+  const int port = FreePort();
+  ChildOptions so;
+  so.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
+  so.env = {{"PS_SERVER_NUM", "2"},
+            {"PS_WORKER_NUM", "2"},
+            {"PS_SCHED_PORT", absl::StrCat(port)}};
+  so.args = {"--heartbeat_interval_ms=200"};
+  so.ready_prefix = "scheduler listening on ";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
+                       ChildProcess::Start(so));
+  std::vector<std::unique_ptr<ChildProcess>> servers, workers;
+  for (int s = 0; s < 2; ++s) {
+    ChildOptions o;
+    o.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
+    o.env = {{"PS_SCHED_HOST", "127.0.0.1"},
+             {"PS_SCHED_PORT", absl::StrCat(port)},
+             {"PS_NODE_ID", absl::StrCat("server-", s)}};
+    o.args = {absl::StrCat("--data_dir=", dir_.Sub(absl::StrCat("as-", s))),
+              "--threads=2"};
+    ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
+    servers.push_back(std::move(server));
+  }
+  const std::string ckpt = dir_.Sub("async-ckpt");
+  for (int w = 0; w < 2; ++w) {
+    ChildOptions o;
+    o.binary = ::psdb::testing::BuiltBinary("tools/ps-train");
+    o.env = {{"PS_NODE_ID", absl::StrCat("worker-", w)}};
+    o.args = TrainFlags(data_, ckpt, 0);
+    for (size_t i = 0; i < o.args.size(); ++i) {
+      if (o.args[i] == "--mode") o.args[i + 1] = "async";
+    }
+    o.args.insert(o.args.end(),
+                  {"--staleness", "1", "--store",
+                   absl::StrCat("scheduler:", sched->ready_value())});
+    ASSERT_OK_AND_ASSIGN(auto worker, ChildProcess::Start(o));
+    workers.push_back(std::move(worker));
+  }
+  for (auto& worker : workers) {
+    ASSERT_OK_AND_ASSIGN(int status, worker->Wait(absl::Minutes(3)));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << worker->Stderr();
+  }
+  std::string out, err;
+  EXPECT_EQ(RunCli(&dump::RunDump, {"ps-dump", "verify", ckpt}, &out, &err), 0)
+      << out << err;
+  ASSERT_OK_AND_ASSIGN(auto reader, dump::CheckpointReader::Open(ckpt));
+  EXPECT_EQ(reader->shards().size(), 2u);
+  // 640 rows in 2 files, one file per rank: 320 samples each.
+  for (const std::string& summary :
+       {ckpt + "/summary.json", ckpt + "/rank-1/summary.json"}) {
+    std::ifstream in(summary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_THAT(ss.str(), HasSubstr("\"samples\": 320,")) << summary;
+  }
+  for (auto& server : servers) {
+    server->Signal(SIGTERM);
+    ASSERT_OK_AND_ASSIGN(int st, server->Wait());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << server->Stderr();
+  }
+}
+
+}  // namespace
+}  // namespace psdb::train

@@ -1,0 +1,489 @@
+#include "tools/bench/train_bench.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tools/bench/machine.h"
+#include "tools/common/args.h"
+#include "tools/common/text.h"
+#include "util/status_macros.h"
+
+namespace psdb::bench {
+namespace {
+
+constexpr char kUsage[] = R"(usage: ps-bench train [--json] [flags]
+
+Wide&Deep training samples/s of ps-train: embedded, and on a local cluster
+(ps-scheduler + servers + worker processes) with prefetch on and off.
+
+flags:
+  --train_rows=N     generated training examples (rounded up to a multiple
+                     of workers x batch_size)         default 200000
+  --test_rows=N      generated test examples          default 2000
+  --batch_size=N     examples per step                default 512
+  --deep_dim=N       deep embedding dim               default 16
+  --hidden=LIST      MLP widths                       default 64,32
+  --cache_rows=N     worker cache rows per table      default 65536
+  --max_vocab=N      largest field vocabulary         default 100000
+  --servers=N        ps-servers in the cluster        default 2
+  --workers=N        ps-train workers in the cluster  default 2
+  --mode=sync|async  ps-train --mode (sync: servers run --sync_mode=sync)
+                                                      default sync
+  --seed=N           data and model seed              default 1
+  --bin=DIR          ps-train, ps-server, ps-scheduler (default: next to
+                     ps-bench)
+  --dir=DIR          work directory (default: a fresh one under /tmp,
+                     removed at the end)
+  --json             print one JSON object instead of the report
+)";
+
+struct Params {
+  int64_t train_rows = 200000;
+  int64_t test_rows = 2000;
+  int64_t batch_size = 512;
+  int64_t deep_dim = 16;
+  std::string hidden = "64,32";
+  int64_t cache_rows = 65536;
+  int64_t max_vocab = 100000;
+  int64_t servers = 2;
+  int64_t workers = 2;
+  std::string mode = "sync";
+  int64_t seed = 1;
+  std::string bin;
+  std::string dir;
+  bool json = false;
+};
+
+absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
+  PSDB_ASSIGN_OR_RETURN(tools::Args args,
+                        tools::Args::Parse(argc, argv, 1, {"json"}));
+  PSDB_RETURN_IF_ERROR(
+      args.CheckKnown({"train_rows", "test_rows", "batch_size", "deep_dim",
+                       "hidden", "cache_rows", "max_vocab", "servers",
+                       "workers", "mode", "seed", "bin", "dir", "json"}));
+  Params p;
+  PSDB_ASSIGN_OR_RETURN(p.train_rows,
+                        args.GetInt("train_rows", p.train_rows, 1, 1LL << 36));
+  PSDB_ASSIGN_OR_RETURN(p.test_rows,
+                        args.GetInt("test_rows", p.test_rows, 2, 1LL << 36));
+  PSDB_ASSIGN_OR_RETURN(p.batch_size,
+                        args.GetInt("batch_size", p.batch_size, 1, 1 << 20));
+  PSDB_ASSIGN_OR_RETURN(p.deep_dim,
+                        args.GetInt("deep_dim", p.deep_dim, 1, 4096));
+  p.hidden = args.GetString("hidden", p.hidden);
+  PSDB_ASSIGN_OR_RETURN(p.max_vocab,
+                        args.GetInt("max_vocab", p.max_vocab, 1, 1LL << 31));
+  PSDB_ASSIGN_OR_RETURN(p.servers, args.GetInt("servers", p.servers, 1, 64));
+  PSDB_ASSIGN_OR_RETURN(p.workers, args.GetInt("workers", p.workers, 1, 64));
+  // The cache must hold a batch and its prefetched successor (ps-train).
+  const int64_t min_cache = 2 * p.batch_size * 26;
+  PSDB_ASSIGN_OR_RETURN(
+      p.cache_rows, args.GetInt("cache_rows", std::max(p.cache_rows, min_cache),
+                                min_cache, 1LL << 31));
+  p.mode = args.GetString("mode", p.mode);
+  if (p.mode != "sync" && p.mode != "async") {
+    return absl::InvalidArgumentError("--mode must be sync or async");
+  }
+  PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
+  p.bin = args.GetString("bin", "");
+  if (p.bin.empty()) {
+    std::error_code ec;
+    p.bin = std::filesystem::read_symlink("/proc/self/exe", ec)
+                .parent_path()
+                .string();
+  }
+  p.dir = args.GetString("dir", "");
+  PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  // Equal line shards with equal step counts (sync servers apply a step
+  // only when every worker pushed it).
+  const int64_t unit = p.workers * p.batch_size;
+  p.train_rows = (p.train_rows + unit - 1) / unit * unit;
+  return p;
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A child process writing stdout and stderr to `log`; SIGTERM and reaped on
+// destruction if still running.
+class Proc {
+ public:
+  static absl::StatusOr<std::unique_ptr<Proc>> Start(
+      const std::vector<std::string>& argv,
+      const std::map<std::string, std::string>& env, const std::string& log) {
+    const int fd =
+        open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", log));
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargv;
+    for (std::string& a : args) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(fd);
+      return absl::InternalError("fork");
+    }
+    if (pid == 0) {
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      execv(cargv[0], cargv.data());
+      _exit(127);
+    }
+    close(fd);
+    return std::unique_ptr<Proc>(new Proc(pid, argv[0], log));
+  }
+  ~Proc() {
+    if (!exited_) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits for exit; an error (with the log's tail) unless it exited 0.
+  absl::Status Wait(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (true) {
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(name_, " still running; see ", log_));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    exited_ = true;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string tail = ss.str();
+    if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
+    return absl::InternalError(absl::StrCat(name_, " failed (status ", status,
+                                            "); ", log_, ":\n", tail));
+  }
+  // SIGTERM and wait.
+  absl::Status Stop() {
+    kill(pid_, SIGTERM);
+    return Wait(std::chrono::seconds(60));
+  }
+
+ private:
+  Proc(pid_t pid, std::string name, std::string log)
+      : pid_(pid), name_(std::move(name)), log_(std::move(log)) {}
+  pid_t pid_;
+  bool exited_ = false;
+  std::string name_;
+  std::string log_;
+};
+
+struct Run {
+  std::string id;
+  std::string label;
+  uint64_t samples = 0;
+  double seconds = 0;  // the slowest process's training loop
+  double hit_rate = NAN;
+  double Rate() const { return seconds > 0 ? samples / seconds : 0; }
+};
+
+// A number field of ps-train's summary.json ("name": value); NAN if absent.
+double SummaryField(const std::string& json, const std::string& name) {
+  const std::string field = "\"" + name + "\": ";
+  const size_t at = json.find(field);
+  if (at == std::string::npos) return NAN;
+  const size_t begin = at + field.size();
+  const size_t end = json.find_first_of(",}\n", begin);
+  double v = NAN;
+  if (!absl::SimpleAtod(json.substr(begin, end - begin), &v)) return NAN;
+  return v;
+}
+
+absl::Status AddSummary(const std::string& ckpt_dir, Run* run,
+                        double* hits_weighted) {
+  std::ifstream in(ckpt_dir + "/summary.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string json = ss.str();
+  const double samples = SummaryField(json, "samples");
+  const double seconds = SummaryField(json, "seconds");
+  if (!std::isfinite(samples) || !std::isfinite(seconds)) {
+    return absl::DataLossError(
+        absl::StrCat("no samples/seconds in ", ckpt_dir, "/summary.json"));
+  }
+  run->samples += static_cast<uint64_t>(samples);
+  run->seconds = std::max(run->seconds, seconds);
+  const double hit = SummaryField(json, "cache_hit_rate");
+  if (std::isfinite(hit)) *hits_weighted += hit * samples;
+  return absl::OkStatus();
+}
+
+std::vector<std::string> TrainArgs(const Params& p, const std::string& data,
+                                   const std::string& ckpt) {
+  return {p.bin + "/ps-train",
+          "--data=" + data,
+          "--checkpoint_dir=" + ckpt,
+          "--mode=" + p.mode,
+          absl::StrCat("--batch_size=", p.batch_size),
+          absl::StrCat("--deep_dim=", p.deep_dim),
+          "--hidden=" + p.hidden,
+          absl::StrCat("--cache_rows=", p.cache_rows),
+          absl::StrCat("--seed=", p.seed),
+          "--shard_by=line",
+          "--log_every=1000000",
+          "--no_progress",
+          "--no_plot"};
+}
+
+absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& data,
+                                const std::string& dir) {
+  Run run{"embedded", "embedded (local store, 1 process)"};
+  const std::string ckpt = dir + "/embedded";
+  PSDB_ASSIGN_OR_RETURN(auto proc, Proc::Start(TrainArgs(p, data, ckpt), {},
+                                               dir + "/embedded.log"));
+  PSDB_RETURN_IF_ERROR(proc->Wait(std::chrono::hours(2)));
+  double hits = 0;
+  PSDB_RETURN_IF_ERROR(AddSummary(ckpt, &run, &hits));
+  run.hit_rate = hits / run.samples;
+  return run;
+}
+
+absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
+                               const std::string& dir, bool prefetch) {
+  const std::string id = prefetch ? "cluster_on" : "cluster_off";
+  Run run{id, absl::StrFormat("cluster %ds/%dw, prefetch %s", p.servers,
+                              p.workers, prefetch ? "on" : "off")};
+  const std::string root = dir + "/" + id;
+  std::filesystem::create_directories(root);
+  const int port = FreeLoopbackPort();
+  const std::map<std::string, std::string> base = {
+      {"PS_SERVER_NUM", absl::StrCat(p.servers)},
+      {"PS_WORKER_NUM", absl::StrCat(p.workers)},
+      {"PS_SCHED_HOST", "127.0.0.1"},
+      {"PS_SCHED_PORT", absl::StrCat(port)}};
+  auto env = [&](const std::string& role, const std::string& node) {
+    std::map<std::string, std::string> e = base;
+    e["PS_ROLE"] = role;
+    if (!node.empty()) e["PS_NODE_ID"] = node;
+    return e;
+  };
+  PSDB_ASSIGN_OR_RETURN(
+      auto sched, Proc::Start({p.bin + "/ps-scheduler"}, env("scheduler", ""),
+                              root + "/scheduler.log"));
+  std::vector<std::unique_ptr<Proc>> servers;
+  for (int s = 0; s < p.servers; ++s) {
+    std::vector<std::string> argv = {
+        p.bin + "/ps-server", absl::StrCat("--data_dir=", root, "/server-", s)};
+    if (p.mode == "sync") argv.push_back("--sync_mode=sync");
+    PSDB_ASSIGN_OR_RETURN(
+        auto server,
+        Proc::Start(argv, env("server", absl::StrCat("server-", s)),
+                    absl::StrCat(root, "/server_", s, ".log")));
+    servers.push_back(std::move(server));
+  }
+  std::vector<std::unique_ptr<Proc>> workers;
+  for (int w = 0; w < p.workers; ++w) {
+    // One checkpoint directory: rank 0 writes the cluster checkpoint and
+    // its reports there, rank r its reports under rank-r/.
+    std::vector<std::string> argv = TrainArgs(p, data, root + "/ckpt");
+    argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
+    if (!prefetch) argv.push_back("--no_prefetch");
+    PSDB_ASSIGN_OR_RETURN(
+        auto worker,
+        Proc::Start(argv, env("worker", absl::StrCat("worker-", w)),
+                    absl::StrCat(root, "/worker_", w, ".log")));
+    workers.push_back(std::move(worker));
+  }
+  for (auto& w : workers) PSDB_RETURN_IF_ERROR(w->Wait(std::chrono::hours(2)));
+  for (auto& s : servers) PSDB_RETURN_IF_ERROR(s->Stop());
+  PSDB_RETURN_IF_ERROR(sched->Stop());
+  double hits = 0;
+  for (int w = 0; w < p.workers; ++w) {
+    PSDB_RETURN_IF_ERROR(AddSummary(
+        w == 0 ? root + "/ckpt" : absl::StrCat(root, "/ckpt/rank-", w), &run,
+        &hits));
+  }
+  run.hit_rate = hits / run.samples;
+  return run;
+}
+
+void PrintReport(const Params& p, const MachineInfo& m,
+                 const std::vector<Run>& runs,
+                 const std::vector<std::pair<std::string, double>>& ratios,
+                 std::ostream& out) {
+  out << "ps-bench train\n";
+  out << absl::StrFormat("machine     %d cores, %s, %.2f GiB RAM\n", m.cores,
+                         m.cpu_model, m.memory_bytes / double(1ull << 30));
+  out << absl::StrFormat(
+      "parameters  train_rows=%d batch_size=%d deep_dim=%d hidden=%s "
+      "cache_rows=%d max_vocab=%d servers=%d workers=%d mode=%s seed=%d\n\n",
+      p.train_rows, p.batch_size, p.deep_dim, p.hidden, p.cache_rows,
+      p.max_vocab, p.servers, p.workers, p.mode, p.seed);
+  out << absl::StrFormat("%-36s %10s %9s %12s %9s\n", "run", "samples",
+                         "seconds", "samples/s", "cache hit");
+  for (const Run& r : runs) {
+    out << absl::StrFormat("%-36s %10d %9.2f %12.0f %8.1f%%\n", r.label,
+                           r.samples, r.seconds, r.Rate(), 100 * r.hit_rate);
+  }
+  out << "\n";
+  for (const auto& [name, v] : ratios) {
+    out << absl::StrFormat("%-24s %8.3f\n", name, v);
+  }
+}
+
+void PrintJson(const Params& p, const MachineInfo& m,
+               const std::vector<Run>& runs,
+               const std::vector<std::pair<std::string, double>>& ratios,
+               std::ostream& out) {
+  std::string j = "{\"scenario\":\"train\",\"machine\":{\"cores\":";
+  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
+  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
+  num(m.cores);
+  j += ",\"cpu\":";
+  str(m.cpu_model);
+  j += ",\"memory_bytes\":";
+  num(m.memory_bytes);
+  j += "},\"params\":{\"train_rows\":";
+  num(p.train_rows);
+  j += ",\"batch_size\":";
+  num(p.batch_size);
+  j += ",\"deep_dim\":";
+  num(p.deep_dim);
+  j += ",\"hidden\":";
+  str(p.hidden);
+  j += ",\"cache_rows\":";
+  num(p.cache_rows);
+  j += ",\"max_vocab\":";
+  num(p.max_vocab);
+  j += ",\"servers\":";
+  num(p.servers);
+  j += ",\"workers\":";
+  num(p.workers);
+  j += ",\"mode\":";
+  str(p.mode);
+  j += ",\"seed\":";
+  num(p.seed);
+  j += "},\"runs\":{";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    if (i > 0) j += ",";
+    str(r.id);
+    j += ":{\"label\":";
+    str(r.label);
+    j += ",\"samples\":";
+    num(r.samples);
+    j += ",\"seconds\":";
+    num(r.seconds);
+    j += ",\"samples_per_s\":";
+    num(r.Rate());
+    j += ",\"cache_hit_rate\":";
+    num(r.hit_rate);
+    j += "}";
+  }
+  j += "},\"ratios\":{";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (i > 0) j += ",";
+    str(ratios[i].first);
+    j += ":";
+    num(ratios[i].second);
+  }
+  j += "}}\n";
+  out << j;
+}
+
+}  // namespace
+
+int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help") {
+      out << kUsage;
+      return 0;
+    }
+  }
+  absl::StatusOr<Params> params = ParseParams(argc, argv);
+  if (!params.ok()) {
+    err << "ps-bench train: " << params.status().message() << "\n\n" << kUsage;
+    return tools::kUsageExitCode;
+  }
+  Params& p = *params;
+  bool remove_dir = false;
+  if (p.dir.empty()) {
+    char tmpl[] = "/tmp/ps-bench-train-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      err << "ps-bench train: mkdtemp failed\n";
+      return 1;
+    }
+    p.dir = tmpl;
+    remove_dir = true;
+  }
+  std::filesystem::create_directories(p.dir);
+  auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
+    const std::string data = p.dir + "/data";
+    PSDB_ASSIGN_OR_RETURN(
+        auto gen, Proc::Start({p.bin + "/ps-train", "gen", "--out=" + data,
+                               absl::StrCat("--seed=", p.seed),
+                               absl::StrCat("--train_rows=", p.train_rows),
+                               absl::StrCat("--test_rows=", p.test_rows),
+                               absl::StrCat("--max_vocab=", p.max_vocab)},
+                              {}, p.dir + "/gen.log"));
+    PSDB_RETURN_IF_ERROR(gen->Wait(std::chrono::hours(1)));
+    std::vector<Run> runs;
+    PSDB_ASSIGN_OR_RETURN(Run embedded, RunEmbedded(p, data, p.dir));
+    runs.push_back(embedded);
+    PSDB_ASSIGN_OR_RETURN(Run on, RunCluster(p, data, p.dir, true));
+    runs.push_back(on);
+    PSDB_ASSIGN_OR_RETURN(Run off, RunCluster(p, data, p.dir, false));
+    runs.push_back(off);
+    return runs;
+  };
+  absl::StatusOr<std::vector<Run>> runs = run_all();
+  if (remove_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(p.dir, ec);
+  }
+  if (!runs.ok()) {
+    err << "ps-bench train: " << runs.status() << "\n";
+    return 1;
+  }
+  const std::vector<std::pair<std::string, double>> ratios = {
+      {"prefetch_on_vs_off", (*runs)[1].Rate() / (*runs)[2].Rate()},
+      {"cluster_vs_embedded", (*runs)[1].Rate() / (*runs)[0].Rate()}};
+  const MachineInfo machine = DescribeMachine();
+  if (p.json) {
+    PrintJson(p, machine, *runs, ratios, out);
+  } else {
+    PrintReport(p, machine, *runs, ratios, out);
+  }
+  return 0;
+}
+
+}  // namespace psdb::bench

@@ -1,0 +1,33 @@
+// ps-bench's `train` scenario (issue 6's benchmark): Wide&Deep training
+// throughput of ps-train on one generated dataset (`ps-train gen`), run as
+// real processes:
+//   embedded      one ps-train on its embedded store (local:DIR)
+//   cluster_on    ps-scheduler + --servers ps-servers (+ --sync_mode=sync in
+//                 sync mode) on free loopback ports and --workers ps-train
+//                 processes (--store scheduler:HOST:PORT, shard by line),
+//                 the worker cache prefetching the next batch's misses
+//   cluster_off   the same cluster, started afresh, with --no_prefetch
+// Every run uses the worker cache (--cache_rows); samples/s come from each
+// ps-train's summary.json (training loop only): a cluster's is its workers'
+// samples over the slowest worker's seconds.
+//
+// Output: a report, or with --json one JSON object with "runs" (samples,
+// seconds, samples_per_s, cache_hit_rate per run) and "ratios":
+// prefetch_on_vs_off (cluster samples/s with prefetch over without) and
+// cluster_vs_embedded (cluster with prefetch over embedded).
+//
+// Thread-safety: one call at a time (it starts and stops processes).
+#ifndef PSDB_TOOLS_BENCH_TRAIN_BENCH_H_
+#define PSDB_TOOLS_BENCH_TRAIN_BENCH_H_
+
+#include <ostream>
+
+namespace psdb::bench {
+
+// argv[0] = "train"; see the usage text (--help) for flags.
+int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err);
+
+}  // namespace psdb::bench
+
+#endif  // PSDB_TOOLS_BENCH_TRAIN_BENCH_H_
