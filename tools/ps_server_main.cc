@@ -16,6 +16,14 @@
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
 // flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+//
+// Admin call: a cluster checkpoint (rpc/admin_checkpoint.h). Every server
+// writes its shard of every table under one checkpoint id, then the cluster
+// manifest is written; prints "checkpoint PATH" and exits 0, or exits 1 with
+// the error naming the failed server (no manifest is left):
+//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 \
+//     ps-server checkpoint --root=/shared/ckpt [--step=S]
+//   ps-server checkpoint --servers=h1:7000,h2:7000 --root=/shared/ckpt
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -32,6 +40,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/admin_checkpoint.h"
 #include "rpc/key_router.h"
 #include "rpc/node_config_flags.h"
 #include "rpc/scheduler_client.h"
@@ -76,6 +85,13 @@ ABSL_FLAG(int, cluster_wait_seconds, 300,
           "How long to wait for the scheduler's cluster to form.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30,
           "On SIGTERM, how long in-flight requests may take to finish.");
+ABSL_FLAG(std::string, root, "",
+          "checkpoint: directory the cluster checkpoint is written under; "
+          "every server must see it.");
+ABSL_FLAG(int64_t, step, 0,
+          "checkpoint: the trainer's step at the boundary (names the id).");
+ABSL_FLAG(int, checkpoint_timeout_seconds, 600,
+          "checkpoint: how long one server's shard may take.");
 
 namespace {
 
@@ -84,13 +100,53 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// `ps-server checkpoint`: the admin call (rpc/admin_checkpoint.h).
+int RunCheckpoint() {
+  psdb::rpc::AdminCheckpointOptions options;
+  options.root = absl::GetFlag(FLAGS_root);
+  options.step = absl::GetFlag(FLAGS_step);
+  options.cluster_epoch = absl::GetFlag(FLAGS_cluster_epoch);
+  options.timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_checkpoint_timeout_seconds));
+  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  if (!absl::GetFlag(FLAGS_servers).empty()) {
+    auto servers = psdb::rpc::ParseServerList(absl::GetFlag(FLAGS_servers));
+    if (!servers.ok()) return Fail(servers.status());
+    options.servers = *std::move(servers);
+  }
+  auto config =
+      psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
+  if (!config.ok()) return Fail(config.status());
+  options.scheduler_address = config->SchedulerAddress();
+  auto info = psdb::rpc::AdminCheckpoint(options);
+  if (!info.ok()) return Fail(info.status());
+  std::fprintf(stderr, "ps-server: checkpoint %s: step %lld, %llu rows\n",
+               info->id.c_str(), static_cast<long long>(info->step),
+               static_cast<unsigned long long>(info->rows));
+  std::cout << "checkpoint " << info->path << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ps-server --data_dir=DIR [--port=P] [--servers=h1:p1,... "
-      "--shard_id=K] [--tls_cert=... --tls_key=...]");
-  absl::ParseCommandLine(argc, argv);
+      "--shard_id=K] [--tls_cert=... --tls_key=...]\n"
+      "ps-server checkpoint --root=DIR [--step=S] "
+      "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port | "
+      "--servers=h1:p1,...)");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    if (positional.size() == 2 && std::string(positional[1]) == "checkpoint") {
+      return RunCheckpoint();
+    }
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "unknown command '", positional[1], "': expected checkpoint")));
+  }
 
   // Block the shutdown signals before any thread starts so every thread
   // inherits the mask and main alone receives them, with sigwait.
