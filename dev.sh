@@ -62,6 +62,7 @@ case "$cmd" in
     # detect_leaks stays on; halt_on_error makes any report fail its test.
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1}"
     export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+    export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/../../tests/lsan.supp:print_suppressions=0}"
     ctest --output-on-failure -j "$JOBS" --timeout 600 "$@"
     ;;
   *) echo "usage: $0 run|test|deps|build" >&2; exit 2 ;;

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -25,6 +27,7 @@ using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::ServerProcess;
+using ::psdb::testing::WaitFor;
 
 TableSpec Table(const std::string& name, optim::OptimizerKind kind, int dim) {
   TableSpec spec;
@@ -186,6 +189,27 @@ TEST_F(ClusterTest, PutRowsAndServingPullsRoundTrip) {
   ASSERT_OK(remote->DropTable("rows"));
 }
 
+// True once every thread of `pid` is in the stopped state ('T' in
+// /proc/<pid>/task/*/stat): kill(SIGSTOP) returns before the stop happens.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    // The state follows the parenthesized command name: "pid (comm) S ...".
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() ||
+        stat[paren + 2] != 'T') {
+      return false;
+    }
+    ++threads;
+  }
+  return !ec && threads > 0;
+}
+
 // One server of its own for the fault tests (they kill it).
 class FaultTest : public ::testing::Test {
  protected:
@@ -217,6 +241,8 @@ TEST_F(FaultTest, KilledServerFailsCallsWithinTheirDeadline) {
   // A frozen server: the call is in flight and gets no answer; it ends at
   // its deadline instead of hanging.
   server->Signal(SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return AllThreadsStopped(server->pid()); }))
+      << "ps-server did not stop";
   absl::Time start = absl::Now();
   absl::Status status = client->Pull("t", {2}, absl::MakeSpan(out), {});
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kDeadlineExceeded));
