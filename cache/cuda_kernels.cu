@@ -10,7 +10,9 @@ namespace {
 
 constexpr int kThreads = 128;
 
-int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+int Blocks(int64_t n) {
+  return static_cast<int>((n + kThreads - 1) / kThreads);
+}
 
 __global__ void ScatterKernel(int64_t n, int dim, int state_size,
                               int64_t stride, const int32_t* slots,
@@ -59,9 +61,9 @@ int LaunchScatter(void* stream, int64_t n, int dim, int state_size,
   return Launched();
 }
 
-int LaunchRead(void* stream, int64_t n, int dim, int state_size,
-               int64_t stride, const int32_t* slots, const float* pool,
-               float* values, float* state) {
+int LaunchRead(void* stream, int64_t n, int dim, int state_size, int64_t stride,
+               const int32_t* slots, const float* pool, float* values,
+               float* state) {
   if (n == 0) return 0;
   ReadKernel<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       n, dim, state_size, stride, slots, pool, values, state);

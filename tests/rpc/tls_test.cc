@@ -29,16 +29,19 @@ using ::psdb::testing::ServerProcess;
 void MakeCertificates(const std::string& dir) {
   const std::string script = absl::StrCat(
       "set -e; cd '", dir, "';",
-      "for ca in ca1 ca2; do openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "for ca in ca1 ca2; do openssl req -x509 -newkey ec -pkeyopt "
+      "ec_paramgen_curve:prime256v1 -nodes "
       "-keyout $ca.key -out $ca.pem -days 30 -subj /CN=$ca; done;",
       "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext;",
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr "
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout server.key -out server.csr "
       "-subj /CN=localhost;",
       "openssl x509 -req -in server.csr -CA ca1.pem -CAkey ca1.key "
       "-set_serial 11 -days 30 -extfile san.ext -out server.pem;",
       "openssl x509 -req -in server.csr -CA ca1.pem -CAkey ca1.key "
       "-set_serial 12 -days 10 -extfile san.ext -out soon.pem;",
-      "for c in 1 2; do openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "for c in 1 2; do openssl req -newkey ec -pkeyopt "
+      "ec_paramgen_curve:prime256v1 -nodes "
       "-keyout client$c.key -out client$c.csr -subj /CN=client$c; "
       "openssl x509 -req -in client$c.csr -CA ca$c.pem -CAkey ca$c.key "
       "-set_serial 2$c -days 30 -out client$c.pem; done;",
