@@ -1,16 +1,16 @@
 // ps-server: hosts one Store shard behind gRPC (rpc/server.h).
 //
 //   ps-server --data_dir=/data/psdb --port=7000
-//   ps-server --data_dir=D --host=0.0.0.0 --port=7000 \
-//             --servers=h1:7000,h2:7000,h3:7000 --shard_id=1 \
-//             --tls_cert=server.pem --tls_key=server.key
+//   ps-server --data_dir=D --host=0.0.0.0 --port=7000
+//             --servers=h1:7000,h2:7000,h3:7000 --shard_id=1
+//             --tls_cert=server.pem --tls_key=server.key  (one command)
 //
 // With a scheduler (PS_SCHED_HOST + PS_SCHED_PORT, or --sched_host and
 // --sched_port; rpc/node_config.h) the server registers as PS_NODE_ID,
 // waits for the cluster to form and takes its rank, server list and epoch
 // from the scheduler's map instead of --servers/--shard_id:
-//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0 \
-//     ps-server --data_dir=D --port=7000 [--sync_mode=sync]
+//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0
+//     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
@@ -21,8 +21,8 @@
 // writes its shard of every table under one checkpoint id, then the cluster
 // manifest is written; prints "checkpoint PATH" and exits 0, or exits 1 with
 // the error naming the failed server (no manifest is left):
-//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 \
-//     ps-server checkpoint --root=/shared/ckpt [--step=S]
+//   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100
+//     ps-server checkpoint --root=/shared/ckpt [--step=S]  (one command)
 //   ps-server checkpoint --servers=h1:7000,h2:7000 --root=/shared/ckpt
 #include <netinet/in.h>
 #include <signal.h>
