@@ -291,15 +291,11 @@ Ratios ComputeRatios(const std::vector<HitRate>& r, const Gather& g) {
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<HitRate>& r, const Gather& g, const Ratios& x,
                std::ostream& out) {
-  std::string j = "{\"scenario\":\"cache\",\"machine\":{\"cores\":";
+  std::string j = "{\"scenario\":\"cache\",";
+  AppendMachineJson(m, &j);
   auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
   auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  num(m.cores);
-  j += ",\"cpu\":";
-  str(m.cpu_model);
-  j += ",\"memory_bytes\":";
-  num(m.memory_bytes);
-  j += "},\"params\":{\"warmup_capacities\":";
+  j += ",\"params\":{\"warmup_capacities\":";
   num(p.warmup_capacities);
   j += ",\"counted\":";
   num(p.counted);

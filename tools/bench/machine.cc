@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "tools/common/text.h"
 
 namespace psdb::bench {
 namespace {
@@ -49,6 +50,16 @@ MachineInfo DescribeMachine() {
     }
   }
   return m;
+}
+
+void AppendMachineJson(const MachineInfo& machine, std::string* json) {
+  *json += "\"machine\":{\"cores\":";
+  tools::AppendDouble(machine.cores, true, json);
+  *json += ",\"cpu\":";
+  tools::AppendJsonString(machine.cpu_model, json);
+  *json += ",\"memory_bytes\":";
+  tools::AppendDouble(static_cast<double>(machine.memory_bytes), true, json);
+  *json += "}";
 }
 
 }  // namespace psdb::bench

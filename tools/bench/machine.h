@@ -1,7 +1,7 @@
 // A description of the machine a benchmark ran on, for ps-bench's report
 // and BENCHMARKS.md: cores, CPU model and memory, read from /proc.
 //
-// Thread-safety: pure function.
+// Thread-safety: pure functions.
 #ifndef PSDB_TOOLS_BENCH_MACHINE_H_
 #define PSDB_TOOLS_BENCH_MACHINE_H_
 
@@ -18,6 +18,10 @@ struct MachineInfo {
 };
 
 MachineInfo DescribeMachine();
+
+// Appends `"machine":{"cores":C,"cpu":"...","memory_bytes":M}` to *json,
+// the machine block every ps-bench scenario's --json output starts with.
+void AppendMachineJson(const MachineInfo& machine, std::string* json);
 
 }  // namespace psdb::bench
 

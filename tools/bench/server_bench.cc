@@ -641,15 +641,11 @@ void PrintReport(const Params& p, const MachineInfo& m,
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<Result>& results,
                const std::vector<Ratio>& ratios, std::ostream& out) {
-  std::string j = "{\"scenario\":\"server\",\"machine\":{\"cores\":";
+  std::string j = "{\"scenario\":\"server\",";
+  AppendMachineJson(m, &j);
   auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
   auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  num(m.cores);
-  j += ",\"cpu\":";
-  str(m.cpu_model);
-  j += ",\"memory_bytes\":";
-  num(m.memory_bytes);
-  j += "},\"params\":{\"rows\":";
+  j += ",\"params\":{\"rows\":";
   num(p.rows);
   j += ",\"dim\":";
   num(p.dim);

@@ -381,15 +381,11 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                const std::vector<SystemResult>& systems,
                const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
                std::ostream& out) {
-  std::string j = "{\"scenario\":\"store\",\"machine\":{\"cores\":";
+  std::string j = "{\"scenario\":\"store\",";
+  AppendMachineJson(m, &j);
   auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
   auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  num(m.cores);
-  j += ",\"cpu\":";
-  str(m.cpu_model);
-  j += ",\"memory_bytes\":";
-  num(m.memory_bytes);
-  j += "},\"params\":{\"rows\":";
+  j += ",\"params\":{\"rows\":";
   num(p.rows);
   j += ",\"dim\":";
   num(p.dim);

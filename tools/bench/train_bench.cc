@@ -363,15 +363,11 @@ void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<Run>& runs,
                const std::vector<std::pair<std::string, double>>& ratios,
                std::ostream& out) {
-  std::string j = "{\"scenario\":\"train\",\"machine\":{\"cores\":";
+  std::string j = "{\"scenario\":\"train\",";
+  AppendMachineJson(m, &j);
   auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
   auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  num(m.cores);
-  j += ",\"cpu\":";
-  str(m.cpu_model);
-  j += ",\"memory_bytes\":";
-  num(m.memory_bytes);
-  j += "},\"params\":{\"train_rows\":";
+  j += ",\"params\":{\"train_rows\":";
   num(p.train_rows);
   j += ",\"batch_size\":";
   num(p.batch_size);
