@@ -83,22 +83,27 @@ void MemoryTier::SelectVictims(size_t n, std::vector<uint32_t>* out) {
   absl::MutexLock l(&victim_mu_);
   const uint32_t cap = capacity();
   if (cap == 0 || n == 0) return;
+  // Victims are distinct: the evictor writes each dirty victim once, and a
+  // slot listed twice could have its older copy written after its newer
+  // one (the sweep below passes a slot again whenever n exceeds the
+  // occupied slots).
+  const size_t start = out->size();
+  absl::flat_hash_set<uint32_t> chosen;
   if (policy_ == EvictionPolicy::kClock) {
     // kRefMax + 1 full sweeps bring every counter to zero, so this finds n
     // victims whenever n slots are occupied.
     const uint64_t max_scan = (kRefMax + 1) * uint64_t{cap} + 1;
-    for (uint64_t scanned = 0; scanned < max_scan && out->size() < n;
+    for (uint64_t scanned = 0; scanned < max_scan && out->size() - start < n;
          ++scanned) {
       const uint32_t id = static_cast<uint32_t>(hand_++ % cap);
       if ((LoadFlags(id) & kOccupied) == 0) continue;
       if (DecrementRef(id) > 0) continue;
+      if (!chosen.insert(id).second) continue;
       out->push_back(id);
     }
     return;
   }
   // Sampled LRU: the oldest of kLruSamples random occupied slots, n times.
-  const size_t start = out->size();
-  absl::flat_hash_set<uint32_t> chosen;
   const size_t max_attempts = 4 * n + 16;
   for (size_t attempt = 0; attempt < max_attempts && out->size() - start < n;
        ++attempt) {

@@ -104,13 +104,15 @@ class MemoryTier {
     return reinterpret_cast<SlotMeta*>(slot(id) + meta_offset_);
   }
 
+  // Acquire / release: a reader that sees kOccupied set also sees the key
+  // stored before it (Table stores the key, then sets kOccupied).
   uint32_t LoadFlags(uint32_t id) const {
     return std::atomic_ref<uint32_t>(meta(id)->flags)
-        .load(std::memory_order_relaxed);
+        .load(std::memory_order_acquire);
   }
   void SetFlags(uint32_t id, uint32_t bits) {
     std::atomic_ref<uint32_t>(meta(id)->flags)
-        .fetch_or(bits, std::memory_order_relaxed);
+        .fetch_or(bits, std::memory_order_release);
   }
   // Decrements the reference counter if it is > 0; returns its old value.
   uint32_t DecrementRef(uint32_t id) {
@@ -162,9 +164,9 @@ class MemoryTier {
   // its kOccupied flag is clear.
   void Free(const uint32_t* ids, size_t n);
 
-  // Picks up to n eviction candidates among occupied slots (CLOCK sweep or
-  // sampled LRU). Candidates are hints: the caller confirms each under its
-  // stripe lock.
+  // Picks up to n distinct eviction candidates among occupied slots (CLOCK
+  // sweep or sampled LRU). Candidates are hints: the caller confirms each
+  // under its stripe lock.
   void SelectVictims(size_t n, std::vector<uint32_t>* out);
 
   // Highest slot id handed out + 1 (scan bound).

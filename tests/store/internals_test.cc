@@ -108,6 +108,29 @@ TEST(MemoryTierTest, ClockSparesRecentlyUsedSlots) {
   EXPECT_TRUE(v.empty());
 }
 
+TEST(MemoryTierTest, VictimsAreDistinctWhenMoreAreAskedThanOccupied) {
+  // Asking for more victims than occupied slots makes the sweep pass every
+  // slot several times; each may be listed once only (an evictor writing a
+  // dirty slot twice could write its older copy last).
+  for (EvictionPolicy policy :
+       {EvictionPolicy::kClock, EvictionPolicy::kSampledLru}) {
+    MemoryTier m(1, 0, 1, policy);
+    std::vector<uint32_t> ids;
+    m.Allocate(5, &ids);
+    for (uint32_t id : {0u, 2u, 4u}) m.SetFlags(id, kOccupied);
+    m.Touch(2);
+    std::vector<uint32_t> v;
+    m.SelectVictims(32, &v);
+    std::sort(v.begin(), v.end());
+    if (policy == EvictionPolicy::kClock) {
+      EXPECT_EQ(v, (std::vector<uint32_t>{0, 2, 4}));
+    } else {
+      EXPECT_EQ(std::set<uint32_t>(v.begin(), v.end()).size(), v.size());
+      for (uint32_t id : v) EXPECT_EQ(id % 2, 0u);
+    }
+  }
+}
+
 TEST(MemoryTierTest, SampledLruPrefersOldTicks) {
   MemoryTier m(1, 0, 1, EvictionPolicy::kSampledLru);
   std::vector<uint32_t> ids;

@@ -394,22 +394,10 @@ TEST(ConcurrencyTest, OverlappingPushesEqualTheSerialResult) {
 }
 
 TEST(ConcurrencyTest, ExactUnderEviction) {
-  // Known bug, issue 2 left open: with a 12-row budget and 4 threads, a push
-  // is lost now and then (e.g. -20 instead of -23), about half the runs on
-  // an idle 2-core machine. Some interleaving of eviction (Table::Evict)
-  // with the miss path (Table::Materialize) or Push drops an update.
-  GTEST_SKIP() << "known lost-update race under concurrent eviction "
-                  "(issue 2 open; see the test's comment)";
   RunConcurrentPushes(12 * kSlotBytes, /*with_checkpoints=*/false);
 }
 
 TEST(ConcurrencyTest, ExactUnderEvictionAndCheckpoints) {
-  // Known bug, issue 2 left open: with a 12-row budget and 4 threads, a push
-  // is lost now and then (e.g. -20 instead of -23), about half the runs on
-  // an idle 2-core machine. Some interleaving of eviction (Table::Evict)
-  // with the miss path (Table::Materialize) or Push drops an update.
-  GTEST_SKIP() << "known lost-update race under concurrent eviction "
-                  "(issue 2 open; see the test's comment)";
   // 12 rows of budget for 64 hot keys: nearly every access misses.
   RunConcurrentPushes(12 * kSlotBytes, /*with_checkpoints=*/true);
 }
