@@ -118,9 +118,12 @@ void ToProto(const StoreStats& stats, v1::StatsResponse* out) {
     p->set_dirty_writes(t.dirty_writes);
     p->set_not_admitted(t.not_admitted);
     p->set_step(t.step);
+    p->set_background_evictions(t.background_evictions);
+    p->set_disk_compaction_pending(t.disk_compaction_pending);
   }
   out->set_memory_budget_bytes(stats.memory_budget_bytes);
   out->set_memory_used_bytes(stats.memory_used_bytes);
+  out->set_disk_running_compactions(stats.disk_running_compactions);
   out->set_checkpoints(stats.checkpoints);
   out->set_last_checkpoint_micros(
       absl::ToInt64Microseconds(stats.last_checkpoint_duration));
@@ -144,10 +147,13 @@ StoreStats FromProto(const v1::StatsResponse& proto) {
     t.dirty_writes = p.dirty_writes();
     t.not_admitted = p.not_admitted();
     t.step = p.step();
+    t.background_evictions = p.background_evictions();
+    t.disk_compaction_pending = p.disk_compaction_pending();
     stats.tables.push_back(std::move(t));
   }
   stats.memory_budget_bytes = proto.memory_budget_bytes();
   stats.memory_used_bytes = proto.memory_used_bytes();
+  stats.disk_running_compactions = proto.disk_running_compactions();
   stats.checkpoints = proto.checkpoints();
   stats.last_checkpoint_duration =
       absl::Microseconds(proto.last_checkpoint_micros());

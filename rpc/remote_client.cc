@@ -563,12 +563,15 @@ class RemoteClient::Impl {
           m.misses += t.misses;
           m.created += t.created;
           m.evictions += t.evictions;
+          m.background_evictions += t.background_evictions;
+          m.disk_compaction_pending |= t.disk_compaction_pending;
           m.dirty_writes += t.dirty_writes;
           m.not_admitted += t.not_admitted;
           m.step = std::max(m.step, t.step);
         }
         merged.memory_budget_bytes += s.memory_budget_bytes;
         merged.memory_used_bytes += s.memory_used_bytes;
+        merged.disk_running_compactions += s.disk_running_compactions;
         merged.checkpoints = std::max(merged.checkpoints, s.checkpoints);
         merged.last_checkpoint_duration = std::max(
             merged.last_checkpoint_duration, s.last_checkpoint_duration);

@@ -197,7 +197,9 @@ absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {
 uint64_t DiskTier::IntProperty(rocksdb::ColumnFamilyHandle* cf,
                                const std::string& property) {
   uint64_t v = 0;
-  if (!db_->GetIntProperty(cf, property, &v)) return 0;
+  if (!db_->GetIntProperty(cf != nullptr ? cf : default_cf_, property, &v)) {
+    return 0;
+  }
   return v;
 }
 

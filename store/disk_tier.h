@@ -82,6 +82,8 @@ class DiskTier {
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
 
+  // A RocksDB integer property of `cf` (nullptr: a DB-wide one); 0 if
+  // unknown.
   uint64_t IntProperty(rocksdb::ColumnFamilyHandle* cf,
                        const std::string& property);
 

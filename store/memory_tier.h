@@ -24,8 +24,10 @@
 // decrements it and evicts at 0. Rows hit often survive several sweeps, which
 // keeps more of a skewed (Zipf) hot set than one-bit CLOCK or LRU.
 //  - evict_seq of a stripe increases whenever a key leaves that stripe's
-//    index; a reader that saw a miss uses it to detect that its disk read may
-//    predate a concurrent write-back (see Table::Materialize).
+//    index (or is deleted from disk by TTL), and the last kRemovedRing such
+//    keys are kept in a ring. A reader that saw a miss uses them to detect
+//    that its disk read may predate a concurrent write-back of that key
+//    (see Table::Materialize).
 //
 // Thread-safety: thread-safe as described above; allocation and victim
 // selection take internal mutexes.
@@ -59,11 +61,33 @@ inline constexpr uint32_t kRef = 4;  // one unit of the reference counter
 inline constexpr uint32_t kRefMask = 12;
 inline constexpr uint32_t kRefMax = 3;
 
+// Removals a stripe remembers by key (see Stripe::RemovedSince).
+inline constexpr uint64_t kRemovedRing = 128;
+
 struct alignas(64) Stripe {
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, uint32_t> index ABSL_GUARDED_BY(mu);
-  // Incremented whenever a key leaves `index`.
+  // Incremented whenever a key leaves `index` (or TTL deletes it from disk);
+  // removed[seq % kRemovedRing] is the key of removal number seq.
   uint64_t evict_seq ABSL_GUARDED_BY(mu) = 0;
+  uint64_t removed[kRemovedRing] ABSL_GUARDED_BY(mu);
+
+  // Records that `key` left the index. REQUIRES: mu.
+  void NoteRemoved(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    removed[evict_seq % kRemovedRing] = key;
+    ++evict_seq;
+  }
+  // Whether `key` may have been removed since evict_seq was `since`: exact
+  // for the last kRemovedRing removals, true for anything older.
+  // REQUIRES: mu.
+  bool RemovedSince(uint64_t key, uint64_t since) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (evict_seq - since > kRemovedRing) return true;
+    for (uint64_t s = since; s < evict_seq; ++s) {
+      if (removed[s % kRemovedRing] == key) return true;
+    }
+    return false;
+  }
   // Slots that became dirty since the last flush (may hold stale entries;
   // flushes re-check each one).
   std::vector<uint32_t> dirty ABSL_GUARDED_BY(mu);

@@ -73,15 +73,21 @@ struct TableStats {
   uint64_t misses = 0;        // lookups that went to RocksDB
   uint64_t created = 0;       // rows created by initialization
   uint64_t evictions = 0;     // rows evicted from memory
+  // Of those, rows evicted by the background evictor (ahead of need).
+  uint64_t background_evictions = 0;
   uint64_t dirty_writes = 0;  // evicted dirty rows written to RocksDB
   uint64_t not_admitted = 0;  // sightings of keys below the admission threshold
   int64_t step = 0;           // the table's current step
+  // RocksDB wants to compact the table's column family.
+  bool disk_compaction_pending = false;
 };
 
 struct StoreStats {
   std::vector<TableStats> tables;
   uint64_t memory_budget_bytes = 0;
   uint64_t memory_used_bytes = 0;
+  // RocksDB compactions running now (all tables).
+  uint64_t disk_running_compactions = 0;
   uint64_t checkpoints = 0;
   absl::Duration last_checkpoint_duration;
   absl::Duration total_checkpoint_duration;

@@ -37,14 +37,26 @@ uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
   return n;
 }
 
+// Rows the background evictor evicts per Table::Evict call: large enough
+// to amortize a WriteBatch, small enough that a request-path eviction
+// waiting on the same table is not held up long.
+constexpr size_t kEvictorChunkRows = 1024;
+
+uint64_t EvictorReserve(const StoreOptions& options) {
+  if (!options.background_eviction) return 0;
+  return std::min<uint64_t>(options.memory_budget_bytes / 64, 256ull << 20);
+}
+
 }  // namespace
 
 Store::Impl::Impl(const StoreOptions& options, std::string path)
-    : internal::BudgetArbiter(options.memory_budget_bytes),
+    : internal::BudgetArbiter(options.memory_budget_bytes,
+                              EvictorReserve(options)),
       options_(options),
       path_(std::move(path)) {}
 
 Store::Impl::~Impl() {
+  StopEvictor();
   if (opened_) {
     // Close = Flush: dirty rows, steps and row counts reach RocksDB.
     (void)Flush();
@@ -183,7 +195,54 @@ absl::Status Store::Impl::Open() {
   PSDB_RETURN_IF_ERROR(disk_->PutMeta(kMetaClean, "0"));
   if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
   opened_ = true;
+  if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
   return absl::OkStatus();
+}
+
+void Store::Impl::WakeEvictor() {
+  absl::MutexLock l(&evictor_mu_);
+  evictor_wake_ = true;
+}
+
+void Store::Impl::StopEvictor() {
+  {
+    absl::MutexLock l(&evictor_mu_);
+    evictor_stop_ = true;
+  }
+  evictor_stopping_.store(true, std::memory_order_relaxed);
+  if (evictor_.joinable()) evictor_.join();
+}
+
+void Store::Impl::EvictorLoop() {
+  const uint64_t target = budget() - std::min(budget(), 2 * reserve());
+  while (true) {
+    {
+      absl::MutexLock l(&evictor_mu_);
+      evictor_mu_.Await(absl::Condition(this, &Impl::EvictorShouldRun));
+      if (evictor_stop_) return;
+      evictor_wake_ = false;
+    }
+    ClearWake();  // inserts from now on may wake us for another round
+    while (!evictor_stopping_.load(std::memory_order_relaxed)) {
+      const uint64_t used_now = used().load(std::memory_order_relaxed);
+      if (used_now <= target) break;
+      std::shared_ptr<Table> victim;
+      for (auto& t : Snapshot()) {
+        if (victim == nullptr ||
+            t->resident_bytes() > victim->resident_bytes()) {
+          victim = std::move(t);
+        }
+      }
+      if (victim == nullptr || victim->resident_rows() == 0) break;
+      const size_t rows = std::min<uint64_t>(
+          kEvictorChunkRows, (used_now - target + victim->slot_bytes() - 1) /
+                                 victim->slot_bytes());
+      absl::StatusOr<size_t> freed = victim->Evict(rows, /*background=*/true);
+      // An error (RocksDB write) leaves the rows resident and dirty: the
+      // next round tries again, and Flush or Checkpoint reports it.
+      if (!freed.ok() || *freed == 0) break;
+    }
+  }
 }
 
 std::vector<std::shared_ptr<Table>> Store::Impl::Snapshot() const {
@@ -311,6 +370,8 @@ StoreStats Store::Impl::Stats() const {
   s.memory_budget_bytes = budget();
   s.memory_used_bytes =
       const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
+  s.disk_running_compactions =
+      disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
   absl::MutexLock l(&stats_mu_);
   s.checkpoints = checkpoints_;
   s.last_checkpoint_duration = last_checkpoint_;

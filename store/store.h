@@ -81,6 +81,12 @@ struct StoreOptions {
   // Largest number of keys one Pull/Push/PullRows/PutRows may carry; larger
   // requests fail with ResourceExhausted. Default: 1 << 20
   size_t max_batch_keys = 1 << 20;
+  // A background thread keeps about 1/64 of the budget (at most 256 MiB)
+  // free by evicting cold rows (writing the dirty ones to RocksDB) before
+  // they are needed, so pulls and pushes that miss rarely evict, or write,
+  // on the request path. Off: eviction happens only on the request path,
+  // when an insert would exceed the budget. Default: true
+  bool background_eviction = true;
   // Size of RocksDB's block cache. Default: 64 MiB
   uint64_t rocksdb_block_cache_bytes = 64ull << 20;
   // Create <path> if it does not exist. Default: true

@@ -12,13 +12,22 @@
 //   psdb/clean           "1" after a clean close; "0" while open. After an
 //                        unclean stop the row counts are recounted on open.
 //
+// Background evictor: one thread per store (unless
+// StoreOptions::background_eviction is off). Inserts wake it once fewer than
+// reserve() bytes of the budget are free; it then evicts from the table
+// holding the most memory, kEvictorChunkRows at a time, until 2 * reserve()
+// are free. Request-path eviction (MakeRoom) remains for when it falls
+// behind. Table::Evict serializes the two per table.
+//
 // Thread-safety: thread-safe. tables_mu_ is taken (shared) once per call to
 // find the table, never per key; ckpt_mu_ serializes checkpoints.
 #ifndef PSDB_STORE_STORE_IMPL_H_
 #define PSDB_STORE_STORE_IMPL_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -56,7 +65,18 @@ class Store::Impl : public internal::BudgetArbiter {
   // BudgetArbiter.
   void MakeRoom(internal::Table* requester, uint64_t bytes) override;
 
+ protected:
+  void WakeEvictor() override;
+
  private:
+  // The background evictor (StoreOptions::background_eviction): waits to be
+  // woken, then evicts until two reserves are free.
+  void EvictorLoop();
+  bool EvictorShouldRun() const ABSL_SHARED_LOCKS_REQUIRED(evictor_mu_) {
+    return evictor_wake_ || evictor_stop_;
+  }
+  void StopEvictor();
+
   std::vector<std::shared_ptr<internal::Table>> Snapshot() const;
   absl::Status PersistMeta(bool clean);
   // Flush + TTL + rocksdb::Checkpoint into shard_dir.
@@ -74,6 +94,12 @@ class Store::Impl : public internal::BudgetArbiter {
   mutable absl::Mutex tables_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_
       ABSL_GUARDED_BY(tables_mu_);
+
+  absl::Mutex evictor_mu_;
+  bool evictor_wake_ ABSL_GUARDED_BY(evictor_mu_) = false;
+  bool evictor_stop_ ABSL_GUARDED_BY(evictor_mu_) = false;
+  std::atomic<bool> evictor_stopping_{false};
+  std::thread evictor_;
 
   absl::Mutex ckpt_mu_;
   mutable absl::Mutex stats_mu_;

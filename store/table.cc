@@ -158,7 +158,7 @@ void Table::CompactDirtyList(Stripe& stripe, uint32_t stripe_id) {
 
 void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
   stripe.index.erase(key);
-  ++stripe.evict_seq;
+  stripe.NoteRemoved(key);
   mem_.ClearFlags(slot, kOccupied | kDirty | kRefMask);
   mem_.resident().fetch_sub(1, std::memory_order_relaxed);
   budget_->used().fetch_sub(mem_.slot_bytes(), std::memory_order_relaxed);
@@ -191,7 +191,8 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
   for (int round = 0; !pending.empty(); ++round) {
     if (round >= kOptimisticRounds) {
       for (uint32_t i : pending) {
-        PSDB_RETURN_IF_ERROR(MaterializeLocked(keys[i], occurrences[i], mode, i,
+        PSDB_RETURN_IF_ERROR(MaterializeLocked(keys[i], occurrences[i],
+                                               admitted[i], mode, i,
                                                on_resident, on_absent));
       }
       return absl::OkStatus();
@@ -277,20 +278,8 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         created[i] = 1;
       }
     }
-    // Keys read but neither on disk nor to be created stay absent.
-    std::vector<uint32_t> to_insert;
     size_t need = 0;
-    for (uint32_t i : pending) {
-      if (was_read[i] && !has_row[i]) {
-        if (mode == MissMode::kCreate && admitted[i] == 0) {
-          not_admitted_.fetch_add(occurrences[i], std::memory_order_relaxed);
-        }
-        on_absent(i);
-        continue;
-      }
-      to_insert.push_back(i);
-      need += has_row[i];
-    }
+    for (uint32_t i : pending) need += has_row[i];
     // 3. Slots for the rows we loaded or created (room was made in step 0;
     //    only a concurrent insert can have taken it since).
     std::vector<uint32_t> free_slots;
@@ -302,25 +291,32 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
       mem_.Allocate(need, &free_slots);
     }
-    // 4. Insert under the stripe locks, unless someone beat us to it or an
-    //    eviction may have made our read stale.
+    // 4. Insert under the stripe locks, unless someone beat us to it or the
+    //    key left memory since the probe (then a write-back may have made
+    //    our read stale). Keys neither resident, on disk nor to be created
+    //    stay absent.
     std::vector<uint32_t> retry;
-    by_stripe(to_insert);
-    for (size_t j = 0; j < to_insert.size();) {
-      const uint32_t s = mem_.StripeOf(keys[to_insert[j]]);
+    for (size_t j = 0; j < pending.size();) {
+      const uint32_t s = mem_.StripeOf(keys[pending[j]]);
       Stripe& st = mem_.stripe(s);
       absl::MutexLock l(&st.mu);
-      for (; j < to_insert.size() && mem_.StripeOf(keys[to_insert[j]]) == s;
-           ++j) {
-        const uint32_t i = to_insert[j];
+      for (; j < pending.size() && mem_.StripeOf(keys[pending[j]]) == s; ++j) {
+        const uint32_t i = pending[j];
         auto it = st.index.find(keys[i]);
         if (it != st.index.end()) {
           mem_.Touch(it->second);
           on_resident(i, it->second);
           continue;
         }
-        if (!has_row[i] || st.evict_seq != seq[i]) {
+        if (!was_read[i] || st.RemovedSince(keys[i], seq[i])) {
           retry.push_back(i);
+          continue;
+        }
+        if (!has_row[i]) {
+          if (mode == MissMode::kCreate && admitted[i] == 0) {
+            not_admitted_.fetch_add(occurrences[i], std::memory_order_relaxed);
+          }
+          on_absent(i);
           continue;
         }
         const uint32_t slot = free_slots.back();
@@ -344,13 +340,14 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
     }
     mem_.Free(free_slots.data(), free_slots.size());
+    if (need > 0) budget_->AfterInsert();
     pending.swap(retry);
   }
   return absl::OkStatus();
 }
 
 absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
-                                      MissMode mode, size_t i,
+                                      int8_t admitted, MissMode mode, size_t i,
                                       ResidentFn on_resident,
                                       AbsentFn on_absent) {
   const size_t d = static_cast<size_t>(dim());
@@ -384,7 +381,9 @@ absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
       on_absent(i);
       return absl::OkStatus();
     }
-    if (mode == MissMode::kCreate && !admission_.Record(key, occurrences)) {
+    if (mode == MissMode::kCreate &&
+        !(admitted >= 0 ? admitted == 1
+                        : admission_.Record(key, occurrences))) {
       not_admitted_.fetch_add(occurrences, std::memory_order_relaxed);
       on_absent(i);
       return absl::OkStatus();
@@ -781,7 +780,7 @@ absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
 // ---------------------------------------------------------------------------
 // Eviction, flush, TTL
 
-absl::StatusOr<size_t> Table::Evict(size_t n) {
+absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
   absl::MutexLock el(&evict_mu_);
   std::vector<uint32_t> victims;
   mem_.SelectVictims(n, &victims);
@@ -848,6 +847,9 @@ absl::StatusOr<size_t> Table::Evict(size_t n) {
   }
   mem_.Free(freed.data(), freed.size());
   evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
+  if (background) {
+    background_evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
+  }
   if (!write_status.ok()) return write_status;
   return freed.size();
 }
@@ -927,47 +929,73 @@ absl::StatusOr<uint64_t> Table::ExpireRows() {
   if (threshold <= 0) return 0;    // last_update_step >= 0 is never below
   absl::MutexLock el(&evict_mu_);  // no row writes while we delete
   uint64_t expired = 0;
-  rocksdb::WriteBatch batch;
   std::vector<uint32_t> freed;
-  std::unique_ptr<rocksdb::Iterator> it(
-      disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
-  constexpr size_t kStepOffset = 12;  // see row_codec.h
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const rocksdb::Slice v = it->value();
-    if (v.size() < kStepOffset + 8) continue;  // corrupt: left for verify
-    int64_t last;
-    std::memcpy(&last, v.data() + kStepOffset, 8);
-    if (last >= threshold) continue;
-    uint64_t key;
-    if (!DecodeKey(absl::string_view(it->key().data(), it->key().size()), &key)
-             .ok()) {
-      continue;
-    }
-    Stripe& st = mem_.stripe(mem_.StripeOf(key));
-    {
+  // Deletes a chunk of expired keys, stripe by stripe. Each stripe's
+  // deletes are written while its lock is held, and each key is noted as
+  // removed: a reader that probed before reads again (Materialize), one
+  // that probes after finds the key gone from disk.
+  std::vector<uint64_t> chunk;
+  auto delete_chunk = [&]() -> absl::Status {
+    std::sort(chunk.begin(), chunk.end(), [&](uint64_t a, uint64_t b) {
+      return mem_.StripeOf(a) < mem_.StripeOf(b);
+    });
+    rocksdb::WriteBatch batch;
+    char kbuf[8];
+    for (size_t j = 0; j < chunk.size();) {
+      const uint32_t sid = mem_.StripeOf(chunk[j]);
+      Stripe& st = mem_.stripe(sid);
       absl::MutexLock l(&st.mu);
-      auto mit = st.index.find(key);
-      if (mit != st.index.end()) {
-        const uint32_t slot = mit->second;
-        if (mem_.header(slot)->last_update_step >= threshold) continue;
-        RemoveLocked(st, key, slot);
-        freed.push_back(slot);
-      }
-    }
-    batch.Delete(cf_, it->key());
-    ++expired;
-    if (batch.GetDataSize() >= kWriteBatchBytes) {
-      PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
       batch.Clear();
+      for (; j < chunk.size() && mem_.StripeOf(chunk[j]) == sid; ++j) {
+        const uint64_t key = chunk[j];
+        auto mit = st.index.find(key);
+        if (mit != st.index.end()) {
+          const uint32_t slot = mit->second;
+          // Updated in memory since it was written: not expired.
+          if (mem_.header(slot)->last_update_step >= threshold) continue;
+          RemoveLocked(st, key, slot);
+          freed.push_back(slot);
+        }
+        EncodeKey(key, kbuf);
+        batch.Delete(cf_, rocksdb::Slice(kbuf, 8));
+        st.NoteRemoved(key);
+      }
+      if (batch.Count() == 0) continue;
+      PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+      expired += batch.Count();
     }
+    chunk.clear();
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
+    constexpr size_t kStepOffset = 12;  // see row_codec.h
+    for (it->SeekToFirst(); it->Valid() && status.ok(); it->Next()) {
+      const rocksdb::Slice v = it->value();
+      if (v.size() < kStepOffset + 8) continue;  // corrupt: left for verify
+      int64_t last;
+      std::memcpy(&last, v.data() + kStepOffset, 8);
+      if (last >= threshold) continue;
+      uint64_t key;
+      if (!DecodeKey(absl::string_view(it->key().data(), it->key().size()),
+                     &key)
+               .ok()) {
+        continue;
+      }
+      chunk.push_back(key);
+      if (chunk.size() >= kWriteBatchBytes / 16) status = delete_chunk();
+    }
+    if (status.ok()) status = FromRocks(it->status(), "scan for TTL");
   }
-  PSDB_RETURN_IF_ERROR(FromRocks(it->status(), "scan for TTL"));
-  if (batch.Count() > 0) PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+  if (status.ok() && !chunk.empty()) status = delete_chunk();
   mem_.Free(freed.data(), freed.size());
   uint64_t cur = rows_.load(std::memory_order_relaxed);
   while (
       !rows_.compare_exchange_weak(cur, cur >= expired ? cur - expired : 0)) {
   }
+  if (!status.ok()) return status;
   return expired;
 }
 
@@ -982,6 +1010,10 @@ TableStats Table::Stats() const {
   t.misses = misses_.load(std::memory_order_relaxed);
   t.created = created_.load(std::memory_order_relaxed);
   t.evictions = evictions_.load(std::memory_order_relaxed);
+  t.background_evictions =
+      background_evictions_.load(std::memory_order_relaxed);
+  t.disk_compaction_pending =
+      disk_->IntProperty(cf_, "rocksdb.compaction-pending") > 0;
   t.dirty_writes = dirty_writes_.load(std::memory_order_relaxed);
   t.not_admitted = not_admitted_.load(std::memory_order_relaxed);
   t.step = step();

@@ -12,9 +12,11 @@
 //    after the store made room for them (evicting if over budget).
 //  - Lost-update guard: a miss records its stripe's evict_seq under the
 //    lock. If, when the loaded row is inserted, the key is still absent but
-//    evict_seq moved, a concurrent eviction may have written a newer version
-//    after our read: the key is read again. After 3 such rounds the read is
-//    done while holding the stripe lock, which always succeeds.
+//    left memory since (Stripe::RemovedSince), a concurrent eviction may
+//    have written a newer version after our read: the key is read again.
+//    After 3 such rounds the read is done while holding the stripe lock,
+//    which always succeeds. Admission is decided once per key and call, so
+//    a retry never counts a key's sightings twice.
 //  - Eviction writes dirty victims with one WriteBatch and only then removes
 //    them from the index (if their version did not change meanwhile), so a
 //    key is never absent from memory while its newest bytes are not on disk.
@@ -64,18 +66,37 @@ class Table;
 // The store-wide memory budget, shared by all tables.
 class BudgetArbiter {
  public:
-  explicit BudgetArbiter(uint64_t budget) : budget_(budget) {}
+  // `reserve`: free bytes a background evictor tries to keep (0: none).
+  BudgetArbiter(uint64_t budget, uint64_t reserve)
+      : budget_(budget), reserve_(reserve) {}
   virtual ~BudgetArbiter() = default;
   // Called (with no table lock held) before `requester` inserts rows that
   // need `bytes` more; evicts rows of some table(s) so they fit, best effort.
   virtual void MakeRoom(Table* requester, uint64_t bytes) = 0;
+  // Called (with no table lock held) after rows were inserted: wakes the
+  // background evictor once fewer than reserve() bytes are free. Cheap.
+  void AfterInsert() {
+    if (reserve_ > 0 &&
+        used_.load(std::memory_order_relaxed) + reserve_ > budget_ &&
+        !wake_pending_.exchange(true, std::memory_order_acq_rel)) {
+      WakeEvictor();
+    }
+  }
 
   uint64_t budget() const { return budget_; }
+  uint64_t reserve() const { return reserve_; }
   std::atomic<uint64_t>& used() { return used_; }
+
+ protected:
+  virtual void WakeEvictor() = 0;
+  // Re-arms AfterInsert; the evictor calls it before each round.
+  void ClearWake() { wake_pending_.store(false, std::memory_order_release); }
 
  private:
   const uint64_t budget_;
+  const uint64_t reserve_;
   std::atomic<uint64_t> used_{0};
+  std::atomic<bool> wake_pending_{false};
 };
 
 class Table {
@@ -108,8 +129,8 @@ class Table {
   absl::Status PutRows(absl::Span<const uint64_t> keys, const RowBatch& rows);
 
   // Evicts up to n resident rows (dirty ones are written first); returns
-  // how many left memory.
-  absl::StatusOr<size_t> Evict(size_t n);
+  // how many left memory. `background`: for statistics only.
+  absl::StatusOr<size_t> Evict(size_t n, bool background = false);
   // Writes every dirty row to RocksDB; returns how many.
   absl::StatusOr<uint64_t> FlushDirty();
   // Deletes rows past their TTL from both tiers (no-op when ttl_steps is 0);
@@ -138,9 +159,10 @@ class Table {
                            absl::Span<const uint32_t> occurrences,
                            MissMode mode, ResidentFn on_resident,
                            AbsentFn on_absent);
-  // Locked fallback of Materialize for one key.
+  // Locked fallback of Materialize for one key. `admitted` is the
+  // admission decision Materialize already made for it (1 / 0), or -1.
   absl::Status MaterializeLocked(uint64_t key, uint32_t occurrences,
-                                 MissMode mode, size_t i,
+                                 int8_t admitted, MissMode mode, size_t i,
                                  ResidentFn on_resident, AbsentFn on_absent);
   absl::Status DataLoss(uint64_t key, const absl::Status& cause) const;
   // Marks a resident row modified. REQUIRES: its stripe lock.
@@ -167,6 +189,7 @@ class Table {
   std::atomic<uint64_t> misses_{0};
   std::atomic<uint64_t> created_{0};
   std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> background_evictions_{0};
   std::atomic<uint64_t> dirty_writes_{0};
   std::atomic<uint64_t> not_admitted_{0};
 };

@@ -132,6 +132,47 @@ TEST(TieringTest, MemoryHitsDoNotTouchRocksDb) {
   EXPECT_EQ(b.disk_rows, 0u);  // nothing written before a checkpoint
 }
 
+TEST(TieringTest, BackgroundEvictorKeepsTwoReservesFree) {
+  // Budget 6400 rows: the reserve is budget / 64 = 100 rows. One push of
+  // 6350 new rows fits the budget (no request-path eviction) but leaves
+  // fewer than 100 rows free, which wakes the evictor; it evicts (writing
+  // the dirty rows) until 200 are free: exactly 150 rows.
+  constexpr uint64_t kBudgetRows = 6400;
+  constexpr uint64_t kKeys = 6350;
+  constexpr int kDim = 8;
+  std::vector<uint64_t> keys(kKeys);
+  std::vector<float> grads(kKeys * kDim);
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    keys[k] = k;
+    for (int j = 0; j < kDim; ++j) grads[k * kDim + j] = static_cast<float>(j);
+  }
+  for (const bool background : {true, false}) {
+    SCOPED_TRACE(background ? "background eviction" : "request path only");
+    ScratchDir dir;
+    StoreOptions opts = SmallOptions(kBudgetRows * kSlotBytes);
+    opts.background_eviction = background;
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, dir.path()));
+    ASSERT_OK(store->CreateTable(MakeSpec("t", kDim)));
+    ASSERT_OK(store->Push("t", keys, grads));
+    if (background) {
+      ASSERT_TRUE(::psdb::testing::WaitFor([&] {
+        return StatsOf(*store, "t").memory_rows == kKeys - 150;
+      })) << StatsOf(*store, "t").memory_rows;
+    }
+    const TableStats st = StatsOf(*store, "t");
+    EXPECT_EQ(st.memory_rows, background ? kKeys - 150 : kKeys);
+    EXPECT_EQ(st.evictions, background ? 150u : 0u);
+    EXPECT_EQ(st.background_evictions, st.evictions);
+    EXPECT_EQ(st.dirty_writes, st.evictions);
+    // Every row, evicted or not, holds its update.
+    std::vector<float> got(kKeys * kDim);
+    ASSERT_OK(store->Pull("t", keys, absl::MakeSpan(got)));
+    for (uint64_t i = 0; i < kKeys * kDim; ++i) {
+      ASSERT_EQ(got[i], -static_cast<float>(i % kDim)) << "key " << i / kDim;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Checkpoints
 
