@@ -50,6 +50,8 @@ flags:
                         checkpoint (default 0.01)
   --psdb_block_cache_mb=M  psdb's own RocksDB block cache, outside its
                         memory budget (default 4)
+  --psdb_background_eviction=0|1  psdb's background evictor
+                        (StoreOptions::background_eviction; default 1)
   --seed=S              stream, gradient and initializer seed (default 1)
   --dir=PATH            scratch directory (default: a fresh one under
                         $TMPDIR or /tmp, removed at the end)
@@ -70,6 +72,7 @@ struct Params {
   double touch_fraction = 0.01;
   uint64_t seed = 1;
   uint64_t psdb_block_cache_mb = 4;
+  bool psdb_background_eviction = true;
   std::string dir;
   bool json = false;
   std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
@@ -82,10 +85,10 @@ struct Params {
 absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
   PSDB_ASSIGN_OR_RETURN(tools::Args args,
                         tools::Args::Parse(argc, argv, 1, {"json"}));
-  PSDB_RETURN_IF_ERROR(
-      args.CheckKnown({"rows", "dim", "batches", "warmup_batches", "batch_keys",
-                       "alpha", "budget_fraction", "touch_fraction", "seed",
-                       "dir", "json", "systems", "psdb_block_cache_mb"}));
+  PSDB_RETURN_IF_ERROR(args.CheckKnown(
+      {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
+       "budget_fraction", "touch_fraction", "seed", "dir", "json", "systems",
+       "psdb_block_cache_mb", "psdb_background_eviction"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -113,6 +116,9 @@ absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
   PSDB_ASSIGN_OR_RETURN(
       p.psdb_block_cache_mb,
       args.GetInt("psdb_block_cache_mb", p.psdb_block_cache_mb, 1, 1 << 20));
+  PSDB_ASSIGN_OR_RETURN(const int64_t background,
+                        args.GetInt("psdb_background_eviction", 1, 0, 1));
+  p.psdb_background_eviction = background == 1;
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
   if (args.Has("systems")) {
@@ -154,6 +160,7 @@ struct SystemResult {
   uint64_t keys = 0;       // keys pulled (= keys pushed) while measuring
   double hit_rate = -1;    // psdb: memory-tier hits / lookups while measuring
   uint64_t evictions = 0;  // psdb: rows evicted while measuring
+  uint64_t background_evictions = 0;  // psdb: of those, by the evictor
   // keys/s; a zero time (impossible in practice) counts as 1 ns.
   // NaN if the system was not run.
   double PullRate() const {
@@ -288,6 +295,7 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
                      SystemResult* r, CheckpointResult* ckpt) {
   PSDB_ASSIGN_OR_RETURN(auto sys, PsdbSystem::Open(dir + "/db", spec, options));
   PSDB_RETURN_IF_ERROR(runner.Load(*sys, r));
+  PSDB_RETURN_IF_ERROR(sys->Settle(/*timeout_s=*/600));
   PSDB_RETURN_IF_ERROR(runner.WarmUp(*sys, r));
   const TableStats before = TableStatsOf(*sys);
   PSDB_RETURN_IF_ERROR(runner.Measure(*sys, r));
@@ -296,6 +304,8 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   const uint64_t lookups = hits + (after.misses - before.misses);
   r->hit_rate = lookups > 0 ? static_cast<double>(hits) / lookups : -1;
   r->evictions = after.evictions - before.evictions;
+  r->background_evictions =
+      after.background_evictions - before.background_evictions;
   if (ckpt == nullptr) return absl::OkStatus();
 
   const std::string root = dir + "/checkpoints";
@@ -335,9 +345,9 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   out << absl::StrFormat(
       "parameters  rows=%d dim=%d optimizer=adagrad batch_keys=%d "
       "batches=%d warmup_batches=%d alpha=%g seed=%d "
-      "psdb_block_cache_mb=%d\n",
+      "psdb_block_cache_mb=%d psdb_background_eviction=%d\n",
       p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha, p.seed,
-      p.psdb_block_cache_mb);
+      p.psdb_block_cache_mb, p.psdb_background_eviction ? 1 : 0);
   out << absl::StrFormat(
       "table       %s (%d B/row: values + state + header + key); budget "
       "%.0f%% = %.1f MiB\n\n",
@@ -405,6 +415,8 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   num(p.seed);
   j += ",\"psdb_block_cache_mb\":";
   num(p.psdb_block_cache_mb);
+  j += ",\"psdb_background_eviction\":";
+  j += p.psdb_background_eviction ? "true" : "false";
   j += ",\"row_bytes\":";
   num(row_bytes);
   j += ",\"table_bytes\":";
@@ -441,6 +453,8 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
       num(s.hit_rate);
       j += ",\"evictions\":";
       num(s.evictions);
+      j += ",\"background_evictions\":";
+      num(s.background_evictions);
     }
     j += "}";
   }
@@ -568,6 +582,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     // Twice the raw row bytes: room for the store's index and slab overhead.
     options.memory_budget_bytes = 2 * table_bytes + (64ull << 20);
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.background_eviction = p.psdb_background_eviction;
     const std::string sub = fresh(r.id);
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
     drop(sub);
@@ -578,6 +593,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     StoreOptions options;
     options.memory_budget_bytes = budget;
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.background_eviction = p.psdb_background_eviction;
     const std::string sub = fresh(r.id);
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
     drop(sub);

@@ -66,6 +66,23 @@ absl::Status PsdbSystem::Push(absl::Span<const uint64_t> keys,
   return store_->Push(table_, keys, grads);
 }
 
+absl::Status PsdbSystem::Settle(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const StoreStats stats = store_->Stats();
+    bool pending = stats.disk_running_compactions > 0;
+    for (const TableStats& t : stats.tables) {
+      pending |= t.disk_compaction_pending;
+    }
+    if (!pending) break;
+    // Polling, as in RocksDbSystem::Settle: RocksDB 7.8 has no completion
+    // event for background compactions.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
 // ---- RocksDB used directly -------------------------------------------------
 
 RocksDbSystem::RocksDbSystem(const TableSpec& spec)

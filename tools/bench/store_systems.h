@@ -77,6 +77,11 @@ class PsdbSystem : public KvSystem {
                     absl::Span<const float> grads) override;
   Store* store() { return store_.get(); }
   const std::string& table() const { return table_; }
+  // Waits (up to `timeout_s`) until RocksDB has no compaction pending or
+  // running, as RocksDbSystem::Settle does. Dirty rows stay dirty in
+  // memory: writing them would hand psdb clean victims the peer has no
+  // counterpart of.
+  absl::Status Settle(double timeout_s);
 
  private:
   std::unique_ptr<Store> store_;
