@@ -46,6 +46,12 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
   t->cf_options_.write_buffer_size = 32 << 20;
+  // Evictions overwrite rows spread over the whole key range, so every
+  // L0 -> L1 compaction rewrites all of L1: merging twice as many L0 files
+  // into an L1 of up to 1 GiB at a time halves that rewriting (about 10%
+  // fewer CPU seconds per tiered pull in ps-bench store at 4M rows).
+  t->cf_options_.level0_file_num_compaction_trigger = 8;
+  t->cf_options_.max_bytes_for_level_base = 1ull << 30;
   // Most miss lookups are not in the memtable: a whole-key bloom filter
   // there saves the skip-list search (the largest cost of a miss otherwise).
   t->cf_options_.memtable_prefix_bloom_size_ratio = 0.1;

@@ -10,8 +10,10 @@
 // slab arena, a byte budget, CLOCK or sampled-LRU eviction); the rest live in
 // RocksDB under <path>/db, one column family per table, keys and rows encoded
 // as in store/row_codec.h. Dirty rows reach RocksDB on eviction (WriteBatch)
-// and at checkpoint; misses are read with MultiGet. A table larger than the
-// budget is normal: it runs at the speed its hot-set hit rate allows.
+// and at checkpoint; a background evictor keeps part of the budget free so
+// that misses rarely evict on the request path. Misses are read with
+// MultiGet from memory-mapped SST files. A table larger than the budget is
+// normal: it runs at the speed its hot-set hit rate allows.
 //
 // Directory layout:
 //   <path>/db/                 the live RocksDB database (table specs are
