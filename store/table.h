@@ -1,6 +1,7 @@
 // Table: one psdb table inside a Store: its spec and step, its memory tier,
 // its RocksDB column family, admission counter and statistics, and the
-// pull / push / row-transfer paths. Internal to psdb_store.
+// pull / push / row-transfer paths (table.cc) and its eviction, flush and
+// TTL paths (table_evict.cc). Internal to psdb_store.
 //
 // Data path (DESIGN.md, store/):
 //  - A batch's keys are grouped by index stripe (counting sort into

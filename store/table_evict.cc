@@ -1,0 +1,247 @@
+// Table's eviction, flush and TTL paths: the only code that writes rows to
+// RocksDB (each holds the table's evict_mu_). Split from table.cc, which has
+// the data path; the locking rules are in table.h and memory_tier.h.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "rocksdb/write_batch.h"
+#include "store/row_codec.h"
+#include "store/table.h"
+#include "util/status_macros.h"
+
+namespace psdb::internal {
+namespace {
+
+// A WriteBatch is written once it holds this many bytes.
+constexpr size_t kWriteBatchBytes = 8 << 20;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Eviction, flush, TTL
+
+absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
+  absl::MutexLock el(&evict_mu_);
+  std::vector<uint32_t> victims;
+  mem_.SelectVictims(n, &victims);
+  if (victims.empty()) return 0;
+  struct Pending {
+    uint32_t slot;
+    uint64_t key;
+    uint32_t version;
+  };
+  std::vector<Pending> pending;
+  std::vector<uint32_t> freed;
+  // Encoded rows of the dirty victims, back to back (one allocation).
+  const size_t row_bytes = EncodedRowSize(dim(), state_size_);
+  std::string blob;
+  std::string enc;
+  for (uint32_t slot : victims) {
+    const uint64_t key = mem_.LoadKey(slot);
+    Stripe& st = mem_.stripe(mem_.StripeOf(key));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(key);
+    if (it == st.index.end() || it->second != slot) continue;
+    if (mem_.LoadFlags(slot) & kDirty) {
+      EncodeRow(*mem_.header(slot),
+                absl::MakeConstSpan(mem_.values(slot), dim()),
+                absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
+      blob.append(enc);
+      pending.push_back({slot, key, mem_.meta(slot)->version});
+    } else {
+      RemoveLocked(st, key, slot);
+      freed.push_back(slot);
+    }
+  }
+  absl::Status write_status;
+  if (!pending.empty()) {
+    // Keys in order: the memtable skip list inserts a sorted batch much
+    // faster (each insert starts from the previous splice).
+    std::vector<uint32_t> order(pending.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return pending[a].key < pending[b].key;
+    });
+    rocksdb::WriteBatch batch(pending.size() * (row_bytes + 24));
+    char kbuf[8];
+    for (uint32_t j : order) {
+      EncodeKey(pending[j].key, kbuf);
+      batch.Put(cf_, rocksdb::Slice(kbuf, 8),
+                rocksdb::Slice(blob.data() + j * row_bytes, row_bytes));
+    }
+    write_status = disk_->WriteRows(&batch);
+  }
+  if (write_status.ok()) {
+    for (const Pending& p : pending) {
+      Stripe& st = mem_.stripe(mem_.StripeOf(p.key));
+      absl::MutexLock l(&st.mu);
+      auto it = st.index.find(p.key);
+      if (it == st.index.end() || it->second != p.slot ||
+          mem_.meta(p.slot)->version != p.version) {
+        continue;  // changed since we wrote it: still dirty, stays
+      }
+      RemoveLocked(st, p.key, p.slot);
+      freed.push_back(p.slot);
+      dirty_writes_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  mem_.Free(freed.data(), freed.size());
+  evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
+  if (background) {
+    background_evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
+  }
+  if (!write_status.ok()) return write_status;
+  return freed.size();
+}
+
+absl::StatusOr<uint64_t> Table::FlushDirty() {
+  // Rows are written in chunks of about kWriteBatchBytes. Each chunk holds
+  // evict_mu_ from encoding to clearing the dirty flags, so an eviction can
+  // never write a newer version of a row in between and have it overwritten
+  // by our older copy.
+  struct Entry {
+    uint32_t slot;
+    uint64_t key;
+    uint32_t version;
+  };
+  uint64_t total = 0;
+  std::vector<Entry> entries;
+  std::vector<uint32_t> list;
+  absl::flat_hash_set<uint32_t> seen;
+  rocksdb::WriteBatch batch;
+  std::string enc;
+  char kbuf[8];
+  const int ns = mem_.num_stripes();
+  int s = 0;
+  while (s < ns) {
+    absl::MutexLock el(&evict_mu_);
+    entries.clear();
+    batch.Clear();
+    for (; s < ns && batch.GetDataSize() < kWriteBatchBytes; ++s) {
+      Stripe& st = mem_.stripe(s);
+      absl::MutexLock l(&st.mu);
+      list.clear();
+      list.swap(st.dirty);
+      seen.clear();
+      for (uint32_t slot : list) {
+        const uint32_t f = mem_.LoadFlags(slot);
+        if ((f & kOccupied) == 0 || (f & kDirty) == 0) continue;
+        const uint64_t key = mem_.LoadKey(slot);
+        if (mem_.StripeOf(key) != static_cast<uint32_t>(s)) continue;
+        auto it = st.index.find(key);
+        if (it == st.index.end() || it->second != slot) continue;
+        if (!seen.insert(slot).second) continue;
+        EncodeRow(*mem_.header(slot),
+                  absl::MakeConstSpan(mem_.values(slot), dim()),
+                  absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
+        EncodeKey(key, kbuf);
+        batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+        entries.push_back({slot, key, mem_.meta(slot)->version});
+      }
+    }
+    if (entries.empty()) continue;
+    const absl::Status w = disk_->WriteRows(&batch);
+    // Entries are in stripe order: lock each stripe once.
+    for (size_t j = 0; j < entries.size();) {
+      const uint32_t sid = mem_.StripeOf(entries[j].key);
+      Stripe& st = mem_.stripe(sid);
+      absl::MutexLock l(&st.mu);
+      for (; j < entries.size() && mem_.StripeOf(entries[j].key) == sid; ++j) {
+        const Entry& e = entries[j];
+        auto it = st.index.find(e.key);
+        if (it == st.index.end() || it->second != e.slot) continue;
+        if (w.ok() && mem_.meta(e.slot)->version == e.version) {
+          mem_.ClearFlags(e.slot, kDirty);
+        } else {
+          st.dirty.push_back(e.slot);  // still dirty: flush next time
+        }
+      }
+    }
+    if (!w.ok()) return w;
+    total += entries.size();
+  }
+  return total;
+}
+
+absl::StatusOr<uint64_t> Table::ExpireRows() {
+  if (spec_.ttl_steps <= 0) return 0;
+  const int64_t threshold = step() - spec_.ttl_steps;
+  if (threshold <= 0) return 0;    // last_update_step >= 0 is never below
+  absl::MutexLock el(&evict_mu_);  // no row writes while we delete
+  uint64_t expired = 0;
+  std::vector<uint32_t> freed;
+  // Deletes a chunk of expired keys, stripe by stripe. Each stripe's
+  // deletes are written while its lock is held, and each key is noted as
+  // removed: a reader that probed before reads again (Materialize), one
+  // that probes after finds the key gone from disk.
+  std::vector<uint64_t> chunk;
+  auto delete_chunk = [&]() -> absl::Status {
+    std::sort(chunk.begin(), chunk.end(), [&](uint64_t a, uint64_t b) {
+      return mem_.StripeOf(a) < mem_.StripeOf(b);
+    });
+    rocksdb::WriteBatch batch;
+    char kbuf[8];
+    for (size_t j = 0; j < chunk.size();) {
+      const uint32_t sid = mem_.StripeOf(chunk[j]);
+      Stripe& st = mem_.stripe(sid);
+      absl::MutexLock l(&st.mu);
+      batch.Clear();
+      for (; j < chunk.size() && mem_.StripeOf(chunk[j]) == sid; ++j) {
+        const uint64_t key = chunk[j];
+        auto mit = st.index.find(key);
+        if (mit != st.index.end()) {
+          const uint32_t slot = mit->second;
+          // Updated in memory since it was written: not expired.
+          if (mem_.header(slot)->last_update_step >= threshold) continue;
+          RemoveLocked(st, key, slot);
+          freed.push_back(slot);
+        }
+        EncodeKey(key, kbuf);
+        batch.Delete(cf_, rocksdb::Slice(kbuf, 8));
+        st.NoteRemoved(key);
+      }
+      if (batch.Count() == 0) continue;
+      PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+      expired += batch.Count();
+    }
+    chunk.clear();
+    return absl::OkStatus();
+  };
+  absl::Status status;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
+    constexpr size_t kStepOffset = 12;  // see row_codec.h
+    for (it->SeekToFirst(); it->Valid() && status.ok(); it->Next()) {
+      const rocksdb::Slice v = it->value();
+      if (v.size() < kStepOffset + 8) continue;  // corrupt: left for verify
+      int64_t last;
+      std::memcpy(&last, v.data() + kStepOffset, 8);
+      if (last >= threshold) continue;
+      uint64_t key;
+      if (!DecodeKey(absl::string_view(it->key().data(), it->key().size()),
+                     &key)
+               .ok()) {
+        continue;
+      }
+      chunk.push_back(key);
+      if (chunk.size() >= kWriteBatchBytes / 16) status = delete_chunk();
+    }
+    if (status.ok()) status = FromRocks(it->status(), "scan for TTL");
+  }
+  if (status.ok() && !chunk.empty()) status = delete_chunk();
+  mem_.Free(freed.data(), freed.size());
+  uint64_t cur = rows_.load(std::memory_order_relaxed);
+  while (
+      !rows_.compare_exchange_weak(cur, cur >= expired ? cur - expired : 0)) {
+  }
+  if (!status.ok()) return status;
+  return expired;
+}
+
+}  // namespace psdb::internal
