@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   table.block_size = 4 * 1024;
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
-  t->cf_options_.write_buffer_size = 32 << 20;
+  // RocksDB's default, as the ps-bench peer uses.
+  t->cf_options_.write_buffer_size = 64 << 20;
   // Evictions overwrite rows spread over the whole key range, so every
   // L0 -> L1 compaction rewrites all of L1: merging twice as many L0 files
   // into an L1 of up to 1 GiB at a time halves that rewriting (about 10%
