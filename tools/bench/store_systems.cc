@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <utility>
 
@@ -19,6 +20,17 @@ namespace {
 absl::Status FromRocks(const rocksdb::Status& st, absl::string_view what) {
   if (st.ok()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", st.ToString()));
+}
+
+// Polls `busy` every 100 ms until it returns false or `timeout_s` passes:
+// RocksDB 7.8 has no completion event for background compactions
+// (WaitForCompact arrived in 8.x).
+void WaitWhileBusy(double timeout_s, const std::function<bool()>& busy) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline && busy()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace
@@ -67,19 +79,12 @@ absl::Status PsdbSystem::Push(absl::Span<const uint64_t> keys,
 }
 
 absl::Status PsdbSystem::Settle(double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  WaitWhileBusy(timeout_s, [&] {
     const StoreStats stats = store_->Stats();
-    bool pending = stats.disk_running_compactions > 0;
-    for (const TableStats& t : stats.tables) {
-      pending |= t.disk_compaction_pending;
-    }
-    if (!pending) break;
-    // Polling, as in RocksDbSystem::Settle: RocksDB 7.8 has no completion
-    // event for background compactions.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    bool busy = stats.disk_running_compactions > 0;
+    for (const TableStats& t : stats.tables) busy |= t.disk_compaction_pending;
+    return busy;
+  });
   return absl::OkStatus();
 }
 
@@ -201,17 +206,12 @@ absl::Status RocksDbSystem::Push(absl::Span<const uint64_t> keys,
 
 absl::Status RocksDbSystem::Settle(double timeout_s) {
   PSDB_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions()), "Flush"));
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  WaitWhileBusy(timeout_s, [&] {
     uint64_t pending = 0, running = 0;
     db_->GetIntProperty("rocksdb.compaction-pending", &pending);
     db_->GetIntProperty("rocksdb.num-running-compactions", &running);
-    if (pending == 0 && running == 0) break;
-    // Polling a background job we do not own; there is no completion event
-    // in RocksDB 7.8 (WaitForCompact arrived in 8.x).
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return pending != 0 || running != 0;
+  });
   return absl::OkStatus();
 }
 
