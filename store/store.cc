@@ -42,6 +42,18 @@ uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
 // waiting on the same table is not held up long.
 constexpr size_t kEvictorChunkRows = 1024;
 
+// The table of `all` holding the most memory; `start` unless one holds more.
+Table* MostResident(const std::vector<std::shared_ptr<Table>>& all,
+                    Table* start) {
+  Table* best = start;
+  for (const auto& t : all) {
+    if (best == nullptr || t->resident_bytes() > best->resident_bytes()) {
+      best = t.get();
+    }
+  }
+  return best;
+}
+
 uint64_t EvictorReserve(const StoreOptions& options) {
   if (!options.background_eviction) return 0;
   return std::min<uint64_t>(options.memory_budget_bytes / 64, 256ull << 20);
@@ -226,13 +238,8 @@ void Store::Impl::EvictorLoop() {
     while (!evictor_stopping_.load(std::memory_order_relaxed)) {
       const uint64_t used_now = used().load(std::memory_order_relaxed);
       if (used_now <= target) break;
-      std::shared_ptr<Table> victim;
-      for (auto& t : Snapshot()) {
-        if (victim == nullptr ||
-            t->resident_bytes() > victim->resident_bytes()) {
-          victim = std::move(t);
-        }
-      }
+      const std::vector<std::shared_ptr<Table>> all = Snapshot();
+      Table* const victim = MostResident(all, nullptr);
       if (victim == nullptr || victim->resident_rows() == 0) break;
       const size_t rows = std::min<uint64_t>(
           kEvictorChunkRows, (used_now - target + victim->slot_bytes() - 1) /
@@ -345,9 +352,7 @@ void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
     const uint64_t fair = budget() / std::max<size_t>(1, all.size());
     if (requester->resident_bytes() < std::min(fair, deficit) ||
         requester->resident_rows() == 0) {
-      for (const auto& t : all) {
-        if (t->resident_bytes() > victim->resident_bytes()) victim = t.get();
-      }
+      victim = MostResident(all, requester);
     }
     auto evict = [&](Table* t) -> size_t {
       // Evict a little more than needed (>= 32 rows or 1/16 of the
