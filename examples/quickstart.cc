@@ -1,6 +1,6 @@
 // quickstart: psdb's first page. Opens an embedded store, creates an
 // embedding table, pulls rows, pushes gradients, pulls again, writes a
-// checkpoint and prints what `ps-dump info` would print about it.
+// checkpoint and reads its manifest back.
 //
 //   build/examples/quickstart [DIR]     (default: a fresh directory in /tmp)
 //
@@ -18,10 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "store/manifest.h"
 #include "store/store.h"
 #include "store/table_spec.h"
-#include "tools/dump/checkpoint_reader.h"
-#include "tools/dump/dump.h"
 #include "util/status_macros.h"
 
 namespace {
@@ -80,10 +79,17 @@ absl::Status Run(const std::string& dir) {
                         store->Checkpoint(dir + "/checkpoint"));
   std::cout << "\ncheckpoint written to " << ckpt.path << "\n\n";
 
-  // 7. Inspect it, exactly as `ps-dump info DIR/checkpoint` does.
-  PSDB_ASSIGN_OR_RETURN(
-      auto reader, psdb::dump::CheckpointReader::Open(dir + "/checkpoint"));
-  psdb::dump::PrintInfo(*reader, std::cout);
+  // 7. Read its manifest back (store/manifest.h): the tables with their
+  //    full specs and row counts. `ps-dump info DIR/checkpoint` prints more.
+  PSDB_ASSIGN_OR_RETURN(psdb::v1::Manifest manifest,
+                        psdb::ReadManifest(ckpt.path));
+  std::cout << "manifest of " << manifest.checkpoint_id() << ": step "
+            << manifest.step() << "\n";
+  for (const psdb::v1::TableManifest& table : manifest.tables()) {
+    std::cout << absl::StrFormat("  table %s: dim %d, %s, %d rows\n",
+                                 table.spec().name(), table.spec().dim(),
+                                 table.spec().optimizer().kind(), table.rows());
+  }
   return absl::OkStatus();
 }
 
@@ -111,7 +117,8 @@ int main(int argc, char** argv) {
     std::cerr << "quickstart: " << status << "\n";
     return 1;
   }
-  std::cout << "\nnext: build/tools/ps-dump export --table=user_emb " << dir
-            << "/checkpoint\n";
+  std::cout << "\nnext: build/tools/ps-dump info " << dir
+            << "/checkpoint\n      build/tools/ps-dump export --table=user_emb "
+            << dir << "/checkpoint\n";
   return 0;
 }

@@ -96,25 +96,51 @@ absl::StatusOr<ClusterMap> ClusterMap::Create(ClusterMapSpec spec) {
   return map;
 }
 
-absl::StatusOr<ClusterMap> ClusterMap::FromServerList(
-    absl::string_view list, const RingOptions& ring_options) {
-  ClusterMapSpec spec;
-  spec.epoch = 1;
-  spec.ring = ring_options;
+absl::StatusOr<std::vector<std::string>> ParseServerList(
+    absl::string_view list) {
   if (absl::StripAsciiWhitespace(list).empty()) {
     return absl::InvalidArgumentError("server list is empty");
   }
+  std::vector<std::string> addresses;
   for (absl::string_view entry : absl::StrSplit(list, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
     if (absl::Status st = ValidateAddress(entry); !st.ok()) {
       return Annotate(st, absl::StrCat("server list \"", list, "\""));
     }
+    addresses.emplace_back(entry);
+  }
+  return addresses;
+}
+
+absl::StatusOr<ClusterMap> ClusterMap::FromAddresses(
+    absl::Span<const std::string> addresses, uint64_t epoch,
+    const RingOptions& ring_options) {
+  if (addresses.empty()) {
+    return absl::InvalidArgumentError("server list is empty");
+  }
+  ClusterMapSpec spec;
+  spec.epoch = epoch;
+  spec.ring = ring_options;
+  for (const std::string& address : addresses) {
     ServerInfo server;
     server.id = static_cast<ServerId>(spec.servers.size());
-    server.address = std::string(entry);
+    server.address = address;
     spec.servers.push_back(std::move(server));
   }
   return Create(std::move(spec));
+}
+
+absl::StatusOr<ClusterMap> ClusterMap::FromServerList(
+    absl::string_view list, const RingOptions& ring_options) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
+                        ParseServerList(list));
+  return FromAddresses(addresses, 1, ring_options);
+}
+
+ClusterMap ClusterMap::Empty(uint64_t epoch) {
+  ClusterMap map;
+  map.spec_.epoch = epoch;
+  return map;
 }
 
 const ServerInfo* ClusterMap::Find(ServerId id) const {

@@ -1,20 +1,30 @@
 // ClusterMap: the cluster's membership at one epoch (servers with id,
-// address, weight and state) and the Ring built from it. Every client and
-// server that holds the same map computes the same owner for every key. A
-// server that gets a request for a key it does not own under its epoch
-// answers FAILED_PRECONDITION with its epoch; the client refreshes its map
-// and retries (DESIGN.md, shard/).
+// address, weight and state) and the Ring built from it; psdb's one cluster
+// map. RemoteClient routes with it (through shard::Partitioner), ps-server
+// checks ownership with it, cluster checkpoints record its ring, and the
+// scheduler's wire message (psdb.v1.ClusterMap) is converted to it in one
+// place (rpc/control/cluster_map_proto.h). Every client and server that holds
+// the same map computes the same owner for every key. A server that gets a
+// request for a key it does not own under its epoch answers
+// FAILED_PRECONDITION with its epoch; the client refreshes its map and
+// retries (DESIGN.md, shard/).
+//
+// Epochs today: a static list (--servers, FromAddresses) is epoch 1 unless
+// given another, and ps-scheduler's map is epoch 1 for the life of the
+// cluster (rpc/control/scheduler.h: neither death nor recovery moves keys).
+// The successor maps below (WithServer, WithoutServer, WithState) are the
+// membership changes that move keys; no psdb process makes one yet (live
+// resharding is future work), so only tests call them.
 //
 // Which servers own keys (are on the ring):
 //   kAlive   - serving; on the ring.
 //   kDead    - stopped answering heartbeats; STILL on the ring. psdb does
 //              not replicate, so re-homing a dead server's keys would
 //              silently re-create its rows with initial values elsewhere.
-//              Its keys fail with UNAVAILABLE until it comes back (e.g. a
-//              replacement with PS_RECOVERY_PATH) or the operator removes it
-//              (WithoutServer), which moves exactly its keys.
-//   kJoining - registered, not yet serving (e.g. receiving its rows in a
-//              migration); not on the ring until set to kAlive.
+//              Its keys fail with UNAVAILABLE until it comes back (a
+//              replacement with its node id takes its rank back).
+//   kJoining - registered, not yet serving; not on the ring. No psdb
+//              process produces this state yet (see Epochs above).
 //
 // Wire form: ClusterMapSpec is a plain struct for rpc/ to map to and from
 // its proto field by field; Create(spec) validates and rebuilds the ring.
@@ -64,6 +74,9 @@ struct ServerInfo {
   float weight = 1.0f;
   // Default: kAlive
   ServerState state = ServerState::kAlive;
+  // The node id it registered with (PS_NODE_ID), for messages; empty for
+  // a static server list. Default: ""
+  std::string node_id;
 
   friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
 };
@@ -86,11 +99,19 @@ class ClusterMap {
   // at fault.
   static absl::StatusOr<ClusterMap> Create(ClusterMapSpec spec);
 
-  // A static list "h1:p1,h2:p2" (--servers=...): server ids 0, 1, ... in
-  // list order, weight 1, kAlive, epoch 1. InvalidArgument on an empty list,
-  // an empty entry or an entry without a numeric port.
+  // A static list of addresses in rank order: server ids 0, 1, ... in list
+  // order, weight 1, kAlive. InvalidArgument on an empty list or an address
+  // that is not host:port.
+  static absl::StatusOr<ClusterMap> FromAddresses(
+      absl::Span<const std::string> addresses, uint64_t epoch = 1,
+      const RingOptions& ring_options = {});
+  // FromAddresses(ParseServerList(list), 1, ring_options): the
+  // "h1:p1,h2:p2" of --servers= and of "servers:" URLs.
   static absl::StatusOr<ClusterMap> FromServerList(
       absl::string_view list, const RingOptions& ring_options = {});
+  // A map with no servers at `epoch` (what a ps-server that is alone routes
+  // under: it owns every key).
+  static ClusterMap Empty(uint64_t epoch);
 
   // The empty map: epoch 0, no servers, an empty ring.
   ClusterMap();
@@ -103,9 +124,13 @@ class ClusterMap {
   const ServerInfo* Find(ServerId id) const;
 
   const Ring& ring() const { return *ring_; }
-  // The server at `ring_index` (a Partitioner part, a Ring owner index).
+  // The server at `ring_index` (a Partitioner part, a Ring owner index),
+  // and its index in servers().
   const ServerInfo& RingServer(size_t ring_index) const {
     return spec_.servers[ring_to_server_[ring_index]];
+  }
+  size_t RingServerIndex(size_t ring_index) const {
+    return ring_to_server_[ring_index];
   }
   // Owner of `key`; kNoServer when no server is on the ring.
   ServerId Owner(uint64_t key) const { return ring_->Owner(key); }
@@ -114,9 +139,9 @@ class ClusterMap {
     return server != kNoServer && ring_->Owner(key) == server;
   }
 
-  // Successor maps, epoch + 1. WithServer adds `server` or replaces the one
-  // with its id; WithoutServer and WithState fail with NotFound for an
-  // unknown id.
+  // Successor maps, epoch + 1 (see Epochs above). WithServer adds `server` or
+  // replaces the one with its id; WithoutServer and WithState fail with
+  // NotFound for an unknown id.
   absl::StatusOr<ClusterMap> WithServer(const ServerInfo& server) const;
   absl::StatusOr<ClusterMap> WithoutServer(ServerId id) const;
   absl::StatusOr<ClusterMap> WithState(ServerId id, ServerState state) const;
@@ -134,6 +159,12 @@ class ClusterMap {
   // Ring index -> index into spec_.servers.
   std::vector<uint32_t> ring_to_server_;
 };
+
+// Splits "h1:p1,h2:p2" into addresses (whitespace around entries ignored);
+// InvalidArgument naming the list on an empty list, an empty entry or an
+// entry that is not host:port with a port in 1..65535.
+absl::StatusOr<std::vector<std::string>> ParseServerList(
+    absl::string_view list);
 
 }  // namespace psdb
 

@@ -2,7 +2,7 @@
 # cluster.sh: run a psdb cluster on one machine, the way the seeds'
 # Scheduler.sh / Server.sh / Worker.sh do: one ps-scheduler, N ps-servers
 # and M workers, every process configured by the PS_* variables
-# (rpc/node_config.h) and writing its own log file.
+# (rpc/control/node_config.h) and writing its own log file.
 #
 #   tools/cluster.sh start --servers 2 --workers 2 [--dir ./psdb-cluster]
 #                          [--bin ./build/tools] [--port 7100]

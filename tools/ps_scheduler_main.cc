@@ -1,5 +1,5 @@
-// ps-scheduler: forms a psdb cluster (rpc/scheduler.h). Settings come from
-// the PS_* variables or the same-named flags (rpc/node_config.h):
+// ps-scheduler: forms a psdb cluster (rpc/control/scheduler.h). Settings come
+// from the PS_* variables or the same-named flags (rpc/control/node_config.h):
 //
 //   PS_SERVER_NUM=2 PS_WORKER_NUM=2 PS_SCHED_PORT=7100 ps-scheduler
 //   ps-scheduler --server_num=2 --worker_num=0 --sched_host=0.0.0.0
@@ -22,8 +22,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "rpc/node_config_flags.h"
-#include "rpc/scheduler.h"
+#include "rpc/control/node_config_flags.h"
+#include "rpc/control/scheduler.h"
 
 ABSL_FLAG(int, heartbeat_interval_ms, 1000, "How often nodes beat.");
 ABSL_FLAG(int, heartbeat_timeout_ms, 5000,

@@ -1,4 +1,4 @@
-// ps-server: hosts one Store shard behind gRPC (rpc/server.h).
+// ps-server: hosts one Store shard behind gRPC (rpc/server/server.h).
 //
 //   ps-server --data_dir=/data/psdb --port=7000
 //   ps-server --data_dir=D --host=0.0.0.0 --port=7000
@@ -6,7 +6,7 @@
 //             --tls_cert=server.pem --tls_key=server.key  (one command)
 //
 // With a scheduler (PS_SCHED_HOST + PS_SCHED_PORT, or --sched_host and
-// --sched_port; rpc/node_config.h) the server registers as PS_NODE_ID,
+// --sched_port; rpc/control/node_config.h) the server registers as PS_NODE_ID,
 // waits for the cluster to form and takes its rank, server list and epoch
 // from the scheduler's map instead of --servers/--shard_id:
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0
@@ -17,10 +17,10 @@
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
 // flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
 //
-// Admin call: a cluster checkpoint (rpc/admin_checkpoint.h). Every server
-// writes its shard of every table under one checkpoint id, then the cluster
-// manifest is written; prints "checkpoint PATH" and exits 0, or exits 1 with
-// the error naming the failed server (no manifest is left):
+// Admin call: a cluster checkpoint (rpc/control/admin_checkpoint.h). Every
+// server writes its shard of every table under one checkpoint id, then the
+// cluster manifest is written; prints "checkpoint PATH" and exits 0, or exits 1
+// with the error naming the failed server (no manifest is left):
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100
 //     ps-server checkpoint --root=/shared/ckpt [--step=S]  (one command)
 //   ps-server checkpoint --servers=h1:7000,h2:7000 --root=/shared/ckpt
@@ -40,11 +40,10 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/admin_checkpoint.h"
-#include "rpc/key_router.h"
-#include "rpc/node_config_flags.h"
-#include "rpc/scheduler_client.h"
-#include "rpc/server.h"
+#include "rpc/control/admin_checkpoint.h"
+#include "rpc/control/node_config_flags.h"
+#include "rpc/control/scheduler_client.h"
+#include "rpc/server/server.h"
 #include "store/store.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
@@ -100,7 +99,7 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// `ps-server checkpoint`: the admin call (rpc/admin_checkpoint.h).
+// `ps-server checkpoint`: the admin call (rpc/control/admin_checkpoint.h).
 int RunCheckpoint() {
   psdb::rpc::AdminCheckpointOptions options;
   options.root = absl::GetFlag(FLAGS_root);
@@ -113,7 +112,7 @@ int RunCheckpoint() {
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
   if (!absl::GetFlag(FLAGS_servers).empty()) {
-    auto servers = psdb::rpc::ParseServerList(absl::GetFlag(FLAGS_servers));
+    auto servers = psdb::ParseServerList(absl::GetFlag(FLAGS_servers));
     if (!servers.ok()) return Fail(servers.status());
     options.servers = *std::move(servers);
   }
@@ -171,11 +170,14 @@ int main(int argc, char** argv) {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
   options.max_dim = absl::GetFlag(FLAGS_max_dim);
   options.shard_id = absl::GetFlag(FLAGS_shard_id);
-  options.cluster_epoch = absl::GetFlag(FLAGS_cluster_epoch);
+  options.cluster = psdb::ClusterMap::Empty(absl::GetFlag(FLAGS_cluster_epoch));
   if (!absl::GetFlag(FLAGS_servers).empty()) {
-    auto servers = psdb::rpc::ParseServerList(absl::GetFlag(FLAGS_servers));
+    auto servers = psdb::ParseServerList(absl::GetFlag(FLAGS_servers));
     if (!servers.ok()) return Fail(servers.status());
-    options.servers = *std::move(servers);
+    auto cluster = psdb::ClusterMap::FromAddresses(
+        *servers, absl::GetFlag(FLAGS_cluster_epoch));
+    if (!cluster.ok()) return Fail(cluster.status());
+    options.cluster = *std::move(cluster);
   }
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<psdb::rpc::SchedulerClient> scheduler;
   int held_port_fd = -1;  // keeps a picked port ours until gRPC binds it
   if (config->has_scheduler()) {
-    if (!options.servers.empty()) {
+    if (!absl::GetFlag(FLAGS_servers).empty()) {
       return Fail(absl::InvalidArgumentError(
           "--servers contradicts PS_SCHED_HOST/PS_SCHED_PORT: the scheduler "
           "assigns the server list"));
@@ -231,17 +233,17 @@ int main(int argc, char** argv) {
     if (!joined.ok()) return Fail(joined.status());
     scheduler = std::move(joined->first);
     const psdb::rpc::ServerPlacement& placement = joined->second;
-    options.servers = placement.servers;
+    options.cluster = placement.cluster;
     options.shard_id = placement.rank;
-    options.cluster_epoch = placement.epoch;
     if (!config->worker_num.has_value()) {
       config->worker_num = placement.worker_num;
     }
-    std::fprintf(
-        stderr, "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s\n",
-        config->node_id.c_str(), placement.rank, placement.servers.size(),
-        static_cast<unsigned long long>(placement.epoch),
-        placement.recovered ? " (rank taken back)" : "");
+    std::fprintf(stderr,
+                 "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s\n",
+                 config->node_id.c_str(), placement.rank,
+                 placement.cluster.servers().size(),
+                 static_cast<unsigned long long>(placement.cluster.epoch()),
+                 placement.recovered ? " (rank taken back)" : "");
   }
   const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
   const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);

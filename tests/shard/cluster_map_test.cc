@@ -195,5 +195,43 @@ TEST(ClusterMapTest, DebugStringAndStateNames) {
   EXPECT_FALSE(OnRing(ServerState::kJoining));
 }
 
+TEST(ParseServerListTest, ParsesHostPortLists) {
+  ASSERT_OK_AND_ASSIGN(auto servers,
+                       ParseServerList("h1:7000,10.0.0.2:7001,[::1]:7002"));
+  EXPECT_EQ(servers, (std::vector<std::string>{"h1:7000", "10.0.0.2:7001",
+                                               "[::1]:7002"}));
+  for (const char* bad :
+       {"", "h1", "h1:", ":7000", "h1:7000,", "h1:x", "h1:70000"}) {
+    EXPECT_THAT(ParseServerList(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+}
+
+// What ps-server --servers and a "servers:" client both build: ids are the
+// ranks, every key has one owner among them, and all of them get keys.
+TEST(FromAddressesTest, RanksOwnEveryKeyUnderTheGivenEpoch) {
+  ASSERT_OK_AND_ASSIGN(ClusterMap map, ClusterMap::FromAddresses(
+                                           {"h:1", "h:2", "h:3"}, /*epoch=*/4));
+  EXPECT_EQ(map.epoch(), 4u);
+  std::vector<int> counts(3, 0);
+  for (uint64_t key = 0; key < 30000; ++key) {
+    const ServerId owner = map.Owner(key);
+    ASSERT_GE(owner, 0);
+    ASSERT_LT(owner, 3);
+    EXPECT_TRUE(map.Owns(owner, key));
+    ++counts[owner];
+  }
+  for (int c : counts) EXPECT_GT(c, 8000);
+  ASSERT_OK_AND_ASSIGN(ClusterMap single, ClusterMap::FromAddresses({"h:1"}));
+  EXPECT_EQ(single.epoch(), 1u);
+  EXPECT_EQ(single.Owner(12345), 0);
+  EXPECT_THAT(ClusterMap::FromAddresses({}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  const ClusterMap alone = ClusterMap::Empty(7);
+  EXPECT_EQ(alone.epoch(), 7u);
+  EXPECT_TRUE(alone.servers().empty());
+}
+
 }  // namespace
 }  // namespace psdb

@@ -16,6 +16,7 @@
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "store/store.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "tests/tools/checkpoint_fixture.h"
 #include "tools/common/text.h"
@@ -73,14 +74,8 @@ CliResult Cli(std::vector<std::string> words) {
 
 // Runs a shell command; returns its exit status and stdout.
 std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  testing::ShellResult r = testing::RunShell(command, /*merge_stderr=*/false);
+  return {r.exit_code, std::move(r.output)};
 }
 
 class DumpTest : public ::testing::Test {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tests/control/child_process.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump_cli.h"

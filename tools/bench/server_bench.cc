@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "rpc/remote_client.h"
+#include "rpc/client/remote_client.h"
 #include "store/table_spec.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/zipf.h"
@@ -302,7 +302,8 @@ absl::StatusOr<Result> RunPsdb(const Workload& w, const std::string& dir) {
   std::vector<std::unique_ptr<rpc::RemoteClient>> clients;
   for (int t = 0; t < p.threads; ++t) {
     rpc::RemoteClientOptions options;
-    options.servers = {address};
+    PSDB_ASSIGN_OR_RETURN(options.cluster,
+                          ClusterMap::FromAddresses({address}));
     options.call_timeout = absl::Seconds(120);
     PSDB_ASSIGN_OR_RETURN(auto client, rpc::RemoteClient::Open(options));
     clients.push_back(std::move(client));

@@ -2,8 +2,8 @@
 // rows sit where the cluster routes them: every key of shard s is owned by
 // server s on the ring the manifest records (RingManifest: vnodes, hash
 // seed, server ids and weights; shard/ring.h), as written by
-// rpc/cluster_checkpoint.h. Embedded checkpoints record no ring and get no
-// such check (Create returns null).
+// rpc/control/cluster_checkpoint.h. Embedded checkpoints record no ring and get
+// no such check (Create returns null).
 //
 // Thread-safety: Check is const over an immutable ring; one Verify at a time.
 #ifndef PSDB_TOOLS_DUMP_RING_CHECK_H_

@@ -1,5 +1,7 @@
 #include "tools/train/train_cli.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "rpc/client_url.h"
+#include "rpc/client/client_url.h"
+#include "rpc/client/cluster_worker.h"
 #include "tools/common/args.h"
-#include "tools/train/cluster_worker.h"
 #include "train/embedding_source.h"
 #include "train/synthetic.h"
 #include "train/trainer.h"
@@ -268,7 +270,7 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                           "--store scheduler:HOST:PORT"));
   }
   o.store_description = store;
-  std::unique_ptr<ClusterWorker> worker;
+  std::unique_ptr<rpc::ClusterWorker> worker;
   std::unique_ptr<ParameterClient> owned;
   ParameterClient* client_ptr = nullptr;
   if (cluster) {
@@ -279,19 +281,23 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                             "explicit steps sync servers need; use "
                             "write_back or --mode async"));
     }
-    ClusterWorkerOptions wo;
+    rpc::ClusterWorkerOptions wo;
     wo.scheduler = store.substr(std::string("scheduler:").size());
+    const char* node_id = std::getenv("PS_NODE_ID");
+    wo.node_id = node_id != nullptr && *node_id != '\0'
+                     ? std::string(node_id)
+                     : absl::StrCat("ps-train-", getpid());
     wo.sync = o.mode == SyncMode::kSync;
     wo.staleness = static_cast<int>(*staleness);
-    absl::StatusOr<std::unique_ptr<ClusterWorker>> joined =
-        ClusterWorker::Join(wo);
+    absl::StatusOr<std::unique_ptr<rpc::ClusterWorker>> joined =
+        rpc::ClusterWorker::Join(wo);
     if (!joined.ok()) return Fail(err, joined.status());
     worker = *std::move(joined);
     if (!args.Has("rank") && !args.Has("world")) {
       o.shard.rank = worker->rank();
       o.shard.world = worker->world();
     }
-    ClusterWorker* w = worker.get();
+    rpc::ClusterWorker* w = worker.get();
     // Rank 0 writes the cluster's checkpoints and its reports under CDIR;
     // another rank's reports go to CDIR/rank-<r>.
     const std::string root = o.checkpoint_dir;

@@ -1,0 +1,36 @@
+// OpenParameterClient: the one call a trainer makes to get its
+// ParameterClient; only the URL changes between embedded and cluster mode
+// (DESIGN.md):
+//   "local:./psdb-data"        LocalClient on an in-process Store
+//   "servers:h1:p1,h2:p2,..."  RemoteClient over a static server list
+//   "scheduler:host:port"      RemoteClient routed by ps-scheduler's map
+//                              (waits up to 5 min for the cluster to form;
+//                              joins as a worker, rpc/client/cluster_worker.h,
+//                              when PS_ROLE=worker)
+//
+// New URL schemes go here.
+//
+// Thread-safety: pure function; the returned client is thread-safe.
+#ifndef PSDB_RPC_CLIENT_CLIENT_URL_H_
+#define PSDB_RPC_CLIENT_CLIENT_URL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rpc/client/remote_client.h"
+#include "store/parameter_client.h"
+#include "store/store.h"
+
+namespace psdb::rpc {
+
+// `remote` supplies everything but the server list (TLS, deadlines) for
+// "servers:" and "scheduler:" URLs; `local` the store options for "local:"
+// URLs. InvalidArgument on any other scheme.
+absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
+    absl::string_view url, const RemoteClientOptions& remote = {},
+    const StoreOptions& local = {});
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_CLIENT_CLIENT_URL_H_

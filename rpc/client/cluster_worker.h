@@ -1,0 +1,116 @@
+// Joining a psdb cluster through ps-scheduler, from the client side.
+//
+// ClusterWorker is the one way a worker joins: it registers with the
+// scheduler as a worker (its node id, and PS_SERVER_NUM / PS_WORKER_NUM when
+// given, which the scheduler checks), beats, waits for the cluster map, and
+// gives the trainer:
+//  - its rank and world (the workers of the map) for data sharding,
+//  - a ParameterClient routed by the map whose pushes carry this worker's
+//    rank as worker_id (RemoteClientOptions::worker_id); in sync mode every
+//    push goes to every server (RemoteClientOptions::push_to_every_server)
+//    so ps-servers started with --sync_mode=sync aggregate each
+//    (table, step) over all workers,
+//  - AfterStep: StepClock(step, 0) in sync mode (BSP: a pull of step s+1
+//    sees all of step s), StepClock(step, staleness) in async mode when
+//    staleness >= 0 (SSP), nothing otherwise,
+//  - Checkpoint: every rank meets at a barrier (after its pushes and cache
+//    flush), then rank 0 writes one cluster checkpoint
+//    (rpc/control/cluster_checkpoint.h) under the checkpoint directory;
+//    other ranks return "". Requires the checkpoint directory to be one
+//    directory the servers and rank 0 see (one machine or a shared
+//    filesystem).
+// One SchedulerClient serves all of it: registration, heartbeats, the map
+// the client refreshes from, barriers and the step clock. Heartbeats go on
+// for as long as the worker or the client it handed out (ReleaseClient)
+// lives.
+//
+// In sync mode every worker must run the same number of steps (equal data
+// shards, or --max_steps): the servers apply a step only when every worker
+// pushed it.
+//
+// OpenSchedulerRemoteClient is the other way to use a scheduler's cluster:
+// a client that only follows the map (tools, tests, serving readers); it
+// registers nothing.
+//
+// Thread-safety: AfterStep, Checkpoint and the client are thread-safe.
+#ifndef PSDB_RPC_CLIENT_CLUSTER_WORKER_H_
+#define PSDB_RPC_CLIENT_CLUSTER_WORKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "rpc/client/remote_client.h"
+#include "rpc/control/scheduler_client.h"
+#include "store/parameter_client.h"
+
+namespace psdb::rpc {
+
+struct ClusterWorkerOptions {
+  // "host:port" of ps-scheduler. REQUIRED.
+  std::string scheduler;
+  // This worker's node id ([A-Za-z0-9_.:-]{1,128}); a node id that comes
+  // back after being marked dead takes its rank back. REQUIRED.
+  std::string node_id;
+  // The worker's own PS_SERVER_NUM / PS_WORKER_NUM, if it has them; the
+  // scheduler refuses values that differ from its own. Default: unset
+  std::optional<int> server_num;
+  std::optional<int> worker_num;
+  // Sync (BSP) pushes and step clock. Default: true
+  bool sync = true;
+  // SSP staleness in async mode; < 0 = no step clock. Default: -1
+  int staleness = -1;
+  // How long to wait for the cluster to form, and for a step clock or
+  // checkpoint barrier. Default: 5 min, 10 min
+  absl::Duration wait_ready = absl::Minutes(5);
+  absl::Duration step_timeout = absl::Minutes(10);
+  // Deadlines, retries and TLS (also used for the scheduler) of the client;
+  // its cluster, map_source, push_to_every_server and worker_id are set by
+  // Join. Default: RemoteClientOptions's defaults
+  RemoteClientOptions remote;
+};
+
+class ClusterWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClusterWorker>> Join(
+      const ClusterWorkerOptions& options);
+  ~ClusterWorker();
+  ClusterWorker(const ClusterWorker&) = delete;
+  ClusterWorker& operator=(const ClusterWorker&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  // Lives as long as this object (until ReleaseClient).
+  ParameterClient* client() const { return client_.get(); }
+  // Hands the client over; it keeps the heartbeats going for as long as it
+  // lives. client() is null afterwards.
+  std::unique_ptr<RemoteClient> ReleaseClient() { return std::move(client_); }
+
+  absl::Status AfterStep(int64_t step);
+  absl::StatusOr<std::string> Checkpoint(absl::string_view root, int64_t step);
+
+ private:
+  ClusterWorker() = default;
+  ClusterWorkerOptions options_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::shared_ptr<SchedulerClient> sched_;
+  std::unique_ptr<RemoteClient> client_;
+};
+
+// A RemoteClient whose map comes from the scheduler at `scheduler_address`:
+// waits up to `wait_ready` for the cluster to be ready and for every server
+// of the map to accept connections, routes with the map, and refetches it on
+// FAILED_PRECONDITION. `base` supplies deadlines, TLS (also used for the
+// scheduler) and limits. Registers nothing.
+absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
+    absl::string_view scheduler_address, const RemoteClientOptions& base = {},
+    absl::Duration wait_ready = absl::Minutes(5));
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_CLIENT_CLUSTER_WORKER_H_

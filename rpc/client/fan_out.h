@@ -1,0 +1,122 @@
+// FanOut: how RemoteClient reaches its servers. Internal to psdb_client.
+//
+// It holds the map the client routes with (a ClusterMap and one gRPC stub
+// per server), splits a batch into per-server chunks (shard::Partitioner's
+// parts, cut at max_batch_keys), issues one fan-out of calls in parallel,
+// retries idempotent calls on UNAVAILABLE with backoff within the call's
+// deadline, and refreshes the map from RemoteClientOptions::map_source when
+// a server answers FAILED_PRECONDITION (routed with a stale map).
+//
+// Thread-safety: thread-safe. A RoutedMap is immutable and shared; a call
+// keeps the one it started with even if the map is replaced meanwhile.
+#ifndef PSDB_RPC_CLIENT_FAN_OUT_H_
+#define PSDB_RPC_CLIENT_FAN_OUT_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/client/remote_client.h"
+#include "rpc/wire/psdb.grpc.pb.h"
+#include "shard/cluster_map.h"
+#include "shard/partitioner.h"
+
+namespace psdb::rpc::internal {
+
+using Stub = v1::ParameterService::Stub;
+using DoneFn = std::function<void(grpc::Status)>;
+
+// A cluster map and a stub per server, indexed like cluster.servers().
+struct RoutedMap {
+  ClusterMap cluster;
+  std::vector<std::unique_ptr<Stub>> stubs;
+};
+
+// One RPC of a fan-out: `start` issues it on the stub of server `server`
+// (an index into cluster.servers()) with a fresh context.
+struct Call {
+  size_t server = 0;
+  std::function<void(Stub*, grpc::ClientContext*, DoneFn)> start;
+  grpc::Status status;
+};
+
+// A run of one part's keys in the partitioner's sent order:
+// sent_keys()[begin, end) all go to server `server` in one request.
+struct Chunk {
+  size_t server = 0;
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// The requests of a partitioned batch: every non-empty part cut into chunks
+// of at most max_keys keys, parts in ring order. With `every_server`, a
+// server whose part is empty gets one empty chunk (synchronous pushes, where
+// every server counts every worker's push of a step).
+std::vector<Chunk> ChunkParts(const Partitioner& partitioner,
+                              const ClusterMap& cluster, size_t max_keys,
+                              bool every_server);
+
+class FanOut {
+ public:
+  // Connects (lazily) to options.cluster's servers. InvalidArgument if it
+  // has no server on the ring or the limits are not positive.
+  static absl::StatusOr<std::unique_ptr<FanOut>> Create(
+      const RemoteClientOptions& options);
+
+  // The map calls are routed with now.
+  std::shared_ptr<const RoutedMap> map() const;
+
+  // Runs fn(map); on FAILED_PRECONDITION asks map_source for a fresh map
+  // and, if its epoch changed, installs it and (with `reroute`) runs fn
+  // again, at most twice more. Calls that are not idempotent pass
+  // reroute = false: part of them may have been applied.
+  absl::Status WithMap(bool reroute,
+                       const std::function<absl::Status(const RoutedMap&)>& fn);
+
+  // Issues every call in parallel and waits for all; retries those that
+  // failed with UNAVAILABLE when `idempotent`, with backoff, within
+  // `deadline`. Returns the first failure in call order, naming its server.
+  absl::Status Run(const RoutedMap& map, std::vector<Call>& calls,
+                   bool idempotent, absl::Time deadline) const;
+
+  // One call per server of the map, make_start(server index) giving each
+  // its start function.
+  template <typename MakeStart>
+  static std::vector<Call> EveryServer(const RoutedMap& map,
+                                       MakeStart make_start) {
+    std::vector<Call> calls;
+    for (size_t s = 0; s < map.stubs.size(); ++s) {
+      calls.push_back(Call{s, make_start(s), {}});
+    }
+    return calls;
+  }
+
+  // `call`'s failure as an absl::Status naming the server's address.
+  static absl::Status CallError(const RoutedMap& map, const Call& call);
+
+ private:
+  explicit FanOut(const RemoteClientOptions& options) : options_(options) {}
+  absl::StatusOr<std::shared_ptr<const RoutedMap>> Connect(
+      const ClusterMap& cluster) const;
+
+  const RemoteClientOptions options_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const RoutedMap> map_ ABSL_GUARDED_BY(mu_);
+};
+
+// A partitioner reused by every call of this thread (Partitioner allocates
+// only when a batch is larger than any before it on the thread).
+// REQUIRES: the caller finishes with it before its next call on the thread.
+Partitioner& ThreadPartitioner();
+
+}  // namespace psdb::rpc::internal
+
+#endif  // PSDB_RPC_CLIENT_FAN_OUT_H_

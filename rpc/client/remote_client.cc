@@ -1,0 +1,586 @@
+#include "rpc/client/remote_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "optim/optimizer.h"
+#include "rpc/client/fan_out.h"
+#include "rpc/wire/convert.h"
+#include "store/manifest.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+namespace {
+
+using internal::Call;
+using internal::Chunk;
+using internal::ChunkParts;
+using internal::DoneFn;
+using internal::FanOut;
+using internal::RoutedMap;
+using internal::Stub;
+using internal::ThreadPartitioner;
+
+absl::Status TableChanged(absl::string_view table, absl::string_view what) {
+  return absl::AbortedError(absl::StrCat(
+      "table '", table, "' changed on the server during the call (", what,
+      "); retry"));
+}
+
+// The keys of one chunk as a request's packed key field.
+void SetKeys(const Partitioner& partitioner, const Chunk& chunk,
+             google::protobuf::RepeatedField<uint64_t>* out) {
+  const absl::Span<const uint64_t> keys =
+      partitioner.sent_keys().subspan(chunk.begin, chunk.size());
+  out->Assign(keys.begin(), keys.end());
+}
+
+}  // namespace
+
+class RemoteClient::Impl {
+ public:
+  Impl(std::unique_ptr<FanOut> fan_out, const RemoteClientOptions& options)
+      : fan_out_(std::move(fan_out)), options_(options) {}
+
+  uint64_t epoch() const { return fan_out_->map()->cluster.epoch(); }
+
+  absl::Status CreateTable(const TableSpec& spec) {
+    PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
+    const absl::Time deadline = Deadline();
+    v1::CreateTableRequest req;
+    *req.mutable_spec() = TableSpecToProto(spec);
+    PSDB_RETURN_IF_ERROR(fan_out_->WithMap(true, [&](const RoutedMap& map) {
+      req.set_cluster_epoch(map.cluster.epoch());
+      std::vector<v1::CreateTableResponse> resps(map.stubs.size());
+      std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
+        return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
+                                        DoneFn done) {
+          stub->async()->CreateTable(ctx, &req, resp, std::move(done));
+        };
+      });
+      return fan_out_->Run(map, calls, /*idempotent=*/true, deadline);
+    }));
+    absl::MutexLock lock(&mu_);
+    specs_[spec.name] = spec;
+    return absl::OkStatus();
+  }
+
+  absl::Status DropTable(absl::string_view name) {
+    PSDB_RETURN_IF_ERROR(ValidateTableName(name));
+    const absl::Time deadline = Deadline();
+    {
+      absl::MutexLock lock(&mu_);
+      specs_.erase(std::string(name));
+      steps_.erase(std::string(name));
+    }
+    v1::DropTableRequest req;
+    req.set_name(std::string(name));
+    return fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
+      req.set_cluster_epoch(map.cluster.epoch());
+      std::vector<v1::DropTableResponse> resps(map.stubs.size());
+      std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
+        return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
+                                        DoneFn done) {
+          stub->async()->DropTable(ctx, &req, resp, std::move(done));
+        };
+      });
+      absl::Status status = fan_out_->Run(map, calls, false, deadline);
+      if (!absl::IsNotFound(status)) return status;
+      // A table some servers had already dropped (an earlier, interrupted
+      // drop) is dropped; NotFound only when no server had it.
+      for (const Call& call : calls) {
+        if (call.status.ok()) return absl::OkStatus();
+        if (call.status.error_code() != grpc::StatusCode::NOT_FOUND) {
+          return FanOut::CallError(map, call);
+        }
+      }
+      return status;
+    });
+  }
+
+  absl::StatusOr<std::vector<TableSpec>> ListTables() {
+    const absl::Time deadline = Deadline();
+    std::vector<TableSpec> tables;
+    PSDB_RETURN_IF_ERROR(
+        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
+          v1::ListTablesRequest req;
+          req.set_cluster_epoch(map.cluster.epoch());
+          std::vector<v1::ListTablesResponse> resps(map.stubs.size());
+          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
+            return [&req, resp = &resps[s]](
+                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+              stub->async()->ListTables(ctx, &req, resp, std::move(done));
+            };
+          });
+          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+          absl::flat_hash_map<std::string, TableSpec> merged;
+          for (const v1::ListTablesResponse& resp : resps) {
+            for (const v1::TableSpec& p : resp.tables()) {
+              PSDB_ASSIGN_OR_RETURN(TableSpec spec, TableSpecFromProto(p));
+              merged.try_emplace(spec.name, std::move(spec));
+            }
+          }
+          tables.clear();
+          for (auto& [name, spec] : merged) tables.push_back(std::move(spec));
+          std::sort(tables.begin(), tables.end(),
+                    [](const TableSpec& a, const TableSpec& b) {
+                      return a.name < b.name;
+                    });
+          return absl::OkStatus();
+        }));
+    absl::MutexLock lock(&mu_);
+    for (const TableSpec& spec : tables) specs_[spec.name] = spec;
+    return tables;
+  }
+
+  absl::StatusOr<TableSpec> GetTable(absl::string_view name) {
+    PSDB_RETURN_IF_ERROR(ValidateTableName(name));
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = specs_.find(std::string(name));
+      if (it != specs_.end()) return it->second;
+    }
+    PSDB_ASSIGN_OR_RETURN(std::vector<TableSpec> tables, ListTables());
+    for (TableSpec& spec : tables) {
+      if (spec.name == name) return std::move(spec);
+    }
+    return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
+  }
+
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out, const PullOptions& options) {
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+    const size_t dim = spec.dim;
+    if (out.size() != keys.size() * dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", table, "': out has ", out.size(), " floats, expected ",
+          keys.size() * dim, " (", keys.size(), " keys of dim ", dim, ")"));
+    }
+    if (keys.empty()) return absl::OkStatus();
+    const absl::Time deadline = Deadline();
+    Partitioner& part = ThreadPartitioner();
+    return Forget(
+        table,
+        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
+          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
+          const std::vector<Chunk> chunks =
+              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
+          std::vector<v1::PullRequest> reqs(chunks.size());
+          std::vector<v1::PullResponse> resps(chunks.size());
+          std::vector<Call> calls;
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            v1::PullRequest& req = reqs[c];
+            req.set_cluster_epoch(map.cluster.epoch());
+            req.set_table(std::string(table));
+            req.set_serving(options.serving);
+            SetKeys(part, chunks[c], req.mutable_keys());
+            calls.push_back(
+                Call{chunks[c].server,
+                     [&req, resp = &resps[c]](
+                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+                       stub->async()->Pull(ctx, &req, resp, std::move(done));
+                     },
+                     {}});
+          }
+          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+          // Row of every sent key, straight from the responses.
+          std::vector<const float*> sent(part.num_sent());
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            const v1::PullResponse& resp = resps[c];
+            if (static_cast<size_t>(resp.dim()) != dim ||
+                resp.values().size() !=
+                    chunks[c].size() * dim * sizeof(float)) {
+              return TableChanged(table, "dim");
+            }
+            const float* base =
+                reinterpret_cast<const float*>(resp.values().data());
+            for (size_t j = 0; j < chunks[c].size(); ++j) {
+              sent[chunks[c].begin + j] = base + j * dim;
+            }
+          }
+          const absl::Span<const uint32_t> inverse = part.inverse();
+          for (size_t i = 0; i < keys.size(); ++i) {
+            std::memcpy(out.data() + i * dim, sent[inverse[i]],
+                        dim * sizeof(float));
+          }
+          return absl::OkStatus();
+        }));
+  }
+
+  absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads, const PushOptions& options) {
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+    const size_t dim = spec.dim;
+    if (grads.size() != keys.size() * dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", table, "': grads has ", grads.size(), " floats, expected ",
+          keys.size() * dim, " (", keys.size(), " keys of dim ", dim, ")"));
+    }
+    if (options.step < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", table, "': negative step ", options.step));
+    }
+    const absl::Time deadline = Deadline();
+    PSDB_ASSIGN_OR_RETURN(int64_t step, NextStep(table, options.step));
+    if (keys.empty() && !options_.push_to_every_server) {
+      return absl::OkStatus();
+    }
+    const int32_t worker_id = options_.worker_id.value_or(options.worker_id);
+    Partitioner& part = ThreadPartitioner();
+    // A push is not re-routed after a map change: some servers may have
+    // applied their part. The map is refreshed for the next call.
+    return Forget(
+        table,
+        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
+          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
+          // Duplicates summed in order of occurrence (the store's order).
+          std::vector<float> sent(part.num_sent() * dim);
+          PSDB_RETURN_IF_ERROR(
+              part.GatherSum<float>(grads, dim, absl::MakeSpan(sent)));
+          const std::vector<Chunk> chunks =
+              ChunkParts(part, map.cluster, options_.max_batch_keys,
+                         options_.push_to_every_server);
+          std::vector<v1::PushRequest> reqs(chunks.size());
+          std::vector<v1::PushResponse> resps(chunks.size());
+          std::vector<Call> calls;
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            v1::PushRequest& req = reqs[c];
+            req.set_cluster_epoch(map.cluster.epoch());
+            req.set_table(std::string(table));
+            req.set_step(step);
+            req.set_worker_id(worker_id);
+            SetKeys(part, chunks[c], req.mutable_keys());
+            FloatsToBytes(absl::MakeConstSpan(sent).subspan(
+                              chunks[c].begin * dim, chunks[c].size() * dim),
+                          req.mutable_grads());
+            calls.push_back(
+                Call{chunks[c].server,
+                     [&req, resp = &resps[c]](
+                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+                       stub->async()->Push(ctx, &req, resp, std::move(done));
+                     },
+                     {}});
+          }
+          return fan_out_->Run(map, calls, false, deadline);
+        }));
+  }
+
+  absl::Status PullRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys, RowBatch* out) {
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+    const int dim = spec.dim;
+    if (keys.empty()) {
+      out->Resize(dim, optim::StateSize(spec.optimizer, dim), 0);
+      return absl::OkStatus();
+    }
+    const absl::Time deadline = Deadline();
+    Partitioner& part = ThreadPartitioner();
+    return Forget(
+        table,
+        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
+          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
+          const std::vector<Chunk> chunks =
+              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
+          std::vector<v1::PullRowsRequest> reqs(chunks.size());
+          std::vector<v1::PullRowsResponse> resps(chunks.size());
+          std::vector<Call> calls;
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            v1::PullRowsRequest& req = reqs[c];
+            req.set_cluster_epoch(map.cluster.epoch());
+            req.set_table(std::string(table));
+            SetKeys(part, chunks[c], req.mutable_keys());
+            calls.push_back(Call{
+                chunks[c].server,
+                [&req, resp = &resps[c]](Stub* stub, grpc::ClientContext* ctx,
+                                         DoneFn done) {
+                  stub->async()->PullRows(ctx, &req, resp, std::move(done));
+                },
+                {}});
+          }
+          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+          const int state_size = resps.front().rows().state_size();
+          std::vector<RowBatch> parts(chunks.size());
+          // Sent index -> (chunk, row within it).
+          std::vector<std::pair<uint32_t, uint32_t>> where(part.num_sent());
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            const v1::RowBlock& block = resps[c].rows();
+            if (block.dim() != dim || block.state_size() != state_size) {
+              return TableChanged(table, "row shape");
+            }
+            PSDB_RETURN_IF_ERROR(FromProto(block, chunks[c].size(), &parts[c]));
+            for (size_t j = 0; j < chunks[c].size(); ++j) {
+              where[chunks[c].begin + j] = {static_cast<uint32_t>(c),
+                                            static_cast<uint32_t>(j)};
+            }
+          }
+          out->Resize(dim, state_size, keys.size());
+          const absl::Span<const uint32_t> inverse = part.inverse();
+          for (size_t i = 0; i < keys.size(); ++i) {
+            const auto [c, j] = where[inverse[i]];
+            const RowBatch& rows = parts[c];
+            std::memcpy(out->values.data() + i * dim,
+                        rows.values.data() + j * dim, dim * sizeof(float));
+            if (state_size > 0) {
+              std::memcpy(out->state.data() + i * state_size,
+                          rows.state.data() + j * state_size,
+                          state_size * sizeof(float));
+            }
+            out->headers[i] = rows.headers[j];
+          }
+          return absl::OkStatus();
+        }));
+  }
+
+  absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
+                       const RowBatch& rows) {
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+    const int dim = spec.dim;
+    const int state_size = optim::StateSize(spec.optimizer, dim);
+    if (rows.size() != keys.size() || rows.dim != dim ||
+        rows.state_size != state_size ||
+        rows.values.size() != keys.size() * dim ||
+        rows.state.size() != keys.size() * state_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", table, "': PutRows of ", keys.size(), " keys got ",
+          rows.size(), " rows of dim ", rows.dim, " and state_size ",
+          rows.state_size, " (", rows.values.size(), " values, ",
+          rows.state.size(), " state floats); the table has dim ", dim,
+          " and state_size ", state_size));
+    }
+    if (keys.empty()) return absl::OkStatus();
+    const absl::Time deadline = Deadline();
+    Partitioner& part = ThreadPartitioner();
+    return Forget(
+        table,
+        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
+          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
+          // Duplicates: the last one wins.
+          RowBatch sent;
+          sent.Resize(dim, state_size, part.num_sent());
+          PSDB_RETURN_IF_ERROR(part.Gather<float>(rows.values, dim,
+                                                  absl::MakeSpan(sent.values)));
+          PSDB_RETURN_IF_ERROR(part.Gather<float>(rows.state, state_size,
+                                                  absl::MakeSpan(sent.state)));
+          PSDB_RETURN_IF_ERROR(part.Gather<RowHeader>(
+              rows.headers, 1, absl::MakeSpan(sent.headers)));
+          const std::vector<Chunk> chunks =
+              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
+          std::vector<v1::PutRowsRequest> reqs(chunks.size());
+          std::vector<v1::PutRowsResponse> resps(chunks.size());
+          std::vector<Call> calls;
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            const Chunk& chunk = chunks[c];
+            v1::PutRowsRequest& req = reqs[c];
+            req.set_cluster_epoch(map.cluster.epoch());
+            req.set_table(std::string(table));
+            SetKeys(part, chunk, req.mutable_keys());
+            RowBatch block;
+            block.Resize(dim, state_size, chunk.size());
+            std::copy_n(sent.values.begin() + chunk.begin * dim,
+                        chunk.size() * dim, block.values.begin());
+            std::copy_n(sent.state.begin() + chunk.begin * state_size,
+                        chunk.size() * state_size, block.state.begin());
+            std::copy_n(sent.headers.begin() + chunk.begin, chunk.size(),
+                        block.headers.begin());
+            ToProto(block, req.mutable_rows());
+            calls.push_back(
+                Call{chunk.server,
+                     [&req, resp = &resps[c]](
+                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+                       stub->async()->PutRows(ctx, &req, resp, std::move(done));
+                     },
+                     {}});
+          }
+          return fan_out_->Run(map, calls, false, deadline);
+        }));
+  }
+
+  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view root_dir,
+                                            const CheckpointOptions& options) {
+    const absl::Time deadline = Deadline();
+    CheckpointInfo merged;
+    PSDB_RETURN_IF_ERROR(
+        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
+          v1::CheckpointRequest req;
+          req.set_cluster_epoch(map.cluster.epoch());
+          req.set_root_dir(std::string(root_dir));
+          req.set_keep_last(options.keep_last);
+          std::vector<v1::CheckpointResponse> resps(map.stubs.size());
+          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
+            return [&req, resp = &resps[s]](
+                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+              stub->async()->Checkpoint(ctx, &req, resp, std::move(done));
+            };
+          });
+          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, false, deadline));
+          merged = CheckpointInfo{};
+          merged.path = std::string(root_dir);
+          for (const v1::CheckpointResponse& resp : resps) {
+            const CheckpointInfo info = FromProto(resp);
+            if (resps.size() == 1) merged.path = info.path;
+            merged.step = std::max(merged.step, info.step);
+            merged.rows_flushed += info.rows_flushed;
+            merged.rows_expired += info.rows_expired;
+            merged.duration = std::max(merged.duration, info.duration);
+          }
+          return absl::OkStatus();
+        }));
+    return merged;
+  }
+
+  absl::StatusOr<StoreStats> Stats() {
+    const absl::Time deadline = Deadline();
+    StoreStats merged;
+    PSDB_RETURN_IF_ERROR(
+        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
+          v1::StatsRequest req;
+          req.set_cluster_epoch(map.cluster.epoch());
+          std::vector<v1::StatsResponse> resps(map.stubs.size());
+          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
+            return [&req, resp = &resps[s]](
+                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+              stub->async()->Stats(ctx, &req, resp, std::move(done));
+            };
+          });
+          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+          merged = StoreStats{};
+          std::map<std::string, TableStats> tables;
+          for (const v1::StatsResponse& resp : resps) {
+            const StoreStats s = FromProto(resp);
+            for (const TableStats& t : s.tables) {
+              TableStats& m = tables[t.name];
+              m.name = t.name;
+              m.memory_rows += t.memory_rows;
+              m.memory_bytes += t.memory_bytes;
+              m.disk_rows += t.disk_rows;
+              m.disk_bytes += t.disk_bytes;
+              m.hits += t.hits;
+              m.misses += t.misses;
+              m.created += t.created;
+              m.evictions += t.evictions;
+              m.background_evictions += t.background_evictions;
+              m.disk_compaction_pending |= t.disk_compaction_pending;
+              m.dirty_writes += t.dirty_writes;
+              m.not_admitted += t.not_admitted;
+              m.step = std::max(m.step, t.step);
+            }
+            merged.memory_budget_bytes += s.memory_budget_bytes;
+            merged.memory_used_bytes += s.memory_used_bytes;
+            merged.disk_running_compactions += s.disk_running_compactions;
+            merged.checkpoints = std::max(merged.checkpoints, s.checkpoints);
+            merged.last_checkpoint_duration = std::max(
+                merged.last_checkpoint_duration, s.last_checkpoint_duration);
+            merged.total_checkpoint_duration = std::max(
+                merged.total_checkpoint_duration, s.total_checkpoint_duration);
+          }
+          for (auto& [name, t] : tables) merged.tables.push_back(std::move(t));
+          return absl::OkStatus();
+        }));
+    return merged;
+  }
+
+ private:
+  absl::Time Deadline() const { return absl::Now() + options_.call_timeout; }
+
+  // Forgets a table's cached spec when the servers no longer know it.
+  absl::Status Forget(absl::string_view table, absl::Status status) {
+    if (absl::IsNotFound(status) || absl::IsAborted(status)) {
+      absl::MutexLock lock(&mu_);
+      specs_.erase(std::string(table));
+    }
+    return status;
+  }
+
+  // Per-table push step (see the header): `requested` if positive, else the
+  // counter's next value.
+  absl::StatusOr<int64_t> NextStep(absl::string_view table, int64_t requested) {
+    const std::string name(table);
+    bool known;
+    {
+      absl::MutexLock lock(&mu_);
+      known = steps_.contains(name);
+    }
+    if (!known) {
+      PSDB_ASSIGN_OR_RETURN(StoreStats stats, Stats());
+      int64_t current = 0;
+      for (const TableStats& t : stats.tables) {
+        if (t.name == name) current = t.step;
+      }
+      absl::MutexLock lock(&mu_);
+      steps_.try_emplace(name, current);
+    }
+    absl::MutexLock lock(&mu_);
+    int64_t& counter = steps_[name];
+    if (requested > 0) {
+      counter = std::max(counter, requested);
+      return requested;
+    }
+    return ++counter;
+  }
+
+  const std::unique_ptr<FanOut> fan_out_;
+  const RemoteClientOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, TableSpec> specs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> steps_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<std::unique_ptr<RemoteClient>> RemoteClient::Open(
+    const RemoteClientOptions& options) {
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<FanOut> fan_out,
+                        FanOut::Create(options));
+  auto impl = std::make_unique<Impl>(std::move(fan_out), options);
+  return std::unique_ptr<RemoteClient>(new RemoteClient(std::move(impl)));
+}
+
+RemoteClient::RemoteClient(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RemoteClient::~RemoteClient() = default;
+
+absl::Status RemoteClient::CreateTable(const TableSpec& spec) {
+  return impl_->CreateTable(spec);
+}
+absl::Status RemoteClient::DropTable(absl::string_view name) {
+  return impl_->DropTable(name);
+}
+absl::StatusOr<std::vector<TableSpec>> RemoteClient::ListTables() {
+  return impl_->ListTables();
+}
+absl::StatusOr<TableSpec> RemoteClient::GetTable(absl::string_view name) {
+  return impl_->GetTable(name);
+}
+absl::Status RemoteClient::Pull(absl::string_view table,
+                                absl::Span<const uint64_t> keys,
+                                absl::Span<float> out,
+                                const PullOptions& options) {
+  return impl_->Pull(table, keys, out, options);
+}
+absl::Status RemoteClient::Push(absl::string_view table,
+                                absl::Span<const uint64_t> keys,
+                                absl::Span<const float> grads,
+                                const PushOptions& options) {
+  return impl_->Push(table, keys, grads, options);
+}
+absl::Status RemoteClient::PullRows(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    RowBatch* out) {
+  return impl_->PullRows(table, keys, out);
+}
+absl::Status RemoteClient::PutRows(absl::string_view table,
+                                   absl::Span<const uint64_t> keys,
+                                   const RowBatch& rows) {
+  return impl_->PutRows(table, keys, rows);
+}
+absl::StatusOr<CheckpointInfo> RemoteClient::Checkpoint(
+    absl::string_view root_dir, const CheckpointOptions& options) {
+  return impl_->Checkpoint(root_dir, options);
+}
+absl::StatusOr<StoreStats> RemoteClient::Stats() { return impl_->Stats(); }
+uint64_t RemoteClient::epoch() const { return impl_->epoch(); }
+
+}  // namespace psdb::rpc

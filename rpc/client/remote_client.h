@@ -1,0 +1,130 @@
+// RemoteClient: ParameterClient served by ps-server processes over gRPC.
+//
+//   psdb::rpc::RemoteClientOptions options;
+//   PSDB_ASSIGN_OR_RETURN(options.cluster, psdb::ClusterMap::FromServerList(
+//                                              "10.0.0.1:7000,10.0.0.2:7000"));
+//   PSDB_ASSIGN_OR_RETURN(auto client, psdb::rpc::RemoteClient::Open(options));
+//
+// or, through a URL (rpc/client/client_url.h):
+// "servers:10.0.0.1:7000,10.0.0.2:7000".
+//
+// Routing: a key is owned by the server options.cluster.Owner(key) names
+// (shard/cluster_map.h); every ps-server holds the same map (the same
+// --servers list, or the scheduler's map) and checks ownership with it, so
+// both sides agree. Per call the client de-duplicates the keys and splits
+// them by owner with shard::Partitioner (and into chunks of at most
+// max_batch_keys), sends every sub-batch in parallel and scatters the
+// answers back to the caller's positions (rpc/client/fan_out.h).
+//
+// Semantics match LocalClient bit for bit (the central test of rpc/):
+//  - Push sums duplicate keys' gradients in order of occurrence, as the store
+//    does, and always sends an explicit step: when the caller passes
+//    step == 0 the client keeps a per-table counter (started from the
+//    tables' current step across servers) so every server's Adam bias
+//    correction sees the step the embedded store would.
+//  - PutRows: duplicate keys, the last one wins.
+//  - CreateTable, DropTable and Checkpoint go to every server; ListTables
+//    and Stats are merged across servers (Stats: counters summed per table,
+//    steps and checkpoint durations as the maximum).
+//
+// Failure handling: every call has a deadline (call_timeout from its start,
+// covering retries). Idempotent calls (Pull, PullRows, CreateTable,
+// ListTables, GetTable, Stats) are retried with exponential backoff on
+// UNAVAILABLE; Push, PutRows, DropTable and Checkpoint are not. A
+// FAILED_PRECONDITION (routed with a stale map) makes the client ask
+// options.map_source for the current map; if its epoch changed the call is
+// routed again, otherwise the error is returned. A dead server makes the call
+// fail with UNAVAILABLE or DEADLINE_EXCEEDED within the deadline.
+//
+// Thread-safety: thread-safe; calls from many threads run concurrently.
+#ifndef PSDB_RPC_CLIENT_REMOTE_CLIENT_H_
+#define PSDB_RPC_CLIENT_REMOTE_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/wire/tls.h"
+#include "shard/cluster_map.h"
+#include "store/parameter_client.h"
+
+namespace psdb::rpc {
+
+struct RemoteClientOptions {
+  // The servers and the placement of keys on them, e.g.
+  // ClusterMap::FromServerList("h1:p1,h2:p2") for a static list (epoch 1,
+  // as ps-server --servers). REQUIRED: at least one server on the ring.
+  ClusterMap cluster;
+  // Deadline of one call, retries included. Default: 30 s
+  absl::Duration call_timeout = absl::Seconds(30);
+  // Attempts of an idempotent call on UNAVAILABLE. Default: 5
+  int max_attempts = 5;
+  // Backoff before the first retry, doubling up to max_backoff.
+  // Default: 20 ms, 1 s
+  absl::Duration initial_backoff = absl::Milliseconds(20);
+  absl::Duration max_backoff = absl::Seconds(1);
+  // Most keys one RPC carries; larger sub-batches are split. Must not exceed
+  // the servers' --max_batch_keys. Default: 65536
+  size_t max_batch_keys = 65536;
+  // Where a fresh map comes from after FAILED_PRECONDITION; null = the
+  // static map above (which never changes). Default: null
+  std::function<absl::StatusOr<ClusterMap>()> map_source;
+  // Synchronous (BSP) servers: every Push sends one request to every
+  // server, an empty one where the server owns none of the keys, so each
+  // server counts this worker's push of the step
+  // (rpc/server/sync_aggregator.h). Pushes then need an explicit step and a
+  // worker id (below). Default: false
+  bool push_to_every_server = false;
+  // The worker id every push carries, in place of PushOptions::worker_id:
+  // a cluster worker's rank (rpc/client/cluster_worker.h). Unset = each
+  // push's own PushOptions::worker_id. Default: unset
+  std::optional<int32_t> worker_id;
+  ClientTlsOptions tls;
+};
+
+class RemoteClient final : public ParameterClient {
+ public:
+  // Creates channels to every server (connections are made lazily, so this
+  // succeeds while servers are still starting).
+  static absl::StatusOr<std::unique_ptr<RemoteClient>> Open(
+      const RemoteClientOptions& options);
+  ~RemoteClient() override;
+
+  absl::Status CreateTable(const TableSpec& spec) override;
+  absl::Status DropTable(absl::string_view name) override;
+  absl::StatusOr<std::vector<TableSpec>> ListTables() override;
+  absl::StatusOr<TableSpec> GetTable(absl::string_view name) override;
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out, const PullOptions& options) override;
+  absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> grads,
+                    const PushOptions& options) override;
+  absl::Status PullRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys,
+                        RowBatch* out) override;
+  absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
+                       const RowBatch& rows) override;
+  // Every server writes its shard under root_dir on its own filesystem (a
+  // server of several under root_dir/server-<rank>/). The returned path is
+  // root_dir; step is the largest, rows are summed, duration the longest.
+  absl::StatusOr<CheckpointInfo> Checkpoint(
+      absl::string_view root_dir, const CheckpointOptions& options) override;
+  absl::StatusOr<StoreStats> Stats() override;
+
+  // Epoch of the map the client currently routes with.
+  uint64_t epoch() const;
+
+  class Impl;
+
+ private:
+  explicit RemoteClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_CLIENT_REMOTE_CLIENT_H_

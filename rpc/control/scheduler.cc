@@ -1,0 +1,583 @@
+#include "rpc/control/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/control/node_config.h"
+#include "rpc/wire/convert.h"
+#include "rpc/wire/psdb.grpc.pb.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+namespace {
+
+absl::string_view RoleWord(v1::NodeRole role) {
+  return role == v1::NODE_ROLE_SERVER ? "server" : "worker";
+}
+
+std::string Plural(int n, absl::string_view word) {
+  return absl::StrCat(n, " ", word, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
+  if (options.server_num < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server_num must be >= 1, got ", options.server_num));
+  }
+  if (options.worker_num < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_num must be >= 0, got ", options.worker_num));
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port out of range: ", options.port));
+  }
+  if (options.heartbeat_interval <= absl::ZeroDuration() ||
+      options.heartbeat_timeout <= options.heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need 0 < heartbeat_interval < heartbeat_timeout, got ",
+                     absl::FormatDuration(options.heartbeat_interval), " and ",
+                     absl::FormatDuration(options.heartbeat_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options) : options_(options) {}
+
+void Scheduler::Log(absl::string_view line) const {
+  if (options_.log) {
+    options_.log(line);
+    return;
+  }
+  std::fprintf(stderr, "ps-scheduler: %.*s\n", static_cast<int>(line.size()),
+               line.data());
+  std::fflush(stderr);
+}
+
+bool Scheduler::ReadyLocked() const {
+  return static_cast<int>(servers_.size()) == options_.server_num &&
+         static_cast<int>(workers_.size()) == options_.worker_num;
+}
+
+v1::ClusterMap Scheduler::MapLocked() const {
+  v1::ClusterMap map;
+  map.set_epoch(epoch_);
+  map.set_version(version_);
+  map.set_ready(epoch_ > 0);
+  map.set_server_num(options_.server_num);
+  map.set_worker_num(options_.worker_num);
+  auto add = [&](const std::string& id, v1::NodeEntry* e) {
+    const Node& n = nodes_.at(id);
+    e->set_node_id(n.id);
+    e->set_role(n.role);
+    e->set_rank(n.rank);
+    e->set_address(n.address);
+    e->set_state(n.alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
+  };
+  for (const std::string& id : servers_) add(id, map.add_servers());
+  for (const std::string& id : workers_) add(id, map.add_workers());
+  return map;
+}
+
+std::string Scheduler::MissingLocked() const {
+  return absl::StrFormat("%d of %d servers and %d of %d workers registered",
+                         servers_.size(), options_.server_num, workers_.size(),
+                         options_.worker_num);
+}
+
+std::string Scheduler::RecoveryFile() const {
+  return absl::StrCat(options_.recovery_path, "/scheduler_membership.pb");
+}
+
+absl::Status Scheduler::PersistLocked() const {
+  if (options_.recovery_path.empty()) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(options_.recovery_path, ec);
+  const std::string path = RecoveryFile();
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !MapLocked().SerializeToOstream(&out) || !out.flush()) {
+      return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Recover(absl::Time now) {
+  if (options_.recovery_path.empty()) return absl::OkStatus();
+  const std::string path = RecoveryFile();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Log(absl::StrCat("recovery: no membership saved at ", path,
+                     "; starting empty"));
+    return absl::OkStatus();
+  }
+  v1::ClusterMap saved;
+  if (!saved.ParseFromIstream(&in)) {
+    return absl::DataLossError(
+        absl::StrCat(path, " is not a saved membership"));
+  }
+  if (saved.server_num() != options_.server_num ||
+      saved.worker_num() != options_.worker_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds a cluster of ", saved.server_num(), " servers and ",
+        saved.worker_num(), " workers; PS_SERVER_NUM=", options_.server_num,
+        " PS_WORKER_NUM=", options_.worker_num));
+  }
+  absl::MutexLock lock(&mu_);
+  auto load = [&](const v1::NodeEntry& e, std::vector<std::string>* ranks) {
+    Node node;
+    node.id = e.node_id();
+    node.role = e.role();
+    node.rank = e.rank();
+    node.address = e.address();
+    node.last_beat = now;
+    ranks->push_back(node.id);
+    nodes_.emplace(node.id, std::move(node));
+  };
+  for (const v1::NodeEntry& e : saved.servers()) load(e, &servers_);
+  for (const v1::NodeEntry& e : saved.workers()) load(e, &workers_);
+  epoch_ = saved.epoch();
+  version_ = saved.version() + 1;
+  Log(absl::StrCat("recovery: reloaded ", servers_.size(), " servers and ",
+                   workers_.size(), " workers from ", path, ", epoch ",
+                   epoch_));
+  return absl::OkStatus();
+}
+
+v1::ClusterMap Scheduler::Map() const {
+  absl::MutexLock lock(&mu_);
+  return MapLocked();
+}
+
+absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
+    const v1::RegisterRequest& req, absl::Time now) {
+  PSDB_RETURN_IF_ERROR(ValidateNodeId(req.node_id()));
+  if (req.role() != v1::NODE_ROLE_SERVER &&
+      req.role() != v1::NODE_ROLE_WORKER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node id:", req.node_id(), ": role must be server or worker"));
+  }
+  const absl::string_view role = RoleWord(req.role());
+  if (req.role() == v1::NODE_ROLE_SERVER && req.address().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server node id:", req.node_id(), " registered without an address"));
+  }
+  if (req.has_server_num() && req.server_num() != options_.server_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role, " node id:", req.node_id(), " has PS_SERVER_NUM=",
+        req.server_num(), " but the scheduler has ", options_.server_num));
+  }
+  if (req.has_worker_num() && req.worker_num() != options_.worker_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role, " node id:", req.node_id(), " has PS_WORKER_NUM=",
+        req.worker_num(), " but the scheduler has ", options_.worker_num));
+  }
+
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  std::vector<std::string>& ranks =
+      req.role() == v1::NODE_ROLE_SERVER ? servers_ : workers_;
+  const int limit = req.role() == v1::NODE_ROLE_SERVER ? options_.server_num
+                                                       : options_.worker_num;
+  if (req.role() == v1::NODE_ROLE_SERVER) {
+    for (const std::string& id : servers_) {
+      const Node& other = nodes_.at(id);
+      if (other.id != req.node_id() && other.address == req.address()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "server node id:", req.node_id(), " addr:", req.address(),
+            ": address already used by server node id:", other.id, " (rank ",
+            other.rank, ")"));
+      }
+    }
+  }
+
+  v1::RegisterResponse resp;
+  auto it = nodes_.find(req.node_id());
+  if (it != nodes_.end()) {
+    Node& node = it->second;
+    if (node.role != req.role()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node id:", node.id, " is registered as a ",
+                       RoleWord(node.role), ", not a ", role));
+    }
+    if (node.alive) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "refused: %s node id:%s is alive (rank %d, addr:%s, last heartbeat "
+          "%s ago); a node id may be registered once while it lives",
+          role, node.id, node.rank, node.address,
+          absl::FormatDuration(
+              absl::Trunc(now - node.last_beat, absl::Milliseconds(1)))));
+    }
+    node.alive = true;
+    node.address = req.address();
+    node.last_beat = now;
+    ++version_;
+    resp.set_rank(node.rank);
+    resp.set_recovered(true);
+    Log(absl::StrCat(role, " node id:", node.id, " addr:", node.address,
+                     " took back rank ", node.rank, " (recovered)"));
+  } else {
+    if (static_cast<int>(ranks.size()) >= limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "refused ", role, " node id:", req.node_id(), ": all ", limit, " ",
+          role, " ranks are taken (", MissingLocked(), ")"));
+    }
+    Node node;
+    node.id = req.node_id();
+    node.role = req.role();
+    node.rank = static_cast<int>(ranks.size());
+    node.address = req.address();
+    node.last_beat = now;
+    ranks.push_back(node.id);
+    resp.set_rank(node.rank);
+    ++version_;
+    Log(absl::StrCat(role, " node id:", node.id,
+                     node.address.empty() ? "" : " addr:", node.address,
+                     " assigned rank ", node.rank));
+    nodes_.emplace(node.id, std::move(node));
+    if (epoch_ == 0 && ReadyLocked()) {
+      epoch_ = 1;
+      Log(absl::StrCat("cluster ready: ", Plural(options_.server_num, "server"),
+                       ", ", Plural(options_.worker_num, "worker"), ", epoch ",
+                       epoch_));
+    }
+  }
+  if (absl::Status p = PersistLocked(); !p.ok()) {
+    Log(absl::StrCat("recovery: ", p.message()));
+  }
+  *resp.mutable_map() = MapLocked();
+  resp.set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  resp.set_heartbeat_timeout_ms(
+      absl::ToInt64Milliseconds(options_.heartbeat_timeout));
+  return resp;
+}
+
+absl::StatusOr<uint64_t> Scheduler::Heartbeat(absl::string_view node_id,
+                                              absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("node id:", node_id, " is not registered"));
+  }
+  if (!it->second.alive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node id:", node_id, " was marked dead; register again"));
+  }
+  it->second.last_beat = std::max(it->second.last_beat, now);
+  return version_;
+}
+
+std::vector<std::string> Scheduler::CheckHeartbeats(absl::Time now) {
+  std::vector<std::string> dead;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, node] : nodes_) {
+    if (node.alive && now - node.last_beat > options_.heartbeat_timeout) {
+      node.alive = false;
+      dead.push_back(id);
+      Log(absl::StrCat(RoleWord(node.role), " node id:", id,
+                       node.address.empty() ? "" : " addr:", node.address,
+                       " rank ", node.rank, " marked dead: no heartbeat for ",
+                       absl::FormatDuration(absl::Trunc(
+                           now - node.last_beat, absl::Milliseconds(1)))));
+    }
+  }
+  if (!dead.empty()) ++version_;
+  std::sort(dead.begin(), dead.end());
+  return dead;
+}
+
+absl::StatusOr<v1::ClusterMap> Scheduler::WaitReady(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return epoch_ > 0 || closed_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  if (epoch_ == 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("cluster not ready: ", MissingLocked()));
+  }
+  return MapLocked();
+}
+
+absl::Status Scheduler::Barrier(absl::string_view name,
+                                absl::string_view node_id,
+                                absl::Time deadline) {
+  if (name.empty() || name.size() > 256) {
+    return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "barrier '", name, "': node id:", node_id, " is not registered"));
+  }
+  if (it->second.role != v1::NODE_ROLE_WORKER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier '", name, "': node id:", node_id, " is not a worker"));
+  }
+  BarrierState& b = barriers_[std::string(name)];
+  if (std::find(b.arrived.begin(), b.arrived.end(), node_id) !=
+      b.arrived.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("barrier '", name, "': node id:", node_id,
+                     " is already waiting in it"));
+  }
+  const uint64_t generation = b.generation;
+  b.arrived.emplace_back(node_id);
+  if (static_cast<int>(b.arrived.size()) == options_.worker_num) {
+    b.arrived.clear();
+    ++b.generation;
+    return absl::OkStatus();
+  }
+  auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || barriers_[std::string(name)].generation != generation;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&released), deadline);
+  BarrierState& now = barriers_[std::string(name)];
+  if (now.generation != generation) return absl::OkStatus();
+  now.arrived.erase(std::find(now.arrived.begin(), now.arrived.end(), node_id));
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  // Name every worker rank that had not arrived (in rank order).
+  std::vector<std::string> missing;
+  for (int rank = 0; rank < options_.worker_num; ++rank) {
+    if (rank < static_cast<int>(workers_.size())) {
+      const Node& w = nodes_.at(workers_[rank]);
+      if (w.id == node_id || std::find(now.arrived.begin(), now.arrived.end(),
+                                       w.id) != now.arrived.end()) {
+        continue;
+      }
+      missing.push_back(absl::StrCat("worker rank ", rank, " (node id:", w.id,
+                                     w.alive ? "" : ", dead", ")"));
+    } else {
+      missing.push_back(
+          absl::StrCat("worker rank ", rank, " (not registered)"));
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("barrier '", name, "' timed out for node id:", node_id,
+                   "; not arrived: ", absl::StrJoin(missing, ", ")));
+}
+
+int64_t Scheduler::SlowestLocked() const {
+  int64_t slowest = INT64_MAX;
+  for (int rank = 0; rank < options_.worker_num; ++rank) {
+    int64_t finished = 0;
+    if (rank < static_cast<int>(workers_.size())) {
+      auto it = clocks_.find(workers_[rank]);
+      if (it != clocks_.end()) finished = it->second;
+    }
+    slowest = std::min(slowest, finished);
+  }
+  return slowest == INT64_MAX ? 0 : slowest;
+}
+
+absl::StatusOr<int64_t> Scheduler::StepClock(absl::string_view node_id,
+                                             int64_t finished_step,
+                                             int staleness,
+                                             absl::Time deadline) {
+  if (finished_step < 0 || staleness < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step clock: finished_step (", finished_step,
+                     ") and staleness (", staleness, ") must be >= 0"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end() || node->second.role != v1::NODE_ROLE_WORKER) {
+    return absl::NotFoundError(absl::StrCat("step clock: node id:", node_id,
+                                            " is not a registered worker"));
+  }
+  int64_t& clock = clocks_[std::string(node_id)];
+  if (finished_step < clock) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step clock: node id:", node_id, " reported step ",
+                     finished_step, " after step ", clock));
+  }
+  clock = finished_step;
+  const int64_t need = finished_step - staleness;
+  auto caught_up = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || SlowestLocked() >= need;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&caught_up), deadline);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  const int64_t slowest = SlowestLocked();
+  if (slowest >= need) return slowest;
+  std::vector<std::string> behind;
+  for (int rank = 0; rank < options_.worker_num; ++rank) {
+    if (rank >= static_cast<int>(workers_.size())) {
+      behind.push_back(absl::StrCat("worker rank ", rank, " (not registered)"));
+      continue;
+    }
+    const std::string& id = workers_[rank];
+    auto it = clocks_.find(id);
+    const int64_t finished = it == clocks_.end() ? 0 : it->second;
+    if (finished < need) {
+      behind.push_back(absl::StrCat("worker rank ", rank, " (node id:", id,
+                                    ", finished ", finished,
+                                    nodes_.at(id).alive ? "" : ", dead", ")"));
+    }
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "step clock: node id:", node_id, " finished step ", finished_step,
+      " and may run at most ", staleness, " steps ahead; waiting for step ",
+      need, " of: ", absl::StrJoin(behind, ", ")));
+}
+
+void Scheduler::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+// ---------------------------------------------------------------------------
+
+class SchedulerServer::Impl final : public v1::SchedulerService::Service {
+ public:
+  explicit Impl(const SchedulerOptions& options)
+      : options(options), scheduler(options) {}
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req,
+                        v1::RegisterResponse* resp) override {
+    auto r = scheduler.Register(*req, absl::Now());
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    *resp = *std::move(r);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    auto r = scheduler.Heartbeat(req->node_id(), absl::Now());
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    resp->set_map_version(*r);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetClusterMap(grpc::ServerContext* ctx,
+                             const v1::GetClusterMapRequest* req,
+                             v1::GetClusterMapResponse* resp) override {
+    if (req->wait_ready_ms() <= 0) {
+      *resp->mutable_map() = scheduler.Map();
+      return grpc::Status::OK;
+    }
+    auto r = scheduler.WaitReady(Deadline(ctx, req->wait_ready_ms()));
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    *resp->mutable_map() = *std::move(r);
+    return grpc::Status::OK;
+  }
+  grpc::Status Barrier(grpc::ServerContext* ctx, const v1::BarrierRequest* req,
+                       v1::BarrierResponse*) override {
+    const int64_t ms = req->timeout_ms() > 0 ? req->timeout_ms() : 60000;
+    return ToGrpcStatus(
+        scheduler.Barrier(req->name(), req->node_id(), Deadline(ctx, ms)));
+  }
+
+  grpc::Status StepClock(grpc::ServerContext* ctx,
+                         const v1::StepClockRequest* req,
+                         v1::StepClockResponse* resp) override {
+    const int64_t ms = req->timeout_ms() > 0 ? req->timeout_ms() : 60000;
+    auto r = scheduler.StepClock(req->node_id(), req->finished_step(),
+                                 req->staleness(), Deadline(ctx, ms));
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    resp->set_slowest_finished_step(*r);
+    return grpc::Status::OK;
+  }
+
+  // now + ms, but no later than the call's own deadline.
+  static absl::Time Deadline(grpc::ServerContext* ctx, int64_t ms) {
+    const absl::Time wanted = absl::Now() + absl::Milliseconds(ms);
+    if (ctx->deadline() == std::chrono::system_clock::time_point::max()) {
+      return wanted;
+    }
+    return std::min(wanted, absl::FromChrono(ctx->deadline()));
+  }
+
+  void Monitor() {
+    const absl::Duration period = options.heartbeat_interval / 4;
+    absl::MutexLock lock(&mu);
+    while (!stopping) {
+      mu.AwaitWithTimeout(absl::Condition(&stopping), period);
+      if (stopping) break;
+      mu.Unlock();
+      scheduler.CheckHeartbeats(absl::Now());
+      mu.Lock();
+    }
+  }
+
+  const SchedulerOptions options;
+  Scheduler scheduler;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string address;
+  absl::Mutex mu;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::thread monitor;
+  bool shut_down = false;
+};
+
+SchedulerServer::SchedulerServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    const SchedulerOptions& options) {
+  PSDB_RETURN_IF_ERROR(ValidateSchedulerOptions(options));
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                        MakeServerCredentials(options.tls, options.host));
+  auto impl = std::make_unique<Impl>(options);
+  PSDB_RETURN_IF_ERROR(impl->scheduler.Recover(absl::Now()));
+  const std::string host =
+      options.host.find(':') != std::string::npos && options.host[0] != '['
+          ? absl::StrCat("[", options.host, "]")
+          : options.host;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
+                           &impl->port);
+  builder.RegisterService(impl.get());
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "ps-scheduler: cannot listen on ", host, ":", options.port));
+  }
+  impl->address = absl::StrCat(host, ":", impl->port);
+  Impl* raw = impl.get();
+  impl->monitor = std::thread([raw] { raw->Monitor(); });
+  return std::unique_ptr<SchedulerServer>(new SchedulerServer(std::move(impl)));
+}
+
+int SchedulerServer::port() const { return impl_->port; }
+std::string SchedulerServer::address() const { return impl_->address; }
+Scheduler* SchedulerServer::scheduler() { return &impl_->scheduler; }
+
+void SchedulerServer::Shutdown() {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  impl_->scheduler.Close();
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->monitor.join();
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::seconds(5));
+  impl_->server->Wait();
+}
+
+}  // namespace psdb::rpc

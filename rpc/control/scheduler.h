@@ -1,0 +1,185 @@
+// Scheduler and SchedulerServer: the control plane of a psdb cluster
+// (SchedulerService in rpc/wire/psdb.proto; tools/ps-scheduler is a thin main).
+//
+//   psdb::rpc::SchedulerOptions opts;
+//   opts.port = 7100; opts.server_num = 2; opts.worker_num = 2;
+//   PSDB_ASSIGN_OR_RETURN(auto sched, psdb::rpc::SchedulerServer::Start(opts));
+//
+// Membership (Scheduler):
+//  - Ranks are assigned per role in order of registration, 0-based, and
+//    logged: "server node id:<id> addr:<host:port> assigned rank 0".
+//  - When server_num servers and worker_num workers have registered, the map
+//    becomes ready at epoch 1: "cluster ready: 2 servers, 2 workers, epoch 1".
+//    worker_num == 0 is a serving-only cluster (ready with the servers).
+//  - A node whose last heartbeat is older than heartbeat_timeout is marked
+//    dead (logged; the map's version increases, so every node's next beat
+//    sees the change). It keeps its rank: psdb does not replicate, so its
+//    keys stay on it (and fail) until it comes back.
+//  - Register with the id of a live node: ALREADY_EXISTS with the reason.
+//    Register with the id of a dead node (same role): takes its rank back
+//    (address may change), logged as a recovery. Register beyond the
+//    configured count: RESOURCE_EXHAUSTED. Counts sent by the node that
+//    differ from the scheduler's, or a server address already used by
+//    another server: INVALID_ARGUMENT.
+//  - The epoch stays 1 for the life of the cluster: neither death nor
+//    recovery moves keys (ranks and server count never change).
+//  - StepClock gives bounded staleness (SSP): a worker that has finished
+//    step s proceeds once every worker has finished s - k.
+//  - Barrier(name) is across all worker ranks: the n-th call of a name by
+//    each worker forms one barrier. A caller that times out leaves it and
+//    gets DEADLINE_EXCEEDED naming every worker that had not arrived.
+//
+// Thread-safety: Scheduler and SchedulerServer are thread-safe; Barrier and
+// WaitReady block the calling thread (gRPC's sync server gives each call its
+// own thread).
+#ifndef PSDB_RPC_CONTROL_SCHEDULER_H_
+#define PSDB_RPC_CONTROL_SCHEDULER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rpc/wire/psdb.pb.h"
+#include "rpc/wire/tls.h"
+
+namespace psdb::rpc {
+
+struct SchedulerOptions {
+  // Address to bind; plaintext only on loopback unless tls.insecure.
+  // Default: "127.0.0.1"
+  std::string host = "127.0.0.1";
+  // 0 = pick a free port (see SchedulerServer::port()). Default: 0
+  int port = 0;
+  // Servers the cluster waits for. REQUIRED: >= 1. Default: 1
+  int server_num = 1;
+  // Workers the cluster waits for; 0 = serving only. Default: 0
+  int worker_num = 0;
+  // How often nodes beat (told to them at registration). Default: 1 s
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // A node silent this long is dead. REQUIRED: > heartbeat_interval.
+  // Default: 5 s
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Recovery (PS_ENABLE_RECOVERY + PS_RECOVERY_PATH): a directory where
+  // the membership (ids, roles, ranks, addresses, epoch) is written, by
+  // atomic rename, after every change, and read back at start. Nodes
+  // reloaded from it count as alive with a fresh heartbeat timeout, so
+  // running nodes carry on beating to a restarted scheduler without
+  // restarting themselves. Barrier and step-clock state is not kept.
+  // Empty = no persistence. Default: ""
+  std::string recovery_path;
+  // Receives each log line (no trailing newline); null = stderr.
+  // Default: null
+  std::function<void(absl::string_view)> log;
+  ServerTlsOptions tls;
+};
+
+// The membership state machine, without transport.
+class Scheduler {
+ public:
+  // REQUIRES: options validated by ValidateSchedulerOptions.
+  explicit Scheduler(const SchedulerOptions& options);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& req,
+                                                absl::Time now);
+  // Records a beat; returns the map version. NOT_FOUND for an unknown id,
+  // FAILED_PRECONDITION for a node marked dead (it must register again).
+  absl::StatusOr<uint64_t> Heartbeat(absl::string_view node_id, absl::Time now);
+  v1::ClusterMap Map() const;
+  // The map once ready; DEADLINE_EXCEEDED naming the missing counts at
+  // `deadline`, UNAVAILABLE when the scheduler closes.
+  absl::StatusOr<v1::ClusterMap> WaitReady(absl::Time deadline);
+  absl::Status Barrier(absl::string_view name, absl::string_view node_id,
+                       absl::Time deadline);
+  // SSP clock: records that worker `node_id` finished `finished_step`
+  // (never decreasing), then waits until every worker rank has finished
+  // finished_step - staleness (an unregistered rank has finished 0).
+  // Returns the slowest finished step; DEADLINE_EXCEEDED names the workers
+  // behind.
+  absl::StatusOr<int64_t> StepClock(absl::string_view node_id,
+                                    int64_t finished_step, int staleness,
+                                    absl::Time deadline);
+  // Marks alive nodes whose last beat is before now - heartbeat_timeout
+  // dead; returns their ids.
+  std::vector<std::string> CheckHeartbeats(absl::Time now);
+  // Loads the membership saved under options.recovery_path, if any
+  // (InvalidArgument when it contradicts the options: other counts).
+  absl::Status Recover(absl::Time now);
+  // Wakes every waiter with UNAVAILABLE; later waits fail at once.
+  void Close();
+
+ private:
+  struct Node {
+    std::string id;
+    v1::NodeRole role = v1::NODE_ROLE_UNSPECIFIED;
+    int rank = 0;
+    std::string address;
+    bool alive = true;
+    absl::Time last_beat;
+  };
+  struct BarrierState {
+    uint64_t generation = 0;
+    std::vector<std::string> arrived;  // node ids, this generation
+  };
+
+  void Log(absl::string_view line) const;
+  bool ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the membership under recovery_path (no-op without one).
+  absl::Status PersistLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string RecoveryFile() const;
+  v1::ClusterMap MapLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SchedulerOptions options_;
+  mutable absl::Mutex mu_;
+  // Registered nodes by id; ranks index into servers_/workers_.
+  absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> servers_ ABSL_GUARDED_BY(mu_);  // by rank
+  std::vector<std::string> workers_ ABSL_GUARDED_BY(mu_);  // by rank
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+  // Finished step per worker node id (SSP).
+  absl::flat_hash_map<std::string, int64_t> clocks_ ABSL_GUARDED_BY(mu_);
+  int64_t SlowestLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+};
+
+// InvalidArgument naming the bad field.
+absl::Status ValidateSchedulerOptions(const SchedulerOptions& options);
+
+// A Scheduler behind gRPC, with a thread that checks heartbeats every
+// heartbeat_interval / 4.
+class SchedulerServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
+      const SchedulerOptions& options);
+  ~SchedulerServer();  // Shutdown() if still running.
+  SchedulerServer(const SchedulerServer&) = delete;
+  SchedulerServer& operator=(const SchedulerServer&) = delete;
+
+  int port() const;
+  // host:port (IPv6 hosts in brackets).
+  std::string address() const;
+  Scheduler* scheduler();
+
+  // Releases blocked calls with UNAVAILABLE, stops serving. Idempotent.
+  void Shutdown();
+
+ private:
+  class Impl;
+  explicit SchedulerServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_CONTROL_SCHEDULER_H_

@@ -1,0 +1,444 @@
+#include "rpc/server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "rpc/server/thread_pool.h"
+#include "rpc/wire/convert.h"
+#include "rpc/wire/psdb.grpc.pb.h"
+#include "store/manifest.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+
+int MaxMessageBytes(size_t max_batch_keys, int max_dim) {
+  // Per key: 8 key bytes, values + Adam's state (m, v, step) as float32,
+  // 24 bytes of row header (varints, at most 10 bytes each, rounded to 8).
+  const uint64_t per_key =
+      8 + 4 * (3 * static_cast<uint64_t>(std::max(max_dim, 1)) + 1) + 3 * 10;
+  const uint64_t bytes =
+      static_cast<uint64_t>(max_batch_keys) * per_key + (64u << 10);
+  return static_cast<int>(std::min<uint64_t>(bytes, INT32_MAX));
+}
+
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+absl::Span<const uint64_t> KeySpan(
+    const google::protobuf::RepeatedField<uint64_t>& keys) {
+  return absl::MakeConstSpan(keys.data(), static_cast<size_t>(keys.size()));
+}
+
+// Checkpoint roots come from the network: no ".." components.
+absl::Status ValidateRootDir(absl::string_view root) {
+  if (root.empty()) {
+    return absl::InvalidArgumentError("checkpoint root_dir is empty");
+  }
+  for (absl::string_view part : absl::StrSplit(root, '/')) {
+    if (part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint root_dir '", root, "' has a '..' component"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class ServiceImpl final : public v1::ParameterService::CallbackService {
+ public:
+  ServiceImpl(const ServerOptions& options, Store* store, ThreadPool* pool)
+      : options_(options), store_(store), pool_(pool) {
+    if (options_.sync.num_workers > 0) {
+      sync_ = std::make_unique<SyncAggregator>(
+          options_.sync,
+          [store](absl::string_view table, absl::Span<const uint64_t> keys,
+                  absl::Span<const float> grads, int64_t step) {
+            PushOptions push;
+            push.step = step;
+            return store->Push(table, keys, grads, push);
+          });
+    }
+  }
+
+  ServerUnaryReactor* Pull(CallbackServerContext* ctx,
+                           const v1::PullRequest* req,
+                           v1::PullResponse* resp) override {
+    return Run(ctx, [this, req, resp] { return DoPull(*req, resp); });
+  }
+  ServerUnaryReactor* Push(CallbackServerContext* ctx,
+                           const v1::PushRequest* req,
+                           v1::PushResponse*) override {
+    return Run(ctx, [this, req] { return DoPush(*req); });
+  }
+  ServerUnaryReactor* PullRows(CallbackServerContext* ctx,
+                               const v1::PullRowsRequest* req,
+                               v1::PullRowsResponse* resp) override {
+    return Run(ctx, [this, req, resp] { return DoPullRows(*req, resp); });
+  }
+  ServerUnaryReactor* PutRows(CallbackServerContext* ctx,
+                              const v1::PutRowsRequest* req,
+                              v1::PutRowsResponse*) override {
+    return Run(ctx, [this, req] { return DoPutRows(*req); });
+  }
+  ServerUnaryReactor* CreateTable(CallbackServerContext* ctx,
+                                  const v1::CreateTableRequest* req,
+                                  v1::CreateTableResponse*) override {
+    return Run(ctx, [this, req] { return DoCreateTable(*req); });
+  }
+  ServerUnaryReactor* DropTable(CallbackServerContext* ctx,
+                                const v1::DropTableRequest* req,
+                                v1::DropTableResponse*) override {
+    return Run(ctx, [this, req]() -> absl::Status {
+      PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
+      PSDB_RETURN_IF_ERROR(ValidateTableName(req->name()));
+      return store_->DropTable(req->name());
+    });
+  }
+  ServerUnaryReactor* ListTables(CallbackServerContext* ctx,
+                                 const v1::ListTablesRequest* req,
+                                 v1::ListTablesResponse* resp) override {
+    return Run(ctx, [this, req, resp]() -> absl::Status {
+      PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
+      std::vector<TableSpec> tables = store_->ListTables();
+      std::sort(tables.begin(), tables.end(),
+                [](const TableSpec& a, const TableSpec& b) {
+                  return a.name < b.name;
+                });
+      for (const TableSpec& spec : tables)
+        *resp->add_tables() = TableSpecToProto(spec);
+      return absl::OkStatus();
+    });
+  }
+  ServerUnaryReactor* Checkpoint(CallbackServerContext* ctx,
+                                 const v1::CheckpointRequest* req,
+                                 v1::CheckpointResponse* resp) override {
+    return Run(ctx, [this, req, resp] { return DoCheckpoint(*req, resp); });
+  }
+  ServerUnaryReactor* Stats(CallbackServerContext* ctx,
+                            const v1::StatsRequest* req,
+                            v1::StatsResponse* resp) override {
+    return Run(ctx, [this, req, resp]() -> absl::Status {
+      PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
+      StoreStats stats = store_->Stats();
+      std::sort(stats.tables.begin(), stats.tables.end(),
+                [](const TableStats& a, const TableStats& b) {
+                  return a.name < b.name;
+                });
+      ToProto(stats, resp);
+      resp->set_shard_id(options_.shard_id);
+      resp->set_cluster_epoch(options_.cluster.epoch());
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  // Hands the request to the pool; answers without running it when the
+  // client has gone or the deadline has passed meanwhile.
+  template <typename Fn>
+  ServerUnaryReactor* Run(CallbackServerContext* ctx, Fn fn) {
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    pool_->Schedule([this, ctx, reactor, fn = std::move(fn)]() mutable {
+      if (ctx->IsCancelled()) {
+        reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                     "request cancelled before it ran"));
+        return;
+      }
+      if (ctx->deadline() <= std::chrono::system_clock::now()) {
+        reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                     "deadline passed before the request ran"));
+        return;
+      }
+      const absl::Status status = fn();
+      if (absl::IsFailedPrecondition(status)) {
+        ctx->AddTrailingMetadata(kServerEpochMetadataKey,
+                                 absl::StrCat(options_.cluster.epoch()));
+      }
+      reactor->Finish(ToGrpcStatus(status));
+    });
+    return reactor;
+  }
+
+  absl::Status WrongEpoch(absl::string_view why) const {
+    return absl::FailedPreconditionError(
+        absl::StrCat(why, "; server ", options_.shard_id, " has server epoch ",
+                     options_.cluster.epoch()));
+  }
+
+  absl::Status CheckEpoch(uint64_t client_epoch) const {
+    if (client_epoch != 0 && client_epoch != options_.cluster.epoch()) {
+      return WrongEpoch(
+          absl::StrCat("request routed with cluster epoch ", client_epoch));
+    }
+    return absl::OkStatus();
+  }
+
+  // Epoch, table name, batch limit and key ownership.
+  absl::Status CheckKeys(uint64_t client_epoch, absl::string_view table,
+                         absl::Span<const uint64_t> keys) const {
+    PSDB_RETURN_IF_ERROR(CheckEpoch(client_epoch));
+    PSDB_RETURN_IF_ERROR(ValidateTableName(table));
+    if (keys.size() > options_.max_batch_keys) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "table '", table, "': request has ", keys.size(),
+          " keys, more than the server's limit of ", options_.max_batch_keys));
+    }
+    if (!alone()) {
+      for (uint64_t key : keys) {
+        const ServerId owner = options_.cluster.Owner(key);
+        if (owner != options_.shard_id) {
+          return WrongEpoch(absl::StrCat("table '", table, "': key ", key,
+                                         " is owned by server ", owner,
+                                         ", not this one"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
+    const absl::Span<const uint64_t> keys = KeySpan(req.keys());
+    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
+    std::string* values = resp->mutable_values();
+    values->resize(keys.size() * spec.dim * sizeof(float));
+    PullOptions options;
+    options.serving = req.serving();
+    PSDB_RETURN_IF_ERROR(
+        store_->Pull(req.table(), keys,
+                     absl::MakeSpan(reinterpret_cast<float*>(values->data()),
+                                    keys.size() * spec.dim),
+                     options));
+    resp->set_dim(spec.dim);
+    return absl::OkStatus();
+  }
+
+  absl::Status DoPush(const v1::PushRequest& req) {
+    const absl::Span<const uint64_t> keys = KeySpan(req.keys());
+    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
+    const size_t floats = keys.size() * spec.dim;
+    if (req.grads().size() != floats * sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", req.table(), "': grads hold ", req.grads().size(),
+          " bytes, expected ", floats * sizeof(float), " (", keys.size(),
+          " keys of dim ", spec.dim, ")"));
+    }
+    if (req.step() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", req.table(), "': negative step ", req.step()));
+    }
+    absl::Span<const float> grads;
+    std::vector<float> aligned;
+    if (reinterpret_cast<uintptr_t>(req.grads().data()) % alignof(float) == 0) {
+      grads = absl::MakeConstSpan(
+          reinterpret_cast<const float*>(req.grads().data()), floats);
+    } else {
+      aligned.resize(floats);
+      std::memcpy(aligned.data(), req.grads().data(), req.grads().size());
+      grads = aligned;
+    }
+    if (sync_ != nullptr) {
+      return sync_->Push(req.table(), spec.dim, req.worker_id(), req.step(),
+                         keys, grads);
+    }
+    PushOptions options;
+    options.step = req.step();
+    options.worker_id = req.worker_id();
+    return store_->Push(req.table(), keys, grads, options);
+  }
+
+  absl::Status DoPullRows(const v1::PullRowsRequest& req,
+                          v1::PullRowsResponse* resp) {
+    const absl::Span<const uint64_t> keys = KeySpan(req.keys());
+    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    RowBatch rows;
+    PSDB_RETURN_IF_ERROR(store_->PullRows(req.table(), keys, &rows));
+    ToProto(rows, resp->mutable_rows());
+    return absl::OkStatus();
+  }
+
+  absl::Status DoPutRows(const v1::PutRowsRequest& req) {
+    const absl::Span<const uint64_t> keys = KeySpan(req.keys());
+    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
+    const int state_size = optim::StateSize(spec.optimizer, spec.dim);
+    if (req.rows().dim() != spec.dim || req.rows().state_size() != state_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", req.table(), "': rows have dim ", req.rows().dim(),
+          " and state_size ", req.rows().state_size(), ", the table has ",
+          spec.dim, " and ", state_size));
+    }
+    RowBatch rows;
+    PSDB_RETURN_IF_ERROR(Annotate(FromProto(req.rows(), keys.size(), &rows),
+                                  absl::StrCat("table '", req.table(), "'")));
+    return store_->PutRows(req.table(), keys, rows);
+  }
+
+  absl::Status DoCreateTable(const v1::CreateTableRequest& req) {
+    PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, TableSpecFromProto(req.spec()));
+    PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
+    if (spec.dim > options_.max_dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", spec.name, "': dim ", spec.dim,
+                       " exceeds the server's --max_dim ", options_.max_dim));
+    }
+    return store_->CreateTable(spec);
+  }
+
+  absl::Status DoCheckpoint(const v1::CheckpointRequest& req,
+                            v1::CheckpointResponse* resp) {
+    PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
+    if (!req.shard_dir().empty()) {
+      // One shard of a cluster checkpoint (rpc/control/cluster_checkpoint.h).
+      PSDB_RETURN_IF_ERROR(ValidateRootDir(req.shard_dir()));
+      const absl::Time start = absl::Now();
+      PSDB_ASSIGN_OR_RETURN(Store::ShardCheckpoint shard,
+                            store_->CheckpointShard(req.shard_dir()));
+      resp->set_path(req.shard_dir());
+      resp->set_step(shard.step);
+      resp->set_rows_flushed(shard.rows_flushed);
+      resp->set_rows_expired(shard.rows_expired);
+      resp->set_duration_micros(absl::ToInt64Microseconds(absl::Now() - start));
+      for (const auto& [spec, rows] : shard.tables) {
+        *resp->add_shard_tables() = TableSpecToProto(spec);
+        resp->add_shard_table_rows(rows);
+      }
+      return absl::OkStatus();
+    }
+    PSDB_RETURN_IF_ERROR(ValidateRootDir(req.root_dir()));
+    std::string root = req.root_dir();
+    if (!alone()) {
+      root = absl::StrCat(root, "/server-", options_.shard_id);
+    }
+    CheckpointOptions options;
+    if (req.has_keep_last()) {
+      if (req.keep_last() < 0) {
+        return absl::InvalidArgumentError("checkpoint keep_last < 0");
+      }
+      options.keep_last = req.keep_last();
+    }
+    PSDB_ASSIGN_OR_RETURN(CheckpointInfo info,
+                          store_->Checkpoint(root, options));
+    ToProto(info, resp);
+    return absl::OkStatus();
+  }
+
+  // A server with no peers owns every key.
+  bool alone() const { return options_.cluster.servers().size() <= 1; }
+
+  const ServerOptions options_;
+  Store* const store_;
+  ThreadPool* const pool_;
+  std::unique_ptr<SyncAggregator> sync_;  // null: async
+};
+
+}  // namespace
+
+class PsServer::Impl {
+ public:
+  ServerOptions options;
+  int port = 0;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<ServiceImpl> service;
+  std::unique_ptr<grpc::Server> server;
+  absl::Mutex mu;
+  bool shut_down ABSL_GUARDED_BY(mu) = false;
+};
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
+    const ServerOptions& options, Store* store) {
+  if (store == nullptr) return absl::InvalidArgumentError("store is null");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port ", options.port, " out of range"));
+  }
+  if (options.max_batch_keys == 0 || options.max_dim < 1) {
+    return absl::InvalidArgumentError(
+        "max_batch_keys and max_dim must be positive");
+  }
+  if (!options.cluster.servers().empty() &&
+      options.cluster.Find(options.shard_id) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard_id ", options.shard_id, " is not a server of the cluster map (",
+        options.cluster.DebugString(), ")"));
+  }
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                        MakeServerCredentials(options.tls, options.host));
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  int threads = options.num_threads;
+  if (threads <= 0) {
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->service =
+      std::make_unique<ServiceImpl>(options, store, impl->pool.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string host = absl::StrContains(options.host, ':')
+                               ? absl::StrCat("[", options.host, "]")
+                               : options.host;
+  builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
+                           &impl->port);
+  builder.RegisterService(impl->service.get());
+  const int max_bytes =
+      MaxMessageBytes(options.max_batch_keys, options.max_dim);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", options.port,
+                     " (address in use or not local?)"));
+  }
+  impl->server->GetHealthCheckService()->SetServingStatus(true);
+  return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
+}
+
+PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PsServer::~PsServer() { Shutdown(absl::ZeroDuration()); }
+
+int PsServer::port() const { return impl_->port; }
+
+std::string PsServer::address() const {
+  const std::string& host = impl_->options.host;
+  return absl::StrContains(host, ':')
+             ? absl::StrCat("[", host, "]:", impl_->port)
+             : absl::StrCat(host, ":", impl_->port);
+}
+
+void PsServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+  }
+  impl_->server->GetHealthCheckService()->SetServingStatus(false);
+  // Returns once every running request has finished (or was cancelled at
+  // the deadline); their handlers have run on the pool by then.
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          absl::ToChronoMilliseconds(grace));
+  impl_->server->Wait();
+  impl_->pool.reset();
+}
+
+}  // namespace psdb::rpc

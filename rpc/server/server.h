@@ -1,0 +1,105 @@
+// PsServer: one shard of a psdb cluster: a Store behind gRPC's
+// ParameterService (rpc/wire/psdb.proto). tools/ps-server is a thin main over
+// it; tests run it in-process.
+//
+//   PSDB_ASSIGN_OR_RETURN(auto server, psdb::rpc::PsServer::Start(opts,
+//   store)); std::cout << "listening on " << server->address() << "\n";
+//   ...
+//   server->Shutdown(absl::Seconds(30));  // in-flight requests finish
+//
+// Serving: gRPC's callback API; each request is parsed on a gRPC thread and
+// executed on a ThreadPool sized to the machine. Requests whose deadline has
+// passed (or that the client cancelled) before they run are answered
+// DEADLINE_EXCEEDED / CANCELLED without touching the store. Registers the
+// standard grpc.health.v1 health service and server reflection. The maximum
+// message size is derived from the batch limit (see MaxMessageBytes).
+//
+// Validation (before the store sees anything): table names, byte lengths of
+// row payloads against keys * dim, table dims against max_dim, key counts
+// against max_batch_keys (RESOURCE_EXHAUSTED), key ownership under the
+// cluster epoch (FAILED_PRECONDITION with the server's epoch). The store
+// validates the rest (unknown table, non-finite values); a bad request changes
+// nothing.
+//
+// Thread-safety: Start/Shutdown/Wait from one controlling thread; the server
+// serves any number of concurrent requests. `store` must outlive the server.
+#ifndef PSDB_RPC_SERVER_SERVER_H_
+#define PSDB_RPC_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/server/sync_aggregator.h"
+#include "rpc/wire/tls.h"
+#include "shard/cluster_map.h"
+#include "store/store.h"
+
+namespace psdb::rpc {
+
+struct ServerOptions {
+  // Address to bind. Plaintext is allowed on loopback only unless
+  // tls.insecure (see rpc/wire/tls.h). Default: "127.0.0.1"
+  std::string host = "127.0.0.1";
+  // 0 = pick a free port (see PsServer::port()). Default: 0
+  int port = 0;
+  // Handler threads; 0 = one per hardware thread. Default: 0
+  int num_threads = 0;
+  // Most keys one request may carry (RESOURCE_EXHAUSTED above). Also the
+  // store's max_batch_keys. Default: 65536
+  size_t max_batch_keys = 65536;
+  // Largest table dim CreateTable accepts. Default: 1024
+  int max_dim = 1024;
+  // The cluster map this server is one shard of (shard/cluster_map.h): the
+  // server answers for the keys the map assigns to shard_id, under the
+  // map's epoch. A map with at most one server: this server is alone and
+  // owns every key. Default: no servers, epoch 1
+  ClusterMap cluster = ClusterMap::Empty(1);
+  // This server's id in `cluster` (its rank). Default: 0
+  int shard_id = 0;
+  ServerTlsOptions tls;
+  // Synchronous (BSP) training: with num_workers > 0 each push is held
+  // until every worker has pushed the same (table, step), then the step's
+  // gradients are reduced and applied once (rpc/server/sync_aggregator.h).
+  // Default: async (num_workers 0)
+  SyncOptions sync;
+};
+
+// Largest gRPC message ps-server accepts (and sends): a request of
+// max_batch_keys keys with whole rows of max_dim values plus the largest
+// optimizer state (Adam: 2*dim+1), headers and 64 KiB of slack; capped at
+// INT32_MAX.
+int MaxMessageBytes(size_t max_batch_keys, int max_dim);
+
+class PsServer {
+ public:
+  // Validates options, builds credentials (refusing an expired certificate
+  // or plaintext on a non-loopback address), binds and starts serving.
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(
+      const ServerOptions& options, Store* store);
+  ~PsServer();  // Shutdown(absl::ZeroDuration()) if still running.
+  PsServer(const PsServer&) = delete;
+  PsServer& operator=(const PsServer&) = delete;
+
+  // The bound port (the chosen one when options.port == 0).
+  int port() const;
+  // host:port (IPv6 hosts in brackets).
+  std::string address() const;
+
+  // Stops accepting requests; requests already running finish (until
+  // `grace` passes, after which they are cancelled), then the handler pool
+  // drains. Idempotent. The store is left open for the caller to close.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  class Impl;
+  explicit PsServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_SERVER_SERVER_H_

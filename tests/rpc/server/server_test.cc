@@ -1,0 +1,433 @@
+// PsServer in-process, driven through the raw generated stub: hostile and
+// malformed requests, routing checks, health service.
+#include "rpc/server/server.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rpc/client/remote_client.h"
+#include "rpc/wire/convert.h"
+#include "rpc/wire/psdb.grpc.pb.h"
+#include "store/manifest.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb::rpc {
+namespace {
+
+using ::psdb::testing::ScratchDir;
+
+constexpr int kDim = 4;
+constexpr size_t kMaxKeys = 100;
+
+TableSpec AdagradTable(const std::string& name, int dim = kDim) {
+  TableSpec spec;
+  spec.name = name;
+  spec.dim = dim;
+  spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
+  spec.optimizer.learning_rate = 0.1f;
+  spec.seed = 42;
+  return spec;
+}
+
+std::string Floats(std::vector<float> values) {
+  std::string out;
+  FloatsToBytes(values, &out);
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions store_options;
+    store_options.max_batch_keys = kMaxKeys;
+    ASSERT_OK_AND_ASSIGN(store_, Store::Open(store_options, dir_.Sub("db")));
+    ServerOptions options;
+    options.max_batch_keys = kMaxKeys;
+    options.max_dim = 16;
+    options.num_threads = 2;
+    ASSERT_OK_AND_ASSIGN(server_, PsServer::Start(options, store_.get()));
+    channel_ = grpc::CreateChannel(server_->address(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::ParameterService::NewStub(channel_);
+    v1::CreateTableRequest req;
+    *req.mutable_spec() = TableSpecToProto(AdagradTable("emb"));
+    v1::CreateTableResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->CreateTable(&ctx, req, &resp).ok());
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
+  }
+
+  v1::PullRowsResponse Snapshot() {
+    v1::PullRowsRequest req;
+    req.set_table("emb");
+    for (uint64_t k : {1, 2, 3}) req.add_keys(k);
+    v1::PullRowsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->PullRows(&ctx, req, &resp).ok());
+    // Sightings count reads too; values, state and updates must not move.
+    resp.mutable_rows()->clear_frequency();
+    return resp;
+  }
+
+  uint64_t RowsCreated() {
+    for (const TableStats& t : store_->Stats().tables) {
+      if (t.name == "emb") return t.created;
+    }
+    return 0;
+  }
+
+  ScratchDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<PsServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ParameterService::Stub> stub_;
+};
+
+TEST_F(ServerTest, PullAndPushThroughTheStub) {
+  v1::PullRequest pull;
+  pull.set_table("emb");
+  pull.add_keys(5);
+  pull.add_keys(5);
+  v1::PullResponse pulled;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Pull(&ctx, pull, &pulled).ok());
+  }
+  EXPECT_EQ(pulled.dim(), kDim);
+  ASSERT_EQ(pulled.values().size(), 2u * kDim * sizeof(float));
+  std::vector<float> expected(kDim);
+  InitializeRow(AdagradTable("emb"), 5, absl::MakeSpan(expected));
+  EXPECT_EQ(0, std::memcmp(pulled.values().data(), expected.data(),
+                           kDim * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(pulled.values().data() + kDim * sizeof(float),
+                           expected.data(), kDim * sizeof(float)));
+
+  v1::PushRequest push;
+  push.set_table("emb");
+  push.add_keys(5);
+  push.set_grads(Floats({1, 1, 1, 1}));
+  push.set_step(1);
+  v1::PushResponse pushed;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->Push(&ctx, push, &pushed).ok());
+  std::vector<float> local(kDim);
+  ASSERT_OK(store_->Pull("emb", {5}, absl::MakeSpan(local), {}));
+  EXPECT_NE(local, expected);
+}
+
+TEST_F(ServerTest, HostileRequestsFailAndChangeNothing) {
+  const v1::PullRowsResponse before = Snapshot();
+  const uint64_t created = RowsCreated();
+  const auto expect_code = [](grpc::StatusCode code, const grpc::Status& s,
+                              const char* what) {
+    EXPECT_EQ(s.error_code(), code) << what << ": " << s.error_message();
+    EXPECT_FALSE(s.error_message().empty()) << what;
+  };
+  // Gradients one byte short.
+  {
+    v1::PushRequest req;
+    req.set_table("emb");
+    for (uint64_t k : {1, 2, 50}) req.add_keys(k);
+    req.set_grads(std::string(3 * kDim * sizeof(float) - 1, '\0'));
+    v1::PushResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->Push(&ctx, req, &resp), "short grads");
+  }
+  // Non-finite gradient in the last row (the table rejects).
+  {
+    v1::PushRequest req;
+    req.set_table("emb");
+    for (uint64_t k : {1, 2, 51}) req.add_keys(k);
+    std::vector<float> grads(3 * kDim, 0.5f);
+    grads.back() = std::numeric_limits<float>::quiet_NaN();
+    req.set_grads(Floats(grads));
+    v1::PushResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->Push(&ctx, req, &resp), "NaN grads");
+    grads.back() = std::numeric_limits<float>::infinity();
+    req.set_grads(Floats(grads));
+    grpc::ClientContext ctx2;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->Push(&ctx2, req, &resp), "Inf grads");
+  }
+  // PutRows with the wrong dim, and with values of the wrong length.
+  {
+    v1::PutRowsRequest req;
+    req.set_table("emb");
+    req.add_keys(1);
+    RowBatch rows;
+    rows.Resize(kDim + 1, kDim + 1, 1);
+    ToProto(rows, req.mutable_rows());
+    v1::PutRowsResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->PutRows(&ctx, req, &resp), "dim mismatch");
+    rows.Resize(kDim, kDim, 1);
+    ToProto(rows, req.mutable_rows());
+    req.mutable_rows()->mutable_values()->resize(kDim * sizeof(float) - 2);
+    grpc::ClientContext ctx2;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->PutRows(&ctx2, req, &resp), "short values");
+    rows.values[0] = std::numeric_limits<float>::infinity();
+    ToProto(rows, req.mutable_rows());
+    grpc::ClientContext ctx3;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->PutRows(&ctx3, req, &resp), "non-finite row");
+  }
+  // Unknown table: NOT_FOUND (the canonical code for it).
+  {
+    v1::PullRequest req;
+    req.set_table("nope");
+    req.add_keys(1);
+    v1::PullResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::NOT_FOUND, stub_->Pull(&ctx, req, &resp),
+                "unknown table");
+  }
+  // More keys than the limit.
+  {
+    v1::PullRequest req;
+    req.set_table("emb");
+    for (uint64_t k = 0; k <= kMaxKeys; ++k) req.add_keys(1000 + k);
+    v1::PullResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                stub_->Pull(&ctx, req, &resp), "too many keys");
+  }
+  // A message over the size limit (derived from the batch limit).
+  {
+    v1::PushRequest req;
+    req.set_table("emb");
+    const size_t n = MaxMessageBytes(kMaxKeys, 16) / 8 + 1;
+    for (uint64_t k = 0; k < n; ++k) req.add_keys(2000 + k);
+    req.set_grads(std::string(n * kDim * sizeof(float), '\0'));
+    v1::PushResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                stub_->Push(&ctx, req, &resp), "oversized message");
+  }
+  // Bad table names, in data calls and in CreateTable.
+  for (const char* name : {"a/b", "..", "../etc", ""}) {
+    v1::PullRequest req;
+    req.set_table(name);
+    req.add_keys(1);
+    v1::PullResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->Pull(&ctx, req, &resp), name);
+    v1::CreateTableRequest create;
+    *create.mutable_spec() = TableSpecToProto(AdagradTable(name));
+    v1::CreateTableResponse created_resp;
+    grpc::ClientContext ctx2;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->CreateTable(&ctx2, create, &created_resp), name);
+  }
+  // A dim over --max_dim, an unknown optimizer name.
+  {
+    v1::CreateTableRequest req;
+    *req.mutable_spec() = TableSpecToProto(AdagradTable("wide", 17));
+    v1::CreateTableResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->CreateTable(&ctx, req, &resp), "dim > max_dim");
+    *req.mutable_spec() = TableSpecToProto(AdagradTable("odd"));
+    req.mutable_spec()->mutable_optimizer()->set_kind("sparkle");
+    grpc::ClientContext ctx2;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->CreateTable(&ctx2, req, &resp), "unknown optimizer");
+  }
+  // A checkpoint root escaping with "..".
+  {
+    v1::CheckpointRequest req;
+    req.set_root_dir(dir_.Sub("ckpt/../../x"));
+    v1::CheckpointResponse resp;
+    grpc::ClientContext ctx;
+    expect_code(grpc::StatusCode::INVALID_ARGUMENT,
+                stub_->Checkpoint(&ctx, req, &resp), "root with ..");
+  }
+
+  // Nothing changed, and the server still serves.
+  const v1::PullRowsResponse after = Snapshot();
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+  EXPECT_EQ(RowsCreated(), created);
+  std::vector<TableSpec> tables = store_->ListTables();
+  ASSERT_EQ(tables.size(), 1u);
+  EXPECT_EQ(tables[0].name, "emb");
+}
+
+TEST_F(ServerTest, ExpiredDeadlineIsDeadlineExceeded) {
+  v1::PullRequest req;
+  req.set_table("emb");
+  req.add_keys(1);
+  v1::PullResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() -
+                   std::chrono::milliseconds(1));
+  EXPECT_EQ(stub_->Pull(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST_F(ServerTest, HealthServiceReportsServing) {
+  grpc::GenericStub generic(channel_);
+  grpc::Slice empty("");  // HealthCheckRequest{service: ""}: no bytes.
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  absl::Notification done;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                    &request, &response, [&](grpc::Status s) {
+                      status = std::move(s);
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse{status: SERVING (1)}.
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+TEST(ServerRoutingTest, ForeignKeysAndStaleEpochsAreFailedPrecondition) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("db")));
+  ASSERT_OK(store->CreateTable(AdagradTable("emb")));
+  ServerOptions options;
+  ASSERT_OK_AND_ASSIGN(
+      options.cluster,
+      ClusterMap::FromAddresses({"127.0.0.1:1", "127.0.0.1:2"}, /*epoch=*/3));
+  options.shard_id = 0;
+  options.num_threads = 1;
+  ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
+  auto stub = v1::ParameterService::NewStub(grpc::CreateChannel(
+      server->address(), grpc::InsecureChannelCredentials()));
+  uint64_t mine = 0, theirs = 0;
+  while (options.cluster.Owner(mine) != 0) ++mine;
+  while (options.cluster.Owner(theirs) != 1) ++theirs;
+
+  v1::PullRequest req;
+  req.set_cluster_epoch(3);
+  req.set_table("emb");
+  req.add_keys(mine);
+  v1::PullResponse resp;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub->Pull(&ctx, req, &resp).ok());
+  }
+  req.add_keys(theirs);
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub->Pull(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find("server epoch 3"), std::string::npos)
+        << s.error_message();
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    auto it = trailers.find(kServerEpochMetadataKey);
+    ASSERT_NE(it, trailers.end());
+    EXPECT_EQ(std::string(it->second.data(), it->second.size()), "3");
+  }
+  req.clear_keys();
+  req.add_keys(mine);
+  req.set_cluster_epoch(2);
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub->Pull(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  server->Shutdown(absl::Seconds(5));
+}
+
+TEST(ServerStartTest, RefusesPlaintextOffLoopbackAndBadOptions) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("db")));
+  ServerOptions options;
+  options.host = "0.0.0.0";
+  EXPECT_THAT(PsServer::Start(options, store.get()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  options.host = "127.0.0.1";
+  ASSERT_OK_AND_ASSIGN(options.cluster,
+                       ClusterMap::FromAddresses({"127.0.0.1:1"}));
+  options.shard_id = 1;
+  EXPECT_THAT(PsServer::Start(options, store.get()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace psdb::rpc
+
+namespace psdb::rpc {
+namespace {
+
+// A client routing with a stale map (one server, epoch 1) is told
+// FAILED_PRECONDITION, fetches the current map (two servers, epoch 2) from
+// its map_source and re-routes the pull.
+TEST(MapRefreshTest, StaleClientRefreshesItsMapAndRetries) {
+  ScratchDir dir;
+  std::vector<std::unique_ptr<Store>> stores;
+  std::vector<std::unique_ptr<PsServer>> servers;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         Store::Open({}, dir.Sub(absl::StrCat("db", i))));
+    ServerOptions options;
+    // Servers use the map for ownership and their rank only.
+    ASSERT_OK_AND_ASSIGN(
+        options.cluster,
+        ClusterMap::FromAddresses({"unused:1", "unused:2"}, /*epoch=*/2));
+    options.shard_id = i;
+    options.num_threads = 1;
+    ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
+    stores.push_back(std::move(store));
+    servers.push_back(std::move(server));
+  }
+  ASSERT_OK_AND_ASSIGN(
+      const ClusterMap current,
+      ClusterMap::FromAddresses({servers[0]->address(), servers[1]->address()},
+                                /*epoch=*/2));
+  int refreshes = 0;
+  RemoteClientOptions options;
+  ASSERT_OK_AND_ASSIGN(options.cluster,
+                       ClusterMap::FromAddresses({servers[0]->address()}));
+  options.map_source = [&]() -> absl::StatusOr<ClusterMap> {
+    ++refreshes;
+    return current;
+  };
+  ASSERT_OK_AND_ASSIGN(auto client, RemoteClient::Open(options));
+  const TableSpec spec = AdagradTable("emb");
+  ASSERT_OK(client->CreateTable(spec));  // stale epoch: refresh, then all
+  EXPECT_EQ(refreshes, 1);
+  EXPECT_EQ(client->epoch(), 2u);
+  std::vector<uint64_t> keys(64);
+  for (uint64_t k = 0; k < keys.size(); ++k) keys[k] = k;
+  std::vector<float> out(keys.size() * kDim);
+  ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(out), {}));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<float> expected(kDim);
+    InitializeRow(spec, keys[i], absl::MakeSpan(expected));
+    EXPECT_EQ(0, std::memcmp(out.data() + i * kDim, expected.data(),
+                             kDim * sizeof(float)));
+  }
+  // Both servers got their keys (and only theirs: the servers check).
+  uint64_t on_second = 0;
+  for (uint64_t k : keys) on_second += current.Owner(k) == 1;
+  ASSERT_GT(on_second, 0u);
+  EXPECT_EQ(stores[1]->Stats().tables.at(0).created, on_second);
+  EXPECT_EQ(stores[0]->Stats().tables.at(0).created, keys.size() - on_second);
+  for (auto& server : servers) server->Shutdown(absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace psdb::rpc
