@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "shard/ring.h"
+#include "util/key_dedup.h"
 
 namespace psdb {
 
@@ -106,8 +107,7 @@ class Partitioner {
   std::vector<uint64_t> sent_;
   std::vector<uint32_t> inverse_;
   // Scratch, kept for its capacity.
-  std::vector<uint32_t> table_;        // Open addressing: distinct index + 1.
-  std::vector<uint64_t> distinct_;     // Distinct keys, first-seen order.
+  KeyDedup dedup_;                     // Distinct keys in first-seen order.
   std::vector<uint32_t> distinct_of_;  // Position -> distinct index.
   std::vector<uint32_t> owner_;        // Distinct index -> ring index.
   std::vector<uint32_t> sent_of_;      // Distinct index -> sent index.
