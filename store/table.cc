@@ -522,6 +522,9 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
     bool inserted;
     const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
     float* acc = sc.gsum.data() + u * d;
+    // The first occurrence is copied, not added to 0.0f (which would turn
+    // -0.0f into +0.0f); later ones are added in batch order.
+    // Partitioner::GatherSum sums a remote push the same way: keep them equal.
     if (inserted) {
       sc.occ.push_back(1);
       sc.skip.push_back(!finite);
