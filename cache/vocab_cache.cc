@@ -72,51 +72,6 @@ struct VocabCache::Fetch {
   PendingBatch* batch = nullptr;
 };
 
-// De-duplicates one batch's ids: open addressing over arrays reused from
-// batch to batch (a generation stamp clears them), so a lookup allocates
-// nothing and hashes each id once.
-class VocabCache::IdDedup {
- public:
-  void Reset(size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    if (keys_.size() < cap) {
-      keys_.resize(cap);
-      values_.resize(cap);
-      stamps_.assign(cap, 0);
-      generation_ = 0;
-    }
-    mask_ = cap - 1;
-    if (++generation_ == 0) {  // wrapped: forget every stamp
-      std::fill(stamps_.begin(), stamps_.end(), 0);
-      generation_ = 1;
-    }
-  }
-  // The index of `id`: `next` if it is new (*inserted set), else its index.
-  int32_t Insert(uint64_t id, int32_t next, bool* inserted) {
-    for (size_t h = Mix64(id) & mask_;; h = (h + 1) & mask_) {
-      if (stamps_[h] != generation_) {
-        stamps_[h] = generation_;
-        keys_[h] = id;
-        values_[h] = next;
-        *inserted = true;
-        return next;
-      }
-      if (keys_[h] == id) {
-        *inserted = false;
-        return values_[h];
-      }
-    }
-  }
-
- private:
-  std::vector<uint64_t> keys_;
-  std::vector<int32_t> values_;
-  std::vector<uint32_t> stamps_;
-  uint32_t generation_ = 0;
-  size_t mask_ = 0;
-};
-
 namespace {
 
 uint64_t RowBytes(const RowBatch& rows) {
@@ -127,7 +82,7 @@ uint64_t RowBytes(const RowBatch& rows) {
 
 VocabCache::VocabCache(ParameterClient* client,
                        const VocabCacheOptions& options)
-    : client_(client), options_(options), dedup_(std::make_unique<IdDedup>()) {}
+    : client_(client), options_(options) {}
 
 VocabCache::~VocabCache() { WaitForPrefetch().IgnoreError(); }
 
@@ -228,22 +183,21 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     TablePart part;
     part.table = t;
     part.ids.assign(in.ids.begin(), in.ids.end());
-    dedup_->Reset(in.ids.size());
+    dedup_.Reset(in.ids.size());
     part.inverse.resize(in.ids.size());
     std::vector<int32_t> count;
     fp = Mix64(fp ^ static_cast<uint64_t>(t));
     for (size_t i = 0; i < in.ids.size(); ++i) {
       bool inserted;
-      const int32_t u = dedup_->Insert(
-          in.ids[i], static_cast<int32_t>(part.unique.size()), &inserted);
-      if (inserted) {
-        part.unique.push_back(in.ids[i]);
-        count.push_back(0);
-      }
+      // < 2^31 distinct ids (checked above), so the index fits an int32_t.
+      const int32_t u =
+          static_cast<int32_t>(dedup_.Insert(in.ids[i], &inserted));
+      if (inserted) count.push_back(0);
       ++count[u];
       part.inverse[i] = u;
       fp = Mix64(fp ^ in.ids[i]);
     }
+    part.unique.assign(dedup_.unique().begin(), dedup_.unique().end());
     const size_t nu = part.unique.size();
     part.offsets.assign(nu + 1, 0);
     for (size_t u = 0; u < nu; ++u)

@@ -87,6 +87,7 @@
 #include "cache/backend.h"
 #include "cache/policy.h"
 #include "store/parameter_client.h"
+#include "util/key_dedup.h"
 
 namespace psdb::cache {
 
@@ -178,7 +179,6 @@ class VocabCache {
   struct Pool;
   struct PendingBatch;
   struct Fetch;
-  class IdDedup;
 
   VocabCache(ParameterClient* client, const VocabCacheOptions& options);
 
@@ -199,7 +199,7 @@ class VocabCache {
   const VocabCacheOptions options_;
   std::vector<std::unique_ptr<Table>> tables_;
   std::vector<std::unique_ptr<Pool>> pools_;
-  std::unique_ptr<IdDedup> dedup_;  // Prepare's scratch (caller's thread)
+  KeyDedup dedup_;  // Prepare's scratch (caller's thread)
 
   mutable absl::Mutex mu_;
   int64_t next_seq_ = 0;   // sequence number of the next Lookup

@@ -26,35 +26,17 @@ absl::Status Partitioner::Partition(const Ring& ring,
   part_servers_.resize(num_parts);
   for (size_t p = 0; p < num_parts; ++p) part_servers_[p] = ring.server_id(p);
 
-  // 1. Distinct keys (unique + inverse) through an open-addressing table of
-  // at least twice the batch size, so probe runs stay short.
+  // 1. Distinct keys (unique + inverse).
   absl::Span<const uint64_t> distinct = keys;
   if (deduplicate) {
-    size_t capacity = 16;
-    while (capacity < 2 * n) capacity *= 2;
-    const size_t mask = capacity - 1;
-    table_.assign(capacity, 0);
-    distinct_.clear();
+    dedup_.Reset(n);
     distinct_of_.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t key = keys[i];
-      size_t slot = Mix64(key) & mask;
-      while (true) {
-        const uint32_t entry = table_[slot];
-        if (entry == 0) {
-          distinct_.push_back(key);
-          table_[slot] = static_cast<uint32_t>(distinct_.size());
-          distinct_of_[i] = static_cast<uint32_t>(distinct_.size() - 1);
-          break;
-        }
-        if (distinct_[entry - 1] == key) {
-          distinct_of_[i] = entry - 1;
-          break;
-        }
-        slot = (slot + 1) & mask;
-      }
+      bool inserted;
+      const uint32_t u = dedup_.Insert(keys[i], &inserted);
+      distinct_of_[i] = u;
     }
-    distinct = distinct_;
+    distinct = dedup_.unique();
   }
   const size_t m = distinct.size();
 

@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "shard/ring.h"
+#include "util/key_dedup.h"
 
 namespace psdb {
 
@@ -85,7 +86,10 @@ class Partitioner {
                        absl::Span<T> out) const;
   // Per-position values to the sent order, summing duplicates (gradients):
   // sent_rows[s*width ..) = sum of rows[i*width ..) over i with
-  // inverse()[i] == s.
+  // inverse()[i] == s. The sum is the one Table::Push computes, so a remote
+  // push is bit-identical to an embedded one: it starts from a copy of the
+  // key's first position (not from 0, which would turn -0.0f into +0.0f)
+  // and adds the later positions in batch order.
   template <typename T>
   absl::Status GatherSum(absl::Span<const T> rows, size_t width,
                          absl::Span<T> sent_rows) const;
@@ -106,11 +110,11 @@ class Partitioner {
   std::vector<uint64_t> sent_;
   std::vector<uint32_t> inverse_;
   // Scratch, kept for its capacity.
-  std::vector<uint32_t> table_;        // Open addressing: distinct index + 1.
-  std::vector<uint64_t> distinct_;     // Distinct keys, first-seen order.
+  KeyDedup dedup_;                     // Distinct keys in first-seen order.
   std::vector<uint32_t> distinct_of_;  // Position -> distinct index.
   std::vector<uint32_t> owner_;        // Distinct index -> ring index.
-  std::vector<uint32_t> sent_of_;      // Distinct index -> sent index.
+  // Distinct index -> sent index; also read by GatherSum.
+  std::vector<uint32_t> sent_of_;
   std::vector<size_t> cursor_;
 };
 
@@ -135,11 +139,21 @@ absl::Status Partitioner::GatherSum(absl::Span<const T> rows, size_t width,
       !s.ok()) {
     return s;
   }
-  std::fill(sent_rows.begin(), sent_rows.end(), T{});
+  // Distinct indices are handed out in first-seen order, so position i is
+  // the first occurrence of its key iff its key is distinct index
+  // `num_seen`, i.e. iff inverse_[i] == sent_of_[num_seen]. (Without
+  // deduplication sent_of_ == inverse_: every position is a first.)
+  size_t num_seen = 0;
   for (size_t i = 0; i < inverse_.size(); ++i) {
+    const size_t s = inverse_[i];
     const T* src = rows.data() + i * width;
-    T* dst = sent_rows.data() + size_t{inverse_[i]} * width;
-    for (size_t c = 0; c < width; ++c) dst[c] += src[c];
+    T* dst = sent_rows.data() + s * width;
+    if (num_seen < sent_of_.size() && sent_of_[num_seen] == s) {
+      ++num_seen;
+      std::copy_n(src, width, dst);
+    } else {
+      for (size_t c = 0; c < width; ++c) dst[c] += src[c];
+    }
   }
   return absl::OkStatus();
 }

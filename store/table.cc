@@ -7,9 +7,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "optim/optimizer.h"
-#include "store/key_dedup.h"
 #include "store/row_codec.h"
+#include "util/key_dedup.h"
 #include "util/status_macros.h"
 
 namespace psdb::internal {
@@ -521,6 +522,9 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
     bool inserted;
     const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
     float* acc = sc.gsum.data() + u * d;
+    // The first occurrence is copied, not added to 0.0f (which would turn
+    // -0.0f into +0.0f); later ones are added in batch order.
+    // Partitioner::GatherSum sums a remote push the same way: keep them equal.
     if (inserted) {
       sc.occ.push_back(1);
       sc.skip.push_back(!finite);
@@ -531,7 +535,7 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
       for (size_t j = 0; j < d; ++j) acc[j] += g[j];
     }
   }
-  const std::vector<uint64_t>& ukeys = sc.dedup.unique();
+  const absl::Span<const uint64_t> ukeys = sc.dedup.unique();
   const size_t nu = ukeys.size();
   int64_t step = options.step;
   if (step == 0) {
@@ -647,7 +651,7 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out) {
     ++occ[u];
     inverse[i] = u;
   }
-  const std::vector<uint64_t> ukeys = dedup.unique();
+  const absl::Span<const uint64_t> ukeys = dedup.unique();
   const size_t nu = ukeys.size();
   RowBatch u;
   u.Resize(dim(), state_size_, nu);
@@ -743,7 +747,7 @@ absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
     if (inserted) last.push_back(0);
     last[u] = static_cast<uint32_t>(i);
   }
-  const std::vector<uint64_t> ukeys = dedup.unique();
+  const absl::Span<const uint64_t> ukeys = dedup.unique();
   const size_t nu = ukeys.size();
   auto assign = [&](size_t u, uint32_t slot) {
     const size_t i = last[u];

@@ -1,5 +1,6 @@
 #include "shard/partitioner.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -156,6 +157,45 @@ TEST(PartitionerTest, GatherSumAddsDuplicateGradients) {
   const std::map<uint64_t, float> last = {{5, 3}, {6, 5}, {7, 4}};
   for (size_t s = 0; s < p.num_sent(); ++s) {
     EXPECT_EQ(sent[2 * s], last.at(p.sent_keys()[s]));
+  }
+}
+
+// GatherSum must sum as Table::Push does (copy the first occurrence, add
+// the later ones in batch order), or a remote push would differ from an
+// embedded one in the last bits.
+TEST(PartitionerTest, GatherSumMatchesTheStoresSummation) {
+  const Ring ring = MakeRing(4);
+  // Key 5: three gradients whose float sum depends on the order:
+  // (1e8 + -1e8) + 1 == 1, but 1e8 + (-1e8 + 1) == 0 (floats near 1e8 are 8
+  // apart). Key 6: -0.0f twice; 0.0f + -0.0f would be +0.0f. Key 7: one
+  // -0.0f.
+  const std::vector<uint64_t> keys = {5, 6, 5, 7, 6, 5};
+  const std::vector<float> grads = {1e8f, -0.0f, -1e8f, -0.0f, -0.0f, 1.0f};
+  for (bool deduplicate : {true, false}) {
+    SCOPED_TRACE(deduplicate);
+    Partitioner p;
+    ASSERT_OK(p.Partition(ring, keys, deduplicate));
+    std::vector<float> sent(p.num_sent(), 99);
+    ASSERT_OK(p.GatherSum<float>(grads, 1, absl::MakeSpan(sent)));
+    if (!deduplicate) {
+      // Nothing to sum: every gradient is sent as it is, sign bit included.
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const float g = sent[p.inverse()[i]];
+        EXPECT_EQ(g, grads[i]);
+        EXPECT_EQ(std::signbit(g), std::signbit(grads[i])) << i;
+      }
+      continue;
+    }
+    ASSERT_EQ(p.num_sent(), 3u);
+    for (size_t s = 0; s < p.num_sent(); ++s) {
+      const uint64_t key = p.sent_keys()[s];
+      if (key == 5) {
+        EXPECT_EQ(sent[s], 1.0f);
+      } else {
+        EXPECT_EQ(sent[s], 0.0f) << key;
+        EXPECT_TRUE(std::signbit(sent[s])) << key;
+      }
+    }
   }
 }
 

@@ -89,6 +89,23 @@ void BM_PartitionScatterDim16(benchmark::State& state) {
 }
 BENCHMARK(BM_PartitionScatterDim16)->Arg(10)->Arg(1000);
 
+// Partition + summing the duplicates' 16-float gradients: the client side
+// of a Push.
+void BM_PartitionGatherSumDim16(benchmark::State& state) {
+  const Ring ring = MakeRing(state.range(0));
+  const std::vector<uint64_t> keys = Batch(1024);
+  Partitioner partitioner;
+  std::vector<float> grads(kBatch * 16, 1.0f), sent(kBatch * 16);
+  for (auto _ : state) {
+    (void)partitioner.Partition(ring, keys);
+    (void)partitioner.GatherSum<float>(
+        grads, 16, absl::MakeSpan(sent.data(), partitioner.num_sent() * 16));
+    benchmark::DoNotOptimize(sent.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_PartitionGatherSumDim16)->Arg(10)->Arg(1000);
+
 void BM_RingCreate(benchmark::State& state) {
   std::vector<RingMember> members;
   for (int i = 0; i < state.range(0); ++i) members.push_back({i, 1.0f});

@@ -1,40 +1,15 @@
-// Internal building blocks of the store: KeyDedup, AdmissionCounter and the
-// memory tier's arena and eviction policies.
+// Internal building blocks of the store: AdmissionCounter and the memory
+// tier's arena and eviction policies.
 #include <algorithm>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "store/admission.h"
-#include "store/key_dedup.h"
 #include "store/memory_tier.h"
 
 namespace psdb::internal {
 namespace {
-
-TEST(KeyDedupTest, FirstSeenOrderAndReuse) {
-  KeyDedup d;
-  d.Reset(5);
-  bool ins;
-  EXPECT_EQ(d.Insert(9, &ins), 0u);
-  EXPECT_TRUE(ins);
-  EXPECT_EQ(d.Insert(3, &ins), 1u);
-  EXPECT_EQ(d.Insert(9, &ins), 0u);
-  EXPECT_FALSE(ins);
-  EXPECT_EQ(d.Insert(0, &ins), 2u);
-  EXPECT_EQ(d.unique(), (std::vector<uint64_t>{9, 3, 0}));
-  // A reset forgets everything without reallocating.
-  d.Reset(5);
-  EXPECT_EQ(d.Insert(3, &ins), 0u);
-  EXPECT_TRUE(ins);
-  // Many keys, many collisions in the low bits.
-  d.Reset(10000);
-  for (uint64_t k = 0; k < 10000; ++k) d.Insert(k << 20, &ins);
-  for (uint64_t k = 0; k < 10000; ++k) {
-    EXPECT_EQ(d.Insert(k << 20, &ins), k);
-    EXPECT_FALSE(ins);
-  }
-}
 
 TEST(AdmissionCounterTest, CountsUntilThreshold) {
   AdmissionCounter off(1);
