@@ -47,17 +47,17 @@ struct ScenarioFlags {
   const char* name;
   // Printed on `out` for help, and on `err` after a usage error.
   const char* usage;
-  // Every flag it takes, without "--". `json` (a flag without a value) and
-  // `help` are always accepted.
+  // Every flag it takes, without "--", but `json`: that one (a flag without
+  // a value) every scenario accepts.
   std::vector<std::string> known;
 };
 
 // The prologue every scenario shares. `-h`, `--help` or `help` among the
-// arguments: the usage on `out`, returns 0. Arguments that do not parse (a
-// malformed or unknown flag, any positional argument): "ps-bench <name>:
-// <message>", a blank line and the usage on `err`, returns
-// tools::kUsageExitCode. Otherwise stores the flags in *args and returns
-// nullopt: the scenario goes on.
+// arguments (before any `--`), even beside a bad flag: the usage on `out`,
+// returns 0. Arguments that do not parse (a malformed or unknown flag, any
+// positional argument): "ps-bench <name>: <message>", a blank line and the
+// usage on `err`, returns tools::kUsageExitCode. Otherwise stores the flags in
+// *args and returns nullopt: the scenario goes on.
 std::optional<int> ReadScenarioArgs(const ScenarioFlags& flags, int argc,
                                     const char* const* argv, std::ostream& out,
                                     std::ostream& err, tools::Args* args);
