@@ -72,12 +72,6 @@ CliResult Cli(std::vector<std::string> words) {
   return {code, out.str(), err.str()};
 }
 
-// Runs a shell command; returns its exit status and stdout.
-std::pair<int, std::string> Shell(const std::string& command) {
-  testing::ShellResult r = testing::RunShell(command, /*merge_stderr=*/false);
-  return {r.exit_code, std::move(r.output)};
-}
-
 class DumpTest : public ::testing::Test {
  protected:
   // One shard: "emb" (dim 2, Adagrad) with keys 1, 2, 300 and "wide"
@@ -375,29 +369,38 @@ TEST_F(DumpTest, CliExportAndVerify) {
 // The real binary, as a separate process.
 TEST_F(DumpTest, BinaryRuns) {
   const std::string bin = testing::BuiltBinary("tools/ps-dump");
-  auto [code, out] = Shell(bin + " info " + ckpt_);
+  auto [code, out] =
+      testing::RunShell(bin + " info " + ckpt_, /*merge_stderr=*/false);
   EXPECT_EQ(code, 0);
   EXPECT_THAT(out, ContainsRegex("emb +2 +adagrad"));
-  EXPECT_EQ(Shell(bin + " export " + ckpt_ + " 2>/dev/null").first, 2);
-  EXPECT_EQ(Shell(bin + " 2>/dev/null").first, 2);
+  EXPECT_EQ(testing::RunShell(bin + " export " + ckpt_ + " 2>/dev/null",
+                              /*merge_stderr=*/false)
+                .exit_code,
+            2);
+  EXPECT_EQ(
+      testing::RunShell(bin + " 2>/dev/null", /*merge_stderr=*/false).exit_code,
+      2);
 }
 
 // RocksDB's own ldb reads the checkpoint: the column families are the
 // tables, and a row fetched by its big-endian key decodes to the row.
 TEST_F(DumpTest, RocksDbLdbReadsTheCheckpoint) {
   const std::string ldb = "/usr/bin/ldb";
-  if (Shell("test -x " + ldb).first != 0) {
+  if (testing::RunShell("test -x " + ldb, /*merge_stderr=*/false).exit_code !=
+      0) {
     GTEST_SKIP() << ldb << " not installed (Debian package rocksdb-tools)";
   }
   const std::string shard = ckpt_ + "/shard-0";
-  auto [code, cfs] = Shell(ldb + " list_column_families --db=" + shard);
+  auto [code, cfs] = testing::RunShell(
+      ldb + " list_column_families --db=" + shard, /*merge_stderr=*/false);
   ASSERT_EQ(code, 0) << cfs;
   EXPECT_THAT(cfs, HasSubstr("{default, emb, wide}"));
 
   // Key 300 = 0x000000000000012C big-endian.
-  auto [get_code, hex] =
-      Shell(ldb + " get --db=" + shard +
-            " --column_family=emb --key_hex --value_hex 0x000000000000012C");
+  auto [get_code, hex] = testing::RunShell(
+      ldb + " get --db=" + shard +
+          " --column_family=emb --key_hex --value_hex 0x000000000000012C",
+      /*merge_stderr=*/false);
   ASSERT_EQ(get_code, 0) << hex;
   ASSERT_EQ(hex.substr(0, 2), "0x");
   std::string bytes;
@@ -470,16 +473,19 @@ TEST(DumpStoreTest, StoreCheckpointReadByLdbAndPsDump) {
   EXPECT_EQ(out.str(), expected);
 
   const std::string ldb = "/usr/bin/ldb";
-  if (Shell("test -x " + ldb).first != 0) {
+  if (testing::RunShell("test -x " + ldb, /*merge_stderr=*/false).exit_code !=
+      0) {
     GTEST_SKIP() << ldb << " not installed (Debian package rocksdb-tools)";
   }
   const std::string shard = reader->shards()[0].path;
-  auto [code, cfs] = Shell(ldb + " list_column_families --db=" + shard);
+  auto [code, cfs] = testing::RunShell(
+      ldb + " list_column_families --db=" + shard, /*merge_stderr=*/false);
   ASSERT_EQ(code, 0) << cfs;
   EXPECT_THAT(cfs, HasSubstr("emb"));
-  auto [get_code, hex] =
-      Shell(ldb + " get --db=" + shard +
-            " --column_family=emb --key_hex --value_hex 0x0102030405060708");
+  auto [get_code, hex] = testing::RunShell(
+      ldb + " get --db=" + shard +
+          " --column_family=emb --key_hex --value_hex 0x0102030405060708",
+      /*merge_stderr=*/false);
   ASSERT_EQ(get_code, 0) << hex;
   ASSERT_EQ(hex.substr(0, 2), "0x");
   std::string bytes;

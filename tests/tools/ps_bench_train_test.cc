@@ -2,7 +2,8 @@
 // ps-train embedded and on a real local cluster (ps-scheduler, 2 ps-servers,
 // 2 ps-train workers) with prefetch on and off, stops every process, and
 // prints one JSON object with every run and both ratios, finite and
-// positive. Speed is not asserted (benchmarks measure speed; tests never do).
+// positive, in report.h's blocks. Speed is not asserted (benchmarks measure
+// speed; tests never do).
 #include <sys/wait.h>
 
 #include <cmath>
@@ -11,23 +12,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
+#include "tests/tools/bench_json.h"
 
 namespace psdb::bench {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 // The number after "\"name\":" at or after `from`.
 double Field(const std::string& json, const std::string& name, size_t from) {
@@ -44,11 +36,13 @@ double Field(const std::string& json, const std::string& name, size_t from) {
 TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
   testing::ScratchDir dir;
   const std::string bin = testing::BuiltBinary("tools/ps-bench");
-  auto [code, out] = Shell(absl::StrCat(
-      bin,
-      " train --train_rows=256 --test_rows=16 --batch_size=32 --deep_dim=4 "
-      "--hidden=8 --max_vocab=200 --json --dir=",
-      dir.Sub("bench"), " 2>&1"));
+  auto [code, out] = testing::RunShell(
+      absl::StrCat(
+          bin,
+          " train --train_rows=256 --test_rows=16 --batch_size=32 --deep_dim=4 "
+          "--hidden=8 --max_vocab=200 --json --dir=",
+          dir.Sub("bench"), " 2>&1"),
+      /*merge_stderr=*/false);
   ASSERT_EQ(code, 0) << out;
   ASSERT_EQ(out.front(), '{') << out;
   ASSERT_EQ(out.substr(out.size() - 2), "}\n");
@@ -64,12 +58,10 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
     const double hit = Field(out, "cache_hit_rate", at);
     EXPECT_TRUE(hit >= 0 && hit <= 1) << run << "\n" << out;
   }
-  const size_t ratios = out.find("\"ratios\":{");
-  ASSERT_NE(ratios, std::string::npos);
-  for (const char* name : {"prefetch_on_vs_off", "cluster_vs_embedded"}) {
-    const double v = Field(out, name, ratios);
-    EXPECT_TRUE(std::isfinite(v) && v > 0) << name << " = " << v << "\n" << out;
-  }
+  testing::ExpectRatioBlocks(out,
+                             {"prefetch_on_vs_off", "cluster_vs_embedded"});
+  // No targets: the ratios describe, they do not judge.
+  EXPECT_EQ(testing::JsonObject(out, "targets"), "{}");
 }
 
 }  // namespace

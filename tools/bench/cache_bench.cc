@@ -17,6 +17,8 @@
 #include "cache/vocab_cache.h"
 #include "store/local_client.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/report.h"
+#include "tools/bench/scenario.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
 #include "tools/common/text.h"
@@ -77,13 +79,15 @@ absl::StatusOr<std::vector<T>> ParseList(const tools::Args& args,
   return out;
 }
 
-absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
-  PSDB_ASSIGN_OR_RETURN(tools::Args args,
-                        tools::Args::Parse(argc, argv, 1, {"json"}));
-  PSDB_RETURN_IF_ERROR(
-      args.CheckKnown({"ns", "alphas", "capacities", "warmup_capacities",
-                       "counted", "batch", "lookahead_capacities",
-                       "gather_rows", "gather_batches", "seed", "json"}));
+ScenarioFlags Flags() {
+  return {
+      "cache",
+      kUsage,
+      {"ns", "alphas", "capacities", "warmup_capacities", "counted", "batch",
+       "lookahead_capacities", "gather_rows", "gather_batches", "seed"}};
+}
+
+absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   Params p;
   PSDB_ASSIGN_OR_RETURN(p.ns, ParseList<int64_t>(args, "ns", "100000,1000000"));
   PSDB_ASSIGN_OR_RETURN(p.alphas,
@@ -288,6 +292,29 @@ Ratios ComputeRatios(const std::vector<HitRate>& r, const Gather& g) {
   return x;
 }
 
+// The ratios with their targets, for report.h (one round: hit rates are
+// exact for a given stream and the gather is timed once).
+std::vector<Ratio> RatioList(const Ratios& x) {
+  return {
+      {.name = "lru_minus_che_max_pp",
+       .target = Target::AtMost(1.5),
+       .rounds = {x.lru_minus_che_max_pp}},
+      {.name = "lfu_vs_static_opt_min",
+       .target = Target::AtLeast(0.97),
+       .rounds = {x.lfu_vs_static_opt_min}},
+      {.name = "lookahead_vs_belady_min",
+       .target = Target::AtLeast(0.95),
+       .rounds = {x.lookahead_vs_belady_min}},
+      {.name = "gather_vs_limit",
+       .target = Target::AtLeast(0.5),
+       .rounds = {x.gather_vs_limit},
+       .note = "(CpuBackend::Gather)"},
+      {.name = "lookup_vs_limit",
+       .rounds = {x.lookup_vs_limit},
+       .note = "(the whole warm VocabCache::Lookup)"},
+  };
+}
+
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<HitRate>& r, const Gather& g, const Ratios& x,
                std::ostream& out) {
@@ -330,17 +357,11 @@ void PrintJson(const Params& p, const MachineInfo& m,
   num(g.backend_ids_per_s);
   j += ",\"lookup_ids_per_s\":";
   num(g.lookup_ids_per_s);
-  j += "},\"ratios\":{\"lru_minus_che_max_pp\":";
-  num(x.lru_minus_che_max_pp);
-  j += ",\"lfu_vs_static_opt_min\":";
-  num(x.lfu_vs_static_opt_min);
-  j += ",\"lookahead_vs_belady_min\":";
-  num(x.lookahead_vs_belady_min);
-  j += ",\"gather_vs_limit\":";
-  num(x.gather_vs_limit);
-  j += ",\"lookup_vs_limit\":";
-  num(x.lookup_vs_limit);
-  j += "}}\n";
+  j += "},";
+  AppendRatiosJson(RatioList(x), &j);
+  j += ",\"lookahead_beats\":";
+  j += x.lookahead_beats ? "true" : "false";
+  j += "}\n";
   out << j;
 }
 
@@ -371,22 +392,9 @@ void PrintReport(const Params& p, const MachineInfo& m,
       "  VocabCache::Lookup (warm)    %12.0f ids/s\n\n",
       g.rows, g.batches, g.limit_ids_per_s, g.backend_ids_per_s,
       g.lookup_ids_per_s);
+  PrintRatios(RatioList(x), out);
   out << absl::StrFormat(
-      "ratios\n"
-      "  lru_minus_che_max_pp     %7.3f   (target <= 1.5)  %s\n"
-      "  lfu_vs_static_opt_min    %7.4f   (target >= 0.97) %s\n"
-      "  lookahead_vs_belady_min  %7.4f   (target >= 0.95) %s\n"
-      "  gather_vs_limit          %7.3f   (target >= 0.5)  %s   "
-      "(CpuBackend::Gather)\n"
-      "  lookup_vs_limit          %7.3f   (no target; the whole warm "
-      "VocabCache::Lookup)\n"
-      "  lookahead beats LRU/LFU where Belady leads by > 2 points: %s\n",
-      x.lru_minus_che_max_pp, x.lru_minus_che_max_pp <= 1.5 ? "met" : "MISSED",
-      x.lfu_vs_static_opt_min,
-      x.lfu_vs_static_opt_min >= 0.97 ? "met" : "MISSED",
-      x.lookahead_vs_belady_min,
-      x.lookahead_vs_belady_min >= 0.95 ? "met" : "MISSED", x.gather_vs_limit,
-      x.gather_vs_limit >= 0.5 ? "met" : "MISSED", x.lookup_vs_limit,
+      "lookahead beats LRU/LFU where Belady leads by > 2 points: %s\n",
       x.lookahead_beats ? "yes" : "NO");
 }
 
@@ -394,34 +402,22 @@ void PrintReport(const Params& p, const MachineInfo& m,
 
 int RunCacheBench(int argc, const char* const* argv, std::ostream& out,
                   std::ostream& err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h" || a == "help") {
-      out << kUsage;
-      return 0;
-    }
-  }
-  absl::StatusOr<Params> params = ParseParams(argc, argv);
-  if (!params.ok()) {
-    err << "ps-bench cache: " << params.status().message() << "\n\n" << kUsage;
-    return tools::kUsageExitCode;
-  }
-  const MachineInfo machine = DescribeMachine();
-  std::vector<HitRate> rates;
-  Gather gather;
-  absl::Status st = RunHitRates(*params, &rates, err);
-  if (st.ok()) st = RunGather(*params, &gather);
-  if (!st.ok()) {
-    err << "ps-bench cache: " << st << "\n";
-    return 1;
-  }
-  const Ratios ratios = ComputeRatios(rates, gather);
-  if (params->json) {
-    PrintJson(*params, machine, rates, gather, ratios, out);
-  } else {
-    PrintReport(*params, machine, rates, gather, ratios, out);
-  }
-  return 0;
+  return RunScenario<Params>(
+      Flags(), argc, argv, out, err, &ParseParams,
+      [&](Params& params) -> absl::Status {
+        const MachineInfo machine = DescribeMachine();
+        std::vector<HitRate> rates;
+        Gather gather;
+        PSDB_RETURN_IF_ERROR(RunHitRates(params, &rates, err));
+        PSDB_RETURN_IF_ERROR(RunGather(params, &gather));
+        const Ratios ratios = ComputeRatios(rates, gather);
+        if (params.json) {
+          PrintJson(params, machine, rates, gather, ratios, out);
+        } else {
+          PrintReport(params, machine, rates, gather, ratios, out);
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace psdb::bench

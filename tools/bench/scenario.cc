@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "tools/bench/cache_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
@@ -63,6 +65,45 @@ int RunBench(int argc, const char* const* argv, std::ostream& out,
   err << "ps-bench: unknown scenario '" << name << "'\n\n";
   PrintUsage(err);
   return tools::kUsageExitCode;
+}
+
+std::optional<int> ReadScenarioArgs(const ScenarioFlags& flags, int argc,
+                                    const char* const* argv, std::ostream& out,
+                                    std::ostream& err, tools::Args* args) {
+  // Help wins over everything else on the line, even a bad flag: someone
+  // asking for the usage gets it.
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--") break;
+    if (a == "-h" || a == "--help" || a == "help") {
+      out << flags.usage;
+      return 0;
+    }
+  }
+  absl::StatusOr<tools::Args> parsed =
+      tools::Args::Parse(argc, argv, 1, {"json"});
+  absl::Status status = parsed.status();
+  if (status.ok()) {
+    std::vector<std::string> known = flags.known;
+    known.push_back("json");
+    status = parsed->CheckKnown(known);
+  }
+  if (status.ok() && !parsed->positional().empty()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", parsed->positional()[0], "'"));
+  }
+  if (!status.ok()) {
+    PrintUsageError(flags, status, err);
+    return tools::kUsageExitCode;
+  }
+  *args = *std::move(parsed);
+  return std::nullopt;
+}
+
+void PrintUsageError(const ScenarioFlags& flags, const absl::Status& status,
+                     std::ostream& err) {
+  err << "ps-bench " << flags.name << ": " << status.message() << "\n\n"
+      << flags.usage;
 }
 
 }  // namespace psdb::bench

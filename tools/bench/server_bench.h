@@ -11,9 +11,18 @@
 //              gathers the rows from a flat hash map and writes them to a raw
 //              loopback TCP socket, one request/response per batch (pulls
 //              only)
+// All three stay up for the whole run and are measured in --repeats rounds
+// (default 5), alternating (psdb, redis, tcp_limit, psdb, ...); each timed
+// phase (a system's pulls, its pushes) cycles through the threads' batches
+// for at least --min_seconds (default 2), so a burst of load from elsewhere
+// on a shared machine moves one round, not the figure.
 // Output: a report, or with --json one JSON object whose "ratios" map holds
 // psdb_vs_redis_pull, psdb_vs_redis_push and psdb_vs_tcp_limit_pull
-// (keys/s of psdb over keys/s of the peer). Targets: >= 2, >= 1.5, >= 0.5.
+// (keys/s of psdb over keys/s of the peer in the same round; the median over
+// rounds, with "ratios_min" / "ratios_max" beside it, report.h). Targets:
+// >= 2, >= 1.5, >= 0.5. Per system: "pull_keys_per_s" / "push_keys_per_s"
+// are medians over rounds (each round's in "..._rounds"); "keys" / "pull_s"
+// and "push_keys" / "push_s" are totals over all rounds.
 //
 // Thread-safety: one call at a time (it owns the process's benchmark run).
 #ifndef PSDB_TOOLS_BENCH_SERVER_BENCH_H_

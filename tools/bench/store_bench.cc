@@ -20,6 +20,8 @@
 #include "store/store.h"
 #include "store/table_spec.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/report.h"
+#include "tools/bench/scenario.h"
 #include "tools/bench/store_systems.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
@@ -82,17 +84,15 @@ struct Params {
   }
 };
 
-absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
-  PSDB_ASSIGN_OR_RETURN(tools::Args args,
-                        tools::Args::Parse(argc, argv, 1, {"json"}));
-  PSDB_RETURN_IF_ERROR(args.CheckKnown(
-      {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
-       "budget_fraction", "touch_fraction", "seed", "dir", "json", "systems",
-       "psdb_block_cache_mb", "psdb_background_eviction"}));
-  if (!args.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
-  }
+ScenarioFlags Flags() {
+  return {"store",
+          kUsage,
+          {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
+           "budget_fraction", "touch_fraction", "seed", "dir", "systems",
+           "psdb_block_cache_mb", "psdb_background_eviction"}};
+}
+
+absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   Params p;
   PSDB_ASSIGN_OR_RETURN(p.rows, args.GetInt("rows", p.rows, 1, 1ll << 32));
   PSDB_ASSIGN_OR_RETURN(p.dim, args.GetInt("dim", p.dim, 1, 65536));
@@ -322,13 +322,9 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   return absl::OkStatus();
 }
 
-struct Ratio {
-  const char* name;
-  double value;
-  double cpu_value;    // the same ratio of keys per process CPU second
-  const char* target;  // for the report
-  bool met;
-};
+// The cpu-time value of each ratio (keys per process CPU second instead of
+// per wall second), in the order of the ratios; NaN where it has none.
+using CpuRatios = std::vector<double>;
 
 std::string Gib(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", bytes / double(1ull << 30));
@@ -338,7 +334,7 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                  uint64_t table_bytes, uint64_t budget,
                  const std::vector<SystemResult>& systems,
                  const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
-                 std::ostream& out) {
+                 const CpuRatios& cpu, std::ostream& out) {
   out << "ps-bench store\n";
   out << absl::StrFormat("machine     %d cores, %s, %s RAM\n", m.cores,
                          m.cpu_model, Gib(m.memory_bytes));
@@ -371,26 +367,20 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
         ckpt.incremental_s, ckpt.incremental_rows);
   }
   out << "\n";
-  out << absl::StrFormat("%-32s %8s  %-8s %-8s %s\n", "ratio", "value",
-                         "target", "", "cpu-time value");
-  for (const Ratio& r : ratios) {
-    if (std::isnan(r.value)) {
-      out << absl::StrFormat("%-32s %8s  %-8s %-8s\n", r.name, "-", r.target,
-                             "not run");
-      continue;
+  std::vector<Ratio> noted = ratios;
+  for (size_t i = 0; i < noted.size(); ++i) {
+    if (!std::isnan(cpu[i])) {
+      noted[i].note = absl::StrFormat("(cpu-time %.3f)", cpu[i]);
     }
-    out << absl::StrFormat(
-        "%-32s %8.3f  %-8s %-8s %s\n", r.name, r.value, r.target,
-        r.met ? "met" : "MISSED",
-        std::isnan(r.cpu_value) ? "-" : absl::StrFormat("%.3f", r.cpu_value));
   }
+  PrintRatios(noted, out);
 }
 
 void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                uint64_t table_bytes, uint64_t budget,
                const std::vector<SystemResult>& systems,
                const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
-               std::ostream& out) {
+               const CpuRatios& cpu, std::ostream& out) {
   std::string j = "{\"scenario\":\"store\",";
   AppendMachineJson(m, &j);
   auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
@@ -468,39 +458,21 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   num(ckpt.incremental_s);
   j += ",\"incremental_rows_flushed\":";
   num(ckpt.incremental_rows);
-  j += "},\"ratios\":{";
-  for (size_t i = 0; i < ratios.size(); ++i) {
-    if (i > 0) j += ",";
-    str(ratios[i].name);
-    j += ":";
-    num(ratios[i].value);
-  }
-  j += "},\"ratios_cpu\":{";
+  j += "},";
+  AppendRatiosJson(ratios, &j);
+  // Beside the shared blocks: the same ratios in keys per CPU second.
+  j += ",\"ratios_cpu\":{";
   bool first_cpu = true;
-  for (const Ratio& r : ratios) {
-    if (std::isnan(r.cpu_value) &&
-        r.name == std::string("incremental_vs_full_checkpoint"))
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (std::isnan(cpu[i]) &&
+        ratios[i].name == "incremental_vs_full_checkpoint") {
       continue;
+    }
     if (!first_cpu) j += ",";
     first_cpu = false;
-    str(r.name);
-    j += ":";
-    num(r.cpu_value);
-  }
-  j += "},\"targets\":{";
-  for (size_t i = 0; i < ratios.size(); ++i) {
-    if (i > 0) j += ",";
     str(ratios[i].name);
     j += ":";
-    str(ratios[i].target);
-  }
-  j += "},\"targets_met\":{";
-  for (size_t i = 0; i < ratios.size(); ++i) {
-    if (i > 0) j += ",";
-    str(ratios[i].name);
-    j += std::isnan(ratios[i].value) ? ":null"
-         : ratios[i].met             ? ":true"
-                                     : ":false";
+    num(cpu[i]);
   }
   j += "}}\n";
   out << j;
@@ -634,19 +606,31 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const double c2 = mem.PushCpuRate() / limit.PushCpuRate();
   const double c3 = tiered.PullCpuRate() / rocks.PullCpuRate();
   const double c4 = tiered.PushCpuRate() / rocks.PushCpuRate();
+  // One round: the store scenario measures each system once.
   const std::vector<Ratio> ratios = {
-      {"mem_vs_limit_pull", r1, c1, ">= 0.5", r1 >= 0.5},
-      {"mem_vs_limit_push", r2, c2, ">= 0.5", r2 >= 0.5},
-      {"tiered_vs_rocksdb_pull", r3, c3, ">= 3", r3 >= 3},
-      {"tiered_vs_rocksdb_push", r4, c4, ">= 3", r4 >= 3},
-      {"incremental_vs_full_checkpoint", incr, NAN, "<= 0.1", incr <= 0.1},
+      {.name = "mem_vs_limit_pull",
+       .target = Target::AtLeast(0.5),
+       .rounds = {r1}},
+      {.name = "mem_vs_limit_push",
+       .target = Target::AtLeast(0.5),
+       .rounds = {r2}},
+      {.name = "tiered_vs_rocksdb_pull",
+       .target = Target::AtLeast(3),
+       .rounds = {r3}},
+      {.name = "tiered_vs_rocksdb_push",
+       .target = Target::AtLeast(3),
+       .rounds = {r4}},
+      {.name = "incremental_vs_full_checkpoint",
+       .target = Target::AtMost(0.1),
+       .rounds = {incr}},
   };
+  const CpuRatios cpu = {c1, c2, c3, c4, NAN};
   if (p.json) {
     PrintJson(p, machine, row_bytes, table_bytes, budget, results, ckpt, ratios,
-              out);
+              cpu, out);
   } else {
     PrintReport(p, machine, row_bytes, table_bytes, budget, results, ckpt,
-                ratios, out);
+                ratios, cpu, out);
   }
   if (mem.evictions > 0) {
     log << "ps-bench store: warning: psdb_mem evicted " << mem.evictions
@@ -659,24 +643,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
 int RunStoreBench(int argc, const char* const* argv, std::ostream& out,
                   std::ostream& err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h" || a == "help") {
-      out << kUsage;
-      return 0;
-    }
-  }
-  absl::StatusOr<Params> params = ParseParams(argc, argv);
-  if (!params.ok()) {
-    err << "ps-bench store: " << params.status().message() << "\n\n" << kUsage;
-    return tools::kUsageExitCode;
-  }
-  absl::Status st = Run(*params, out, err);
-  if (!st.ok()) {
-    err << "ps-bench store: " << st << "\n";
-    return 1;
-  }
-  return 0;
+  return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
+                             [&](Params& p) { return Run(p, out, err); });
 }
 
 }  // namespace psdb::bench

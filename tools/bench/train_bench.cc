@@ -24,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/report.h"
+#include "tools/bench/scenario.h"
 #include "tools/common/args.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
@@ -74,13 +76,15 @@ struct Params {
   bool json = false;
 };
 
-absl::StatusOr<Params> ParseParams(int argc, const char* const* argv) {
-  PSDB_ASSIGN_OR_RETURN(tools::Args args,
-                        tools::Args::Parse(argc, argv, 1, {"json"}));
-  PSDB_RETURN_IF_ERROR(
-      args.CheckKnown({"train_rows", "test_rows", "batch_size", "deep_dim",
-                       "hidden", "cache_rows", "max_vocab", "servers",
-                       "workers", "mode", "seed", "bin", "dir", "json"}));
+ScenarioFlags Flags() {
+  return {"train",
+          kUsage,
+          {"train_rows", "test_rows", "batch_size", "deep_dim", "hidden",
+           "cache_rows", "max_vocab", "servers", "workers", "mode", "seed",
+           "bin", "dir"}};
+}
+
+absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   Params p;
   PSDB_ASSIGN_OR_RETURN(p.train_rows,
                         args.GetInt("train_rows", p.train_rows, 1, 1LL << 36));
@@ -336,8 +340,7 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
 }
 
 void PrintReport(const Params& p, const MachineInfo& m,
-                 const std::vector<Run>& runs,
-                 const std::vector<std::pair<std::string, double>>& ratios,
+                 const std::vector<Run>& runs, const std::vector<Ratio>& ratios,
                  std::ostream& out) {
   out << "ps-bench train\n";
   out << absl::StrFormat("machine     %d cores, %s, %.2f GiB RAM\n", m.cores,
@@ -354,14 +357,11 @@ void PrintReport(const Params& p, const MachineInfo& m,
                            r.samples, r.seconds, r.Rate(), 100 * r.hit_rate);
   }
   out << "\n";
-  for (const auto& [name, v] : ratios) {
-    out << absl::StrFormat("%-24s %8.3f\n", name, v);
-  }
+  PrintRatios(ratios, out);
 }
 
 void PrintJson(const Params& p, const MachineInfo& m,
-               const std::vector<Run>& runs,
-               const std::vector<std::pair<std::string, double>>& ratios,
+               const std::vector<Run>& runs, const std::vector<Ratio>& ratios,
                std::ostream& out) {
   std::string j = "{\"scenario\":\"train\",";
   AppendMachineJson(m, &j);
@@ -404,40 +404,18 @@ void PrintJson(const Params& p, const MachineInfo& m,
     num(r.hit_rate);
     j += "}";
   }
-  j += "},\"ratios\":{";
-  for (size_t i = 0; i < ratios.size(); ++i) {
-    if (i > 0) j += ",";
-    str(ratios[i].first);
-    j += ":";
-    num(ratios[i].second);
-  }
-  j += "}}\n";
+  j += "},";
+  AppendRatiosJson(ratios, &j);
+  j += "}\n";
   out << j;
 }
 
-}  // namespace
-
-int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
-                  std::ostream& err) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help") {
-      out << kUsage;
-      return 0;
-    }
-  }
-  absl::StatusOr<Params> params = ParseParams(argc, argv);
-  if (!params.ok()) {
-    err << "ps-bench train: " << params.status().message() << "\n\n" << kUsage;
-    return tools::kUsageExitCode;
-  }
-  Params& p = *params;
+// Generates the data, runs the three trainings, reports.
+absl::Status RunAll(Params& p, std::ostream& out) {
   bool remove_dir = false;
   if (p.dir.empty()) {
     char tmpl[] = "/tmp/ps-bench-train-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      err << "ps-bench train: mkdtemp failed\n";
-      return 1;
-    }
+    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
     p.dir = tmpl;
     remove_dir = true;
   }
@@ -466,20 +444,29 @@ int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
     std::error_code ec;
     std::filesystem::remove_all(p.dir, ec);
   }
-  if (!runs.ok()) {
-    err << "ps-bench train: " << runs.status() << "\n";
-    return 1;
-  }
-  const std::vector<std::pair<std::string, double>> ratios = {
-      {"prefetch_on_vs_off", (*runs)[1].Rate() / (*runs)[2].Rate()},
-      {"cluster_vs_embedded", (*runs)[1].Rate() / (*runs)[0].Rate()}};
+  PSDB_RETURN_IF_ERROR(runs.status());
+  // One round, no targets: the trainings are too long to repeat by default.
+  const std::vector<Ratio> ratios = {
+      {.name = "prefetch_on_vs_off",
+       .rounds = {(*runs)[1].Rate() / (*runs)[2].Rate()}},
+      {.name = "cluster_vs_embedded",
+       .rounds = {(*runs)[1].Rate() / (*runs)[0].Rate()}},
+  };
   const MachineInfo machine = DescribeMachine();
   if (p.json) {
     PrintJson(p, machine, *runs, ratios, out);
   } else {
     PrintReport(p, machine, *runs, ratios, out);
   }
-  return 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
+                  std::ostream& err) {
+  return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
+                             [&](Params& p) { return RunAll(p, out); });
 }
 
 }  // namespace psdb::bench

@@ -1,0 +1,88 @@
+// The three systems `ps-bench server` compares (server_bench.h says what it
+// measures and why): psdb over loopback gRPC, Redis, and a raw-TCP gather
+// server with no RPC layer (the limit). Each is opened once — its server
+// started, one connection per client thread made, every row loaded — and
+// then measured by the scenario in several alternating rounds, so all three
+// stay up together for the whole run. Destroying one stops its server.
+//
+// Thread-safety: after Open, Pull and Push may be called from
+// `options.threads` threads at once, each with its own `thread` index in
+// [0, threads) (one connection and one set of buffers per index).
+#ifndef PSDB_TOOLS_BENCH_SERVER_SYSTEMS_H_
+#define PSDB_TOOLS_BENCH_SERVER_SYSTEMS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace psdb::bench {
+
+// What every system is built from; the same for all three.
+struct ServerSystemOptions {
+  uint64_t rows = 0;         // keys ScrambleKey(0..rows-1, seed), all loaded
+  int dim = 0;               // floats per row
+  int threads = 1;           // client threads, one connection each
+  uint64_t batch_keys = 0;   // most keys per Pull / Push
+  uint64_t redis_chunk = 0;  // keys per pipelined MGET / MSET command
+  uint64_t seed = 0;         // key scrambling and row initializer seed
+  std::string ps_server;     // ps-server binary
+  std::string redis_server;  // redis-server binary
+  std::string dir;           // scratch directory (exists)
+};
+
+class ServerSystem {
+ public:
+  virtual ~ServerSystem() = default;
+  ServerSystem(const ServerSystem&) = delete;
+  ServerSystem& operator=(const ServerSystem&) = delete;
+
+  // Short name for JSON ("psdb", "redis", "tcp_limit") and report label.
+  const std::string& id() const { return id_; }
+  const std::string& label() const { return label_; }
+  // Seconds Open spent loading every row.
+  double load_s() const { return load_s_; }
+
+  // Reads the rows of `keys` (duplicates allowed).
+  // REQUIRES: keys.size() <= batch_keys.
+  virtual absl::Status Pull(int thread, absl::Span<const uint64_t> keys) = 0;
+  // Whether Push is measured (the limit serves pulls only).
+  virtual bool has_push() const { return false; }
+  // Writes the rows of `keys`: psdb applies a gradient (Adagrad, on the
+  // server), Redis overwrites the values.
+  virtual absl::Status Push(int thread, absl::Span<const uint64_t> keys);
+
+ protected:
+  ServerSystem(std::string id, std::string label)
+      : id_(std::move(id)), label_(std::move(label)) {}
+  double load_s_ = 0;
+
+ private:
+  std::string id_;
+  std::string label_;
+};
+
+// One ps-server process and one RemoteClient per thread; the table "emb"
+// uses Adagrad, so a push runs the optimizer server-side.
+absl::StatusOr<std::unique_ptr<ServerSystem>> OpenPsdbSystem(
+    const ServerSystemOptions& options);
+
+// Debian's redis-server on a free loopback port, no persistence; rows stored
+// as dim*4-byte values, read and written with pipelined MGET / MSET through
+// hiredis.
+absl::StatusOr<std::unique_ptr<ServerSystem>> OpenRedisSystem(
+    const ServerSystemOptions& options);
+
+// In-process: a flat hash map over one row array, served over raw loopback
+// TCP, one request/response per batch; its client de-duplicates each batch
+// first as RemoteClient does, so it never ships more rows than psdb.
+absl::StatusOr<std::unique_ptr<ServerSystem>> OpenTcpLimitSystem(
+    const ServerSystemOptions& options);
+
+}  // namespace psdb::bench
+
+#endif  // PSDB_TOOLS_BENCH_SERVER_SYSTEMS_H_
