@@ -129,48 +129,59 @@ v1::TableSpec TableSpecToProto(const TableSpec& spec) {
 }
 
 absl::StatusOr<TableSpec> TableSpecFromProto(const v1::TableSpec& p) {
+  // The one place where an unset field takes its default: every field
+  // starts at the C++ struct's default and is overwritten only when the
+  // message sets it (a string field set to "" counts as unset).
   TableSpec spec;
   spec.name = p.name();
   spec.dim = p.dim();
-  PSDB_ASSIGN_OR_RETURN(spec.initializer.kind,
-                        ParseInitKind(p.initializer().kind()));
-  spec.initializer.a = p.initializer().a();
-  spec.initializer.b = p.initializer().b();
-  const v1::OptimizerSpec& po = p.optimizer();
-  absl::StatusOr<optim::OptimizerKind> kind = optim::ParseKind(po.kind());
-  if (!kind.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table ", p.name(), ": unknown optimizer kind \"", po.kind(), "\""));
+  const v1::InitializerSpec& pi = p.initializer();
+  if (!pi.kind().empty()) {
+    PSDB_ASSIGN_OR_RETURN(spec.initializer.kind, ParseInitKind(pi.kind()));
   }
+  if (pi.has_a()) spec.initializer.a = pi.a();
+  if (pi.has_b()) spec.initializer.b = pi.b();
+  const v1::OptimizerSpec& po = p.optimizer();
   optim::OptimizerSpec& o = spec.optimizer;
-  o.kind = *kind;
-  o.learning_rate = po.learning_rate();
-  o.momentum = po.momentum();
-  o.nesterov = po.nesterov();
-  o.initial_accumulator = po.initial_accumulator();
-  o.beta1 = po.beta1();
-  o.beta2 = po.beta2();
-  o.epsilon = po.epsilon();
-  o.l1 = po.l1();
-  o.l2 = po.l2();
-  o.lr_power = po.lr_power();
-  o.weight_decay = po.weight_decay();
-  spec.seed = p.seed();
-  spec.admission_threshold = p.admission_threshold();
-  spec.ttl_steps = p.ttl_steps();
-  if (p.non_finite() == "reject" || p.non_finite().empty()) {
+  if (!po.kind().empty()) {
+    absl::StatusOr<optim::OptimizerKind> kind = optim::ParseKind(po.kind());
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", p.name(), ": unknown optimizer kind \"", po.kind(), "\""));
+    }
+    o.kind = *kind;
+  }
+  if (po.has_learning_rate()) o.learning_rate = po.learning_rate();
+  if (po.has_momentum()) o.momentum = po.momentum();
+  if (po.has_nesterov()) o.nesterov = po.nesterov();
+  if (po.has_initial_accumulator()) {
+    o.initial_accumulator = po.initial_accumulator();
+  }
+  if (po.has_beta1()) o.beta1 = po.beta1();
+  if (po.has_beta2()) o.beta2 = po.beta2();
+  if (po.has_epsilon()) o.epsilon = po.epsilon();
+  if (po.has_l1()) o.l1 = po.l1();
+  if (po.has_l2()) o.l2 = po.l2();
+  if (po.has_lr_power()) o.lr_power = po.lr_power();
+  if (po.has_weight_decay()) o.weight_decay = po.weight_decay();
+  if (p.has_seed()) spec.seed = p.seed();
+  if (p.has_admission_threshold()) {
+    spec.admission_threshold = p.admission_threshold();
+  }
+  if (p.has_ttl_steps()) spec.ttl_steps = p.ttl_steps();
+  if (p.non_finite() == "reject") {
     spec.non_finite = NonFinitePolicy::kReject;
   } else if (p.non_finite() == "skip_row") {
     spec.non_finite = NonFinitePolicy::kSkipRow;
-  } else {
+  } else if (!p.non_finite().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "table ", p.name(), ": unknown non_finite \"", p.non_finite(), "\""));
   }
-  if (p.serving_default() == "init" || p.serving_default().empty()) {
+  if (p.serving_default() == "init") {
     spec.serving_default = MissingRowValue::kInit;
   } else if (p.serving_default() == "zeros") {
     spec.serving_default = MissingRowValue::kZeros;
-  } else {
+  } else if (!p.serving_default().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("table ", p.name(), ": unknown serving_default \"",
                      p.serving_default(), "\""));

@@ -38,6 +38,9 @@ inline constexpr char kManifestFileName[] = "MANIFEST.json";
 // TableSpec <-> proto. Enum fields use the stable lower-case names of
 // store/manifest.proto ("uniform", "adagrad", "skip_row", ...).
 v1::TableSpec TableSpecToProto(const TableSpec& spec);
+// A field the message does not set (a string field set to "") takes the
+// C++ default (store/table_spec.h, optim/optimizer.h): the one place where
+// defaults are applied to specs that arrive as messages or JSON.
 // InvalidArgument naming the field on an unknown enum name; does not check
 // ranges (call ValidateTableSpec for that).
 absl::StatusOr<TableSpec> TableSpecFromProto(const v1::TableSpec& proto);

@@ -58,6 +58,50 @@ TEST(ManifestTest, TableSpecProtoAndJsonRoundTrip) {
   }
 }
 
+// Unset fields take the C++ defaults; set fields keep their value even when
+// it is zero (proto3 optional: presence, not value, decides).
+TEST(ManifestTest, UnsetFieldsTakeTheCppDefaults) {
+  v1::TableSpec p;
+  p.set_name("minimal");
+  p.set_dim(3);
+  ASSERT_OK_AND_ASSIGN(TableSpec minimal, TableSpecFromProto(p));
+  TableSpec expected;
+  expected.name = "minimal";
+  expected.dim = 3;
+  EXPECT_TRUE(minimal == expected);
+  EXPECT_EQ(minimal.initializer.kind, InitKind::kUniform);
+  EXPECT_EQ(minimal.optimizer.kind, optim::OptimizerKind::kSgd);
+  EXPECT_EQ(minimal.optimizer.learning_rate, 0.01f);
+  EXPECT_EQ(minimal.optimizer.momentum, 0.9f);
+  EXPECT_EQ(minimal.optimizer.lr_power, -0.5f);
+  // The same from JSON naming only the name and the dim, and with empty
+  // enum strings (proto3 JSON clients send "" for "not set").
+  ASSERT_OK_AND_ASSIGN(TableSpec from_json,
+                       TableSpecFromJson(R"({"name":"minimal","dim":3})"));
+  EXPECT_TRUE(from_json == expected);
+  p.mutable_initializer()->set_kind("");
+  p.mutable_optimizer()->set_kind("");
+  p.set_non_finite("");
+  p.set_serving_default("");
+  ASSERT_OK_AND_ASSIGN(TableSpec empty_strings, TableSpecFromProto(p));
+  EXPECT_TRUE(empty_strings == expected);
+
+  // Explicit zeros stay zeros, through the proto and through JSON.
+  p.mutable_optimizer()->set_kind("momentum");
+  p.mutable_optimizer()->set_momentum(0.0f);
+  p.mutable_optimizer()->set_lr_power(0.0f);
+  p.mutable_initializer()->set_a(0.0f);
+  ASSERT_OK_AND_ASSIGN(TableSpec zeros, TableSpecFromProto(p));
+  EXPECT_EQ(zeros.optimizer.kind, optim::OptimizerKind::kMomentum);
+  EXPECT_EQ(zeros.optimizer.momentum, 0.0f);
+  EXPECT_EQ(zeros.optimizer.lr_power, 0.0f);
+  EXPECT_EQ(zeros.initializer.a, 0.0f);
+  EXPECT_EQ(zeros.initializer.b, 0.05f);
+  ASSERT_OK_AND_ASSIGN(TableSpec zeros_json,
+                       TableSpecFromJson(TableSpecToJson(zeros)));
+  EXPECT_TRUE(zeros_json == zeros);
+}
+
 TEST(ManifestTest, UnknownEnumNamesAreInvalid) {
   v1::TableSpec p = TableSpecToProto(FullSpec());
   p.mutable_optimizer()->set_kind("rmsprop");

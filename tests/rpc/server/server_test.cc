@@ -123,6 +123,55 @@ TEST_F(ServerTest, PullAndPushThroughTheStub) {
   EXPECT_NE(local, expected);
 }
 
+// What a client generated from psdb.proto in another language sends first:
+// a CreateTable with only a name and a dim. Every other field takes its
+// documented default (the C++ one), and the table works.
+TEST_F(ServerTest, MinimalCreateTableTakesTheDocumentedDefaults) {
+  v1::CreateTableRequest req;
+  req.mutable_spec()->set_name("minimal");
+  req.mutable_spec()->set_dim(2);
+  v1::CreateTableResponse resp;
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status status = stub_->CreateTable(&ctx, req, &resp);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  TableSpec expected;
+  expected.name = "minimal";
+  expected.dim = 2;
+  ASSERT_OK_AND_ASSIGN(TableSpec created, store_->GetTable("minimal"));
+  EXPECT_TRUE(created == expected);
+
+  v1::PullRequest pull;
+  pull.set_table("minimal");
+  pull.add_keys(9);
+  v1::PullResponse pulled;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Pull(&ctx, pull, &pulled).ok());
+  }
+  std::vector<float> initial(2);
+  InitializeRow(expected, 9, absl::MakeSpan(initial));
+  ASSERT_EQ(pulled.values().size(), 2 * sizeof(float));
+  EXPECT_EQ(0, std::memcmp(pulled.values().data(), initial.data(),
+                           2 * sizeof(float)));
+  // SGD with the default learning rate 0.01: v - 0.01 * g, exactly.
+  v1::PushRequest push;
+  push.set_table("minimal");
+  push.add_keys(9);
+  push.set_grads(Floats({1.0f, -2.0f}));
+  push.set_step(1);
+  v1::PushResponse pushed;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Push(&ctx, push, &pushed).ok());
+  }
+  std::vector<float> after(2);
+  ASSERT_OK(store_->Pull("minimal", {9}, absl::MakeSpan(after), {}));
+  EXPECT_EQ(after[0], initial[0] - 0.01f * 1.0f);
+  EXPECT_EQ(after[1], initial[1] - 0.01f * -2.0f);
+}
+
 TEST_F(ServerTest, HostileRequestsFailAndChangeNothing) {
   const v1::PullRowsResponse before = Snapshot();
   const uint64_t created = RowsCreated();
