@@ -68,6 +68,18 @@ class ChildProcess {
   std::string ready_value_;
 };
 
+// A ps-scheduler on loopback `port` for a cluster of `servers` servers and
+// `workers` workers, heartbeats every 200 ms; ready_value() is its address.
+// Callers may add to args and env before starting it.
+ChildOptions PsSchedulerOptions(int port, int servers, int workers);
+
+// A ps-server that joins the scheduler on loopback `sched_port` as
+// `node_id`, its store in `data_dir`, 2 handler threads, then `extra_args`;
+// ready_value() is its address.
+ChildOptions ClusterServerOptions(int sched_port, const std::string& node_id,
+                                  const std::string& data_dir,
+                                  std::vector<std::string> extra_args = {});
+
 // The built tools/ps-server with `args`, ready once it prints "listening on
 // HOST:PORT": ready_value() is then its address.
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartPsServer(

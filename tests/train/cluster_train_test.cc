@@ -4,9 +4,7 @@
 // exports, table by table with optimizer state and row headers, exactly as
 // the embedded run's with the same seed and data: without the worker cache
 // and with it.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,20 +27,11 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ClusterServerOptions;
+using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 int RunCli(int (*fn)(int, const char* const*, std::ostream&, std::ostream&),
            std::vector<std::string> args, std::string* out_text,
@@ -117,25 +106,17 @@ class ClusterTrainTest : public ::testing::Test {
   void Cluster(int cache_rows, std::string* ckpt) {
     const std::string root = dir_.Sub(absl::StrCat("cluster-", cache_rows));
     *ckpt = root + "/ckpt";
-    const int port = FreePort();
-    ChildOptions so;
-    so.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-    so.env = {{"PS_SERVER_NUM", "3"},
-              {"PS_WORKER_NUM", "1"},
-              {"PS_SCHED_PORT", absl::StrCat(port)}};
-    so.args = {"--heartbeat_interval_ms=200"};
-    so.ready_prefix = "scheduler listening on ";
+    const int port = FreeLoopbackPort();
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
-                         ChildProcess::Start(so));
+                         ChildProcess::Start(PsSchedulerOptions(port, 3, 1)));
     std::vector<std::unique_ptr<ChildProcess>> servers;
     for (int s = 0; s < 3; ++s) {
-      ChildOptions o;
-      o.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-      o.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-               {"PS_SCHED_PORT", absl::StrCat(port)},
-               {"PS_NODE_ID", absl::StrCat("server-", s)}};
-      o.args = {absl::StrCat("--data_dir=", root, "/server-", s),
-                "--sync_mode=sync", "--threads=2"};
+      // Servers block until the cluster is complete: start them without
+      // waiting for "listening on".
+      ChildOptions o = ClusterServerOptions(port, absl::StrCat("server-", s),
+                                            absl::StrCat(root, "/server-", s),
+                                            {"--sync_mode=sync"});
+      o.ready_prefix.clear();
       ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
       servers.push_back(std::move(server));
     }
@@ -196,25 +177,14 @@ TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedWithCache) {
 // finish, each trains its half of the data, rank 0 writes one verified
 // cluster checkpoint and rank 1 its reports under CDIR/rank-1.
 TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
-  const int port = FreePort();
-  ChildOptions so;
-  so.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-  so.env = {{"PS_SERVER_NUM", "2"},
-            {"PS_WORKER_NUM", "2"},
-            {"PS_SCHED_PORT", absl::StrCat(port)}};
-  so.args = {"--heartbeat_interval_ms=200"};
-  so.ready_prefix = "scheduler listening on ";
+  const int port = FreeLoopbackPort();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
-                       ChildProcess::Start(so));
+                       ChildProcess::Start(PsSchedulerOptions(port, 2, 2)));
   std::vector<std::unique_ptr<ChildProcess>> servers, workers;
   for (int s = 0; s < 2; ++s) {
-    ChildOptions o;
-    o.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-    o.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-             {"PS_SCHED_PORT", absl::StrCat(port)},
-             {"PS_NODE_ID", absl::StrCat("server-", s)}};
-    o.args = {absl::StrCat("--data_dir=", dir_.Sub(absl::StrCat("as-", s))),
-              "--threads=2"};
+    ChildOptions o = ClusterServerOptions(port, absl::StrCat("server-", s),
+                                          dir_.Sub(absl::StrCat("as-", s)));
+    o.ready_prefix.clear();  // blocks until the cluster is complete
     ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
     servers.push_back(std::move(server));
   }

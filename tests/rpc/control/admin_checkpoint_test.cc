@@ -30,7 +30,9 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -46,14 +48,8 @@ struct Cluster {
 void StartCluster(const ScratchDir& dir, Cluster* c) {
   c->sched_port = FreeLoopbackPort();
   const int port = c->sched_port;
-  ChildOptions o;
-  o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-  o.env = {{"PS_SERVER_NUM", "2"},
-           {"PS_WORKER_NUM", "1"},
-           {"PS_SCHED_PORT", absl::StrCat(port)}};
-  o.args = {"--heartbeat_interval_ms=200"};
-  o.ready_prefix = "scheduler listening on ";
-  ASSERT_OK_AND_ASSIGN(c->sched, ChildProcess::Start(o));
+  ASSERT_OK_AND_ASSIGN(c->sched,
+                       ChildProcess::Start(PsSchedulerOptions(port, 2, 1)));
   const std::string sched_address = c->sched->ready_value();
 
   ClusterWorkerOptions worker;
@@ -68,15 +64,8 @@ void StartCluster(const ScratchDir& dir, Cluster* c) {
   std::vector<std::thread> threads;
   for (int s = 0; s < 2; ++s) {
     threads.emplace_back([&, s] {
-      ChildOptions so;
-      so.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-      so.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-                {"PS_SCHED_PORT", absl::StrCat(port)},
-                {"PS_NODE_ID", absl::StrCat("server-", s)}};
-      so.args = {absl::StrCat("--data_dir=", dir.Sub(absl::StrCat("s", s))),
-                 "--threads=2"};
-      so.ready_prefix = "listening on ";
-      started[s] = ChildProcess::Start(so);
+      started[s] = ChildProcess::Start(ClusterServerOptions(
+          port, absl::StrCat("server-", s), dir.Sub(absl::StrCat("s", s))));
     });
   }
   for (auto& t : threads) t.join();

@@ -25,9 +25,10 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -44,14 +45,8 @@ struct Cluster {
 void StartCluster(const ScratchDir& dir, const std::string& name,
                   const std::vector<std::string>& server_args, Cluster* c) {
   const int port = FreeLoopbackPort();
-  ChildOptions o;
-  o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-  o.env = {{"PS_SERVER_NUM", "2"},
-           {"PS_WORKER_NUM", "1"},
-           {"PS_SCHED_PORT", absl::StrCat(port)}};
-  o.args = {"--heartbeat_interval_ms=200"};
-  o.ready_prefix = "scheduler listening on ";
-  ASSERT_OK_AND_ASSIGN(c->sched, ChildProcess::Start(o));
+  ASSERT_OK_AND_ASSIGN(c->sched,
+                       ChildProcess::Start(PsSchedulerOptions(port, 2, 1)));
   c->sched_address = c->sched->ready_value();
 
   // The worker registers through the client it trains with; that blocks
@@ -68,17 +63,9 @@ void StartCluster(const ScratchDir& dir, const std::string& name,
   std::vector<std::thread> threads;
   for (int s = 0; s < 2; ++s) {
     threads.emplace_back([&, s] {
-      ChildOptions so;
-      so.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-      so.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-                {"PS_SCHED_PORT", absl::StrCat(port)},
-                {"PS_NODE_ID", absl::StrCat("server-", s)}};
-      so.args = {
-          absl::StrCat("--data_dir=", dir.Sub(absl::StrCat(name, "-s", s))),
-          "--threads=2"};
-      so.args.insert(so.args.end(), server_args.begin(), server_args.end());
-      so.ready_prefix = "listening on ";
-      started[s] = ChildProcess::Start(so);
+      started[s] = ChildProcess::Start(ClusterServerOptions(
+          port, absl::StrCat("server-", s),
+          dir.Sub(absl::StrCat(name, "-s", s)), server_args));
     });
   }
   for (auto& t : threads) t.join();

@@ -29,7 +29,9 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -62,13 +64,9 @@ struct Cluster {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(const Cluster& c,
                                                           int s) {
-  ChildOptions so;
-  so.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-  so.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-            {"PS_SCHED_PORT", absl::StrCat(c.sched_port)},
-            {"PS_NODE_ID", absl::StrCat("server-", s)}};
-  so.args = c.server_args[s];
-  so.ready_prefix = "listening on ";
+  ChildOptions so =
+      ClusterServerOptions(c.sched_port, absl::StrCat("server-", s), "");
+  so.args = c.server_args[s];  // --data_dir and the rest, as the test asks
   return ChildProcess::Start(so);
 }
 
@@ -76,13 +74,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(const Cluster& c,
 void StartCluster(const std::function<std::vector<std::string>(int)>& args,
                   Cluster* c) {
   c->sched_port = FreeLoopbackPort();
-  ChildOptions o;
-  o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-  o.env = {{"PS_SERVER_NUM", "2"},
-           {"PS_WORKER_NUM", "2"},
-           {"PS_SCHED_PORT", absl::StrCat(c->sched_port)}};
+  ChildOptions o = PsSchedulerOptions(c->sched_port, 2, 2);
   o.args = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1000"};
-  o.ready_prefix = "scheduler listening on ";
   ASSERT_OK_AND_ASSIGN(c->sched, ChildProcess::Start(o));
   for (int w = 0; w < 2; ++w) {
     SchedulerClientOptions so;

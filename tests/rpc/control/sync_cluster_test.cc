@@ -25,9 +25,10 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
 
@@ -69,14 +70,7 @@ class SyncClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const int port = FreeLoopbackPort();
-    ChildOptions o;
-    o.binary = ::psdb::testing::BuiltBinary("tools/ps-scheduler");
-    o.env = {{"PS_SERVER_NUM", "2"},
-             {"PS_WORKER_NUM", "2"},
-             {"PS_SCHED_PORT", absl::StrCat(port)}};
-    o.args = {"--heartbeat_interval_ms=200"};
-    o.ready_prefix = "scheduler listening on ";
-    auto sched = ChildProcess::Start(o);
+    auto sched = ChildProcess::Start(PsSchedulerOptions(port, 2, 2));
     ASSERT_OK(sched);
     sched_ = *std::move(sched);
     sched_address_ = sched_->ready_value();
@@ -101,15 +95,9 @@ class SyncClusterTest : public ::testing::Test {
     std::vector<std::thread> threads;
     for (int s = 0; s < 2; ++s) {
       threads.emplace_back([&, s] {
-        ChildOptions so;
-        so.binary = ::psdb::testing::BuiltBinary("tools/ps-server");
-        so.env = {{"PS_SCHED_HOST", "127.0.0.1"},
-                  {"PS_SCHED_PORT", absl::StrCat(port)},
-                  {"PS_NODE_ID", absl::StrCat("server-", s)}};
-        so.args = {absl::StrCat("--data_dir=", dir_.Sub(absl::StrCat("s", s))),
-                   "--sync_mode=sync", "--threads=2"};
-        so.ready_prefix = "listening on ";
-        started[s] = ChildProcess::Start(so);
+        started[s] = ChildProcess::Start(ClusterServerOptions(
+            port, absl::StrCat("server-", s), dir_.Sub(absl::StrCat("s", s)),
+            {"--sync_mode=sync"}));
       });
     }
     for (auto& t : threads) t.join();
