@@ -1,14 +1,10 @@
 #include "tools/bench/server_systems.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/client/remote_client.h"
 #include "store/table_spec.h"
+#include "tools/bench/process.h"
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
 #include "util/status_macros.h"
@@ -37,77 +34,6 @@ absl::Status ServerSystem::Push(int, absl::Span<const uint64_t>) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A child process; SIGTERM and reaped on destruction.
-class Child {
- public:
-  // Starts argv; if `wait_for` is non-empty, reads stdout until a line
-  // containing it and returns that line in *line.
-  static absl::StatusOr<std::unique_ptr<Child>> Start(
-      const std::vector<std::string>& argv, absl::string_view wait_for,
-      std::string* line) {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> args = argv;
-    std::vector<char*> cargv;
-    for (std::string& a : args) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork");
-    if (pid == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      const int null = open("/dev/null", O_WRONLY);
-      if (null >= 0) dup2(null, STDERR_FILENO);
-      execvp(cargv[0], cargv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    auto child = std::unique_ptr<Child>(new Child(pid, out[0]));
-    if (wait_for.empty()) return child;
-    std::string buffer;
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (Clock::now() < deadline) {
-      const size_t pos = buffer.find(std::string(wait_for));
-      if (pos != std::string::npos) {
-        const size_t eol = buffer.find('\n', pos);
-        if (eol != std::string::npos) {
-          *line = buffer.substr(pos, eol - pos);
-          return child;
-        }
-      }
-      pollfd pfd{out[0], POLLIN, 0};
-      if (poll(&pfd, 1, 1000) <= 0) continue;
-      char chunk[1024];
-      const ssize_t n = read(out[0], chunk, sizeof(chunk));
-      if (n <= 0) break;
-      buffer.append(chunk, static_cast<size_t>(n));
-    }
-    return absl::UnavailableError(
-        absl::StrCat(argv[0], " did not print '", wait_for, "'"));
-  }
-  ~Child() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-    close(fd_);
-  }
-
- private:
-  Child(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-  pid_t pid_;
-  int fd_;
-};
-
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TableSpec EmbSpec(const ServerSystemOptions& o) {
   TableSpec spec;
@@ -142,17 +68,18 @@ class PsdbSystem : public ServerSystem {
   absl::Status Open(const ServerSystemOptions& o) {
     const uint64_t row_bytes = o.dim * 2 * sizeof(float) + 64;
     const uint64_t budget_mb = (o.rows * row_bytes * 2 >> 20) + 256;
-    std::string line;
-    PSDB_ASSIGN_OR_RETURN(
-        server_,
-        Child::Start(
-            {o.ps_server, absl::StrCat("--data_dir=", o.dir, "/psdb"),
-             "--port=0", absl::StrCat("--memory_budget_mb=", budget_mb),
-             absl::StrCat("--max_batch_keys=",
-                          std::max<uint64_t>(65536, o.batch_keys)),
-             absl::StrCat("--max_dim=", std::max(1024, o.dim))},
-            "listening on ", &line));
-    const std::string address = line.substr(strlen("listening on "));
+    ProcessOptions server;
+    server.argv = {o.ps_server,
+                   absl::StrCat("--data_dir=", o.dir, "/psdb"),
+                   "--port=0",
+                   absl::StrCat("--memory_budget_mb=", budget_mb),
+                   absl::StrCat("--max_batch_keys=",
+                                std::max<uint64_t>(65536, o.batch_keys)),
+                   absl::StrCat("--max_dim=", std::max(1024, o.dim))};
+    server.ready_text = "listening on ";
+    PSDB_ASSIGN_OR_RETURN(server_, BenchProcess::Start(server));
+    const std::string address =
+        server_->ready_line().substr(server.ready_text.size());
     for (int t = 0; t < o.threads; ++t) {
       rpc::RemoteClientOptions options;
       PSDB_ASSIGN_OR_RETURN(options.cluster,
@@ -193,7 +120,7 @@ class PsdbSystem : public ServerSystem {
 
  private:
   // Declared before the clients so that they close before it stops.
-  std::unique_ptr<Child> server_;
+  std::unique_ptr<BenchProcess> server_;
   std::vector<std::unique_ptr<rpc::RemoteClient>> clients_;
   std::vector<std::vector<float>> out_;  // per thread
   std::vector<float> grads_;
@@ -280,12 +207,13 @@ class RedisSystem : public ServerSystem {
 
   absl::Status Open(const ServerSystemOptions& o) {
     const int port = FreeLoopbackPort();
-    std::string line;
-    PSDB_ASSIGN_OR_RETURN(
-        server_, Child::Start({o.redis_server, "--port", absl::StrCat(port),
-                               "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", o.dir},
-                              "Ready to accept connections", &line));
+    ProcessOptions server;
+    server.argv = {
+        o.redis_server, "--port", absl::StrCat(port), "--bind", "127.0.0.1",
+        "--save",       "",       "--appendonly",     "no",     "--dir",
+        o.dir};
+    server.ready_text = "Ready to accept connections";
+    PSDB_ASSIGN_OR_RETURN(server_, BenchProcess::Start(server));
     for (int t = 0; t < o.threads; ++t) {
       PSDB_ASSIGN_OR_RETURN(Redis c, ConnectRedis(port));
       conns_.push_back(std::move(c));
@@ -322,7 +250,7 @@ class RedisSystem : public ServerSystem {
   }
 
  private:
-  std::unique_ptr<Child> server_;
+  std::unique_ptr<BenchProcess> server_;
   std::vector<Redis> conns_;
   std::vector<std::vector<float>> rows_;  // per thread
   size_t value_bytes_ = 0;

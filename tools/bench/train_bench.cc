@@ -1,13 +1,7 @@
 #include "tools/bench/train_bench.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +10,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/process.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/common/args.h"
@@ -125,91 +119,6 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   return p;
 }
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// A child process writing stdout and stderr to `log`; SIGTERM and reaped on
-// destruction if still running.
-class Proc {
- public:
-  static absl::StatusOr<std::unique_ptr<Proc>> Start(
-      const std::vector<std::string>& argv,
-      const std::map<std::string, std::string>& env, const std::string& log) {
-    const int fd =
-        open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", log));
-    std::vector<std::string> args = argv;
-    std::vector<char*> cargv;
-    for (std::string& a : args) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      close(fd);
-      return absl::InternalError("fork");
-    }
-    if (pid == 0) {
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      execv(cargv[0], cargv.data());
-      _exit(127);
-    }
-    close(fd);
-    return std::unique_ptr<Proc>(new Proc(pid, argv[0], log));
-  }
-  ~Proc() {
-    if (!exited_) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Waits for exit; an error (with the log's tail) unless it exited 0.
-  absl::Status Wait(std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    int status = 0;
-    while (true) {
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(name_, " still running; see ", log_));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    exited_ = true;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string tail = ss.str();
-    if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
-    return absl::InternalError(absl::StrCat(name_, " failed (status ", status,
-                                            "); ", log_, ":\n", tail));
-  }
-  // SIGTERM and wait.
-  absl::Status Stop() {
-    kill(pid_, SIGTERM);
-    return Wait(std::chrono::seconds(60));
-  }
-
- private:
-  Proc(pid_t pid, std::string name, std::string log)
-      : pid_(pid), name_(std::move(name)), log_(std::move(log)) {}
-  pid_t pid_;
-  bool exited_ = false;
-  std::string name_;
-  std::string log_;
-};
-
 struct Run {
   std::string id;
   std::string label;
@@ -271,9 +180,10 @@ absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& data,
                                 const std::string& dir) {
   Run run{"embedded", "embedded (local store, 1 process)"};
   const std::string ckpt = dir + "/embedded";
-  PSDB_ASSIGN_OR_RETURN(auto proc, Proc::Start(TrainArgs(p, data, ckpt), {},
-                                               dir + "/embedded.log"));
-  PSDB_RETURN_IF_ERROR(proc->Wait(std::chrono::hours(2)));
+  PSDB_ASSIGN_OR_RETURN(auto proc,
+                        BenchProcess::Start({.argv = TrainArgs(p, data, ckpt),
+                                             .log = dir + "/embedded.log"}));
+  PSDB_RETURN_IF_ERROR(proc->Wait(absl::Hours(2)));
   double hits = 0;
   PSDB_RETURN_IF_ERROR(AddSummary(ckpt, &run, &hits));
   run.hit_rate = hits / run.samples;
@@ -299,21 +209,23 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     if (!node.empty()) e["PS_NODE_ID"] = node;
     return e;
   };
-  PSDB_ASSIGN_OR_RETURN(
-      auto sched, Proc::Start({p.bin + "/ps-scheduler"}, env("scheduler", ""),
-                              root + "/scheduler.log"));
-  std::vector<std::unique_ptr<Proc>> servers;
+  PSDB_ASSIGN_OR_RETURN(auto sched,
+                        BenchProcess::Start({.argv = {p.bin + "/ps-scheduler"},
+                                             .env = env("scheduler", ""),
+                                             .log = root + "/scheduler.log"}));
+  std::vector<std::unique_ptr<BenchProcess>> servers;
   for (int s = 0; s < p.servers; ++s) {
     std::vector<std::string> argv = {
         p.bin + "/ps-server", absl::StrCat("--data_dir=", root, "/server-", s)};
     if (p.mode == "sync") argv.push_back("--sync_mode=sync");
     PSDB_ASSIGN_OR_RETURN(
-        auto server,
-        Proc::Start(argv, env("server", absl::StrCat("server-", s)),
-                    absl::StrCat(root, "/server_", s, ".log")));
+        auto server, BenchProcess::Start(
+                         {.argv = argv,
+                          .env = env("server", absl::StrCat("server-", s)),
+                          .log = absl::StrCat(root, "/server_", s, ".log")}));
     servers.push_back(std::move(server));
   }
-  std::vector<std::unique_ptr<Proc>> workers;
+  std::vector<std::unique_ptr<BenchProcess>> workers;
   for (int w = 0; w < p.workers; ++w) {
     // One checkpoint directory: rank 0 writes the cluster checkpoint and
     // its reports there, rank r its reports under rank-r/.
@@ -321,12 +233,13 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
     if (!prefetch) argv.push_back("--no_prefetch");
     PSDB_ASSIGN_OR_RETURN(
-        auto worker,
-        Proc::Start(argv, env("worker", absl::StrCat("worker-", w)),
-                    absl::StrCat(root, "/worker_", w, ".log")));
+        auto worker, BenchProcess::Start(
+                         {.argv = argv,
+                          .env = env("worker", absl::StrCat("worker-", w)),
+                          .log = absl::StrCat(root, "/worker_", w, ".log")}));
     workers.push_back(std::move(worker));
   }
-  for (auto& w : workers) PSDB_RETURN_IF_ERROR(w->Wait(std::chrono::hours(2)));
+  for (auto& w : workers) PSDB_RETURN_IF_ERROR(w->Wait(absl::Hours(2)));
   for (auto& s : servers) PSDB_RETURN_IF_ERROR(s->Stop());
   PSDB_RETURN_IF_ERROR(sched->Stop());
   double hits = 0;
@@ -423,13 +336,14 @@ absl::Status RunAll(Params& p, std::ostream& out) {
   auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
     const std::string data = p.dir + "/data";
     PSDB_ASSIGN_OR_RETURN(
-        auto gen, Proc::Start({p.bin + "/ps-train", "gen", "--out=" + data,
-                               absl::StrCat("--seed=", p.seed),
-                               absl::StrCat("--train_rows=", p.train_rows),
-                               absl::StrCat("--test_rows=", p.test_rows),
-                               absl::StrCat("--max_vocab=", p.max_vocab)},
-                              {}, p.dir + "/gen.log"));
-    PSDB_RETURN_IF_ERROR(gen->Wait(std::chrono::hours(1)));
+        auto gen, BenchProcess::Start(
+                      {.argv = {p.bin + "/ps-train", "gen", "--out=" + data,
+                                absl::StrCat("--seed=", p.seed),
+                                absl::StrCat("--train_rows=", p.train_rows),
+                                absl::StrCat("--test_rows=", p.test_rows),
+                                absl::StrCat("--max_vocab=", p.max_vocab)},
+                       .log = p.dir + "/gen.log"}));
+    PSDB_RETURN_IF_ERROR(gen->Wait(absl::Hours(1)));
     std::vector<Run> runs;
     PSDB_ASSIGN_OR_RETURN(Run embedded, RunEmbedded(p, data, p.dir));
     runs.push_back(embedded);
