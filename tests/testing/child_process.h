@@ -1,12 +1,7 @@
-// The one way tests run real processes and reserve ports.
-//
-// ChildProcess: a real psdb binary run by a test (ps-scheduler, ps-server,
-// ps-train). Starts it with extra environment variables, reads its stdout
-// until a line starting with a given prefix (e.g. "listening on " for
-// ps-server, whose rest is the address), keeps its stderr in a file, and
-// signals / waits with deadlines. FreeLoopbackPort and ReservedPort give
-// ports to processes that must be told theirs before they start; RunShell
-// runs a command line.
+// How tests run real processes: ChildProcess and FreeLoopbackPort are
+// tools/common/child_process.h's (the one launcher, shared with ps-bench);
+// here are the test-side builders for psdb's binaries, ReservedPort for a
+// port held while a server list is built, and RunShell for command lines.
 //
 // Thread-safety: one thread per object.
 #ifndef PSDB_TESTS_TESTING_CHILD_PROCESS_H_
@@ -21,52 +16,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tools/common/child_process.h"
 
 namespace psdb::testing {
 
-// A loopback TCP port that was free a moment ago (bound, read, closed), for
-// processes that must be told their port before they start.
-int FreeLoopbackPort();
-
-struct ChildOptions {
-  std::string binary;
-  std::vector<std::string> args;
-  // Set in the child's environment (in addition to the test's). Any PS_*
-  // variable of the test's own environment is removed first.
-  std::map<std::string, std::string> env;
-  // Start() returns once stdout shows a line starting with this; the rest
-  // of that line is ready_value(). Empty = return at once.
-  std::string ready_prefix;
-  absl::Duration timeout = absl::Seconds(60);
-};
-
-class ChildProcess {
- public:
-  // FailedPrecondition (with the stderr tail) if the child exits before it
-  // is ready; DeadlineExceeded after options.timeout.
-  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
-      const ChildOptions& options);
-  ~ChildProcess();  // SIGKILL and reap if still running.
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  const std::string& ready_value() const { return ready_value_; }
-  pid_t pid() const { return pid_; }
-  void Signal(int signal);
-  // The wait status (as waitpid), or DeadlineExceeded.
-  absl::StatusOr<int> Wait(absl::Duration timeout = absl::Seconds(60));
-  // Everything written to stderr so far.
-  std::string Stderr() const;
-
- private:
-  ChildProcess() = default;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-  int stdout_fd_ = -1;
-  std::string stderr_path_;
-  std::string ready_value_;
-};
+using ::psdb::tools::ChildOptions;
+using ::psdb::tools::ChildProcess;
+using ::psdb::tools::FreeLoopbackPort;
 
 // A ps-scheduler on loopback `port` for a cluster of `servers` servers and
 // `workers` workers, heartbeats every 200 ms; ready_value() is its address.

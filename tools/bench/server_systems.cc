@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/client/remote_client.h"
 #include "store/table_spec.h"
-#include "tools/bench/process.h"
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
+#include "tools/common/child_process.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -68,18 +68,17 @@ class PsdbSystem : public ServerSystem {
   absl::Status Open(const ServerSystemOptions& o) {
     const uint64_t row_bytes = o.dim * 2 * sizeof(float) + 64;
     const uint64_t budget_mb = (o.rows * row_bytes * 2 >> 20) + 256;
-    ProcessOptions server;
-    server.argv = {o.ps_server,
-                   absl::StrCat("--data_dir=", o.dir, "/psdb"),
-                   "--port=0",
+    tools::ChildOptions server;
+    server.binary = o.ps_server;
+    server.args = {absl::StrCat("--data_dir=", o.dir, "/psdb"), "--port=0",
                    absl::StrCat("--memory_budget_mb=", budget_mb),
                    absl::StrCat("--max_batch_keys=",
                                 std::max<uint64_t>(65536, o.batch_keys)),
                    absl::StrCat("--max_dim=", std::max(1024, o.dim))};
-    server.ready_text = "listening on ";
-    PSDB_ASSIGN_OR_RETURN(server_, BenchProcess::Start(server));
-    const std::string address =
-        server_->ready_line().substr(server.ready_text.size());
+    server.ready_prefix = "listening on ";
+    server.destroy_signal = SIGTERM;  // it closes its store
+    PSDB_ASSIGN_OR_RETURN(server_, tools::ChildProcess::Start(server));
+    const std::string address = server_->ready_value();
     for (int t = 0; t < o.threads; ++t) {
       rpc::RemoteClientOptions options;
       PSDB_ASSIGN_OR_RETURN(options.cluster,
@@ -120,7 +119,7 @@ class PsdbSystem : public ServerSystem {
 
  private:
   // Declared before the clients so that they close before it stops.
-  std::unique_ptr<BenchProcess> server_;
+  std::unique_ptr<tools::ChildProcess> server_;
   std::vector<std::unique_ptr<rpc::RemoteClient>> clients_;
   std::vector<std::vector<float>> out_;  // per thread
   std::vector<float> grads_;
@@ -206,15 +205,31 @@ class RedisSystem : public ServerSystem {
       : ServerSystem("redis", "redis: pipelined MGET/MSET (hiredis)") {}
 
   absl::Status Open(const ServerSystemOptions& o) {
-    const int port = FreeLoopbackPort();
-    ProcessOptions server;
-    server.argv = {
-        o.redis_server, "--port", absl::StrCat(port), "--bind", "127.0.0.1",
-        "--save",       "",       "--appendonly",     "no",     "--dir",
-        o.dir};
-    server.ready_text = "Ready to accept connections";
-    PSDB_ASSIGN_OR_RETURN(server_, BenchProcess::Start(server));
-    for (int t = 0; t < o.threads; ++t) {
+    const int port = tools::FreeLoopbackPort();
+    tools::ChildOptions server;
+    server.binary = o.redis_server;
+    server.args = {
+        "--port", absl::StrCat(port), "--bind", "127.0.0.1", "--save",
+        "",       "--appendonly",     "no",     "--dir",     o.dir};
+    server.destroy_signal = SIGTERM;
+    PSDB_ASSIGN_OR_RETURN(server_, tools::ChildProcess::Start(server));
+    // Ready when it accepts a connection (its "Ready to accept connections"
+    // line starts with a pid and a timestamp, not a fixed prefix).
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    absl::Duration backoff = absl::Milliseconds(5);
+    absl::StatusOr<Redis> first = ConnectRedis(port);
+    while (!first.ok() && absl::Now() < deadline) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Milliseconds(200));
+      first = ConnectRedis(port);
+    }
+    if (!first.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          o.redis_server, " accepts no connection on port ", port, ": ",
+          first.status().message(), "; its log:\n", server_->Stderr()));
+    }
+    conns_.push_back(*std::move(first));
+    for (int t = 1; t < o.threads; ++t) {
       PSDB_ASSIGN_OR_RETURN(Redis c, ConnectRedis(port));
       conns_.push_back(std::move(c));
     }
@@ -250,7 +265,7 @@ class RedisSystem : public ServerSystem {
   }
 
  private:
-  std::unique_ptr<BenchProcess> server_;
+  std::unique_ptr<tools::ChildProcess> server_;
   std::vector<Redis> conns_;
   std::vector<std::vector<float>> rows_;  // per thread
   size_t value_bytes_ = 0;

@@ -1,5 +1,6 @@
 #include "tools/bench/train_bench.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -17,10 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/bench/machine.h"
-#include "tools/bench/process.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/common/args.h"
+#include "tools/common/child_process.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -119,6 +120,20 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   return p;
 }
 
+// A ps-* process of the scenario: `argv` (its binary first) with `env`,
+// stdout and stderr in `log`, SIGTERM if still running when dropped.
+absl::StatusOr<std::unique_ptr<tools::ChildProcess>> StartLogged(
+    std::vector<std::string> argv, std::map<std::string, std::string> env,
+    std::string log) {
+  tools::ChildOptions options;
+  options.binary = argv.front();
+  options.args.assign(argv.begin() + 1, argv.end());
+  options.env = std::move(env);
+  options.log = std::move(log);
+  options.destroy_signal = SIGTERM;
+  return tools::ChildProcess::Start(options);
+}
+
 struct Run {
   std::string id;
   std::string label;
@@ -180,10 +195,9 @@ absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& data,
                                 const std::string& dir) {
   Run run{"embedded", "embedded (local store, 1 process)"};
   const std::string ckpt = dir + "/embedded";
-  PSDB_ASSIGN_OR_RETURN(auto proc,
-                        BenchProcess::Start({.argv = TrainArgs(p, data, ckpt),
-                                             .log = dir + "/embedded.log"}));
-  PSDB_RETURN_IF_ERROR(proc->Wait(absl::Hours(2)));
+  PSDB_ASSIGN_OR_RETURN(auto proc, StartLogged(TrainArgs(p, data, ckpt), {},
+                                               dir + "/embedded.log"));
+  PSDB_RETURN_IF_ERROR(proc->WaitForSuccess(absl::Hours(2)));
   double hits = 0;
   PSDB_RETURN_IF_ERROR(AddSummary(ckpt, &run, &hits));
   run.hit_rate = hits / run.samples;
@@ -197,7 +211,7 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
                               p.workers, prefetch ? "on" : "off")};
   const std::string root = dir + "/" + id;
   std::filesystem::create_directories(root);
-  const int port = FreeLoopbackPort();
+  const int port = tools::FreeLoopbackPort();
   const std::map<std::string, std::string> base = {
       {"PS_SERVER_NUM", absl::StrCat(p.servers)},
       {"PS_WORKER_NUM", absl::StrCat(p.workers)},
@@ -209,23 +223,21 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     if (!node.empty()) e["PS_NODE_ID"] = node;
     return e;
   };
-  PSDB_ASSIGN_OR_RETURN(auto sched,
-                        BenchProcess::Start({.argv = {p.bin + "/ps-scheduler"},
-                                             .env = env("scheduler", ""),
-                                             .log = root + "/scheduler.log"}));
-  std::vector<std::unique_ptr<BenchProcess>> servers;
+  PSDB_ASSIGN_OR_RETURN(
+      auto sched, StartLogged({p.bin + "/ps-scheduler"}, env("scheduler", ""),
+                              root + "/scheduler.log"));
+  std::vector<std::unique_ptr<tools::ChildProcess>> servers;
   for (int s = 0; s < p.servers; ++s) {
     std::vector<std::string> argv = {
         p.bin + "/ps-server", absl::StrCat("--data_dir=", root, "/server-", s)};
     if (p.mode == "sync") argv.push_back("--sync_mode=sync");
     PSDB_ASSIGN_OR_RETURN(
-        auto server, BenchProcess::Start(
-                         {.argv = argv,
-                          .env = env("server", absl::StrCat("server-", s)),
-                          .log = absl::StrCat(root, "/server_", s, ".log")}));
+        auto server,
+        StartLogged(argv, env("server", absl::StrCat("server-", s)),
+                    absl::StrCat(root, "/server_", s, ".log")));
     servers.push_back(std::move(server));
   }
-  std::vector<std::unique_ptr<BenchProcess>> workers;
+  std::vector<std::unique_ptr<tools::ChildProcess>> workers;
   for (int w = 0; w < p.workers; ++w) {
     // One checkpoint directory: rank 0 writes the cluster checkpoint and
     // its reports there, rank r its reports under rank-r/.
@@ -233,13 +245,13 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
     if (!prefetch) argv.push_back("--no_prefetch");
     PSDB_ASSIGN_OR_RETURN(
-        auto worker, BenchProcess::Start(
-                         {.argv = argv,
-                          .env = env("worker", absl::StrCat("worker-", w)),
-                          .log = absl::StrCat(root, "/worker_", w, ".log")}));
+        auto worker,
+        StartLogged(argv, env("worker", absl::StrCat("worker-", w)),
+                    absl::StrCat(root, "/worker_", w, ".log")));
     workers.push_back(std::move(worker));
   }
-  for (auto& w : workers) PSDB_RETURN_IF_ERROR(w->Wait(absl::Hours(2)));
+  for (auto& w : workers)
+    PSDB_RETURN_IF_ERROR(w->WaitForSuccess(absl::Hours(2)));
   for (auto& s : servers) PSDB_RETURN_IF_ERROR(s->Stop());
   PSDB_RETURN_IF_ERROR(sched->Stop());
   double hits = 0;
@@ -336,14 +348,13 @@ absl::Status RunAll(Params& p, std::ostream& out) {
   auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
     const std::string data = p.dir + "/data";
     PSDB_ASSIGN_OR_RETURN(
-        auto gen, BenchProcess::Start(
-                      {.argv = {p.bin + "/ps-train", "gen", "--out=" + data,
-                                absl::StrCat("--seed=", p.seed),
-                                absl::StrCat("--train_rows=", p.train_rows),
-                                absl::StrCat("--test_rows=", p.test_rows),
-                                absl::StrCat("--max_vocab=", p.max_vocab)},
-                       .log = p.dir + "/gen.log"}));
-    PSDB_RETURN_IF_ERROR(gen->Wait(absl::Hours(1)));
+        auto gen, StartLogged({p.bin + "/ps-train", "gen", "--out=" + data,
+                               absl::StrCat("--seed=", p.seed),
+                               absl::StrCat("--train_rows=", p.train_rows),
+                               absl::StrCat("--test_rows=", p.test_rows),
+                               absl::StrCat("--max_vocab=", p.max_vocab)},
+                              {}, p.dir + "/gen.log"));
+    PSDB_RETURN_IF_ERROR(gen->WaitForSuccess(absl::Hours(1)));
     std::vector<Run> runs;
     PSDB_ASSIGN_OR_RETURN(Run embedded, RunEmbedded(p, data, p.dir));
     runs.push_back(embedded);
