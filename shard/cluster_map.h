@@ -134,7 +134,7 @@ class ClusterMap {
   }
   // Owner of `key`; kNoServer when no server is on the ring.
   ServerId Owner(uint64_t key) const { return ring_->Owner(key); }
-  // Whether `server` owns `key` under this map (the server-side check).
+  // Whether `server` owns `key` under this map.
   bool Owns(ServerId server, uint64_t key) const {
     return server != kNoServer && ring_->Owner(key) == server;
   }

@@ -4,18 +4,19 @@
 // larger than any before it: keep one Partitioner per thread (or per
 // in-flight request) and reuse it.
 //
-// Usage (RemoteClient::Pull of `keys`, rows of `dim` floats):
+// Usage, as RemoteClient::Pull runs it (rpc/client/remote_client.cc; rows
+// of `dim` floats):
 //
-//   PSDB_RETURN_IF_ERROR(partitioner.Partition(ring, keys));
-//   std::vector<float> sent_rows(partitioner.num_sent() * dim);
-//   for (uint32_t p : partitioner.nonempty_parts()) {
-//     // Ask server ring.server_id(p) for partitioner.part_keys(p); its
-//     // answer goes to sent_rows[partitioner.part_offset(p) * dim ...).
-//   }
-//   PSDB_RETURN_IF_ERROR(partitioner.Scatter<float>(sent_rows, dim, out));
+//   PSDB_RETURN_IF_ERROR(partitioner.Partition(map.ring(), keys));
+//   // One request per part p (cut at the batch limit) asks server
+//   // map.RingServer(p) for part_keys(p), which start at part_offset(p) in
+//   // the sent order; answer row j of part p is sent row part_offset(p) + j.
+//   for (size_t i = 0; i < keys.size(); ++i)
+//     copy sent row inverse()[i] to out row i;
 //
-// and for Push, GatherSum(grads, dim, sent_grads) first sums the gradients
-// of duplicate keys into the sent order.
+// (Scatter does that last loop when the answers sit in one sent-order
+// buffer.) For Push, GatherSum(grads, dim, sent_grads) first sums the
+// gradients of duplicate keys into the sent order.
 //
 // Layout: the "sent" order lists every part's keys contiguously, parts in
 // ring index order (counting sort by owner), keys within a part in order of

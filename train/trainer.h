@@ -80,7 +80,7 @@ struct TrainerOptions {
   // How the store was opened, for the summary (e.g. "local:/data/psdb").
   // Default: ""
   std::string store_description;
-  // Cluster hooks (tools/train/cluster_worker.h); null in embedded mode.
+  // Cluster hooks (rpc/client/cluster_worker.h); null in embedded mode.
   // after_step(s) runs when step s's training and pushes have been issued
   // (in kSync mode: completed), e.g. SchedulerClient::StepClock. Default: null
   std::function<absl::Status(int64_t step)> after_step;

@@ -37,8 +37,7 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
           absl::StrCat("URL '", url, "' names no scheduler host:port"));
     }
     // A process started as a worker (PS_ROLE=worker) joins the cluster as
-    // PS_NODE_ID (asynchronous pushes, no step clock); any other process
-    // only reads the map.
+    // PS_NODE_ID; any other process only reads the map.
     const absl::StatusOr<NodeConfig> config =
         ResolveNodeConfig(ReadPsEnvironment(), {}, std::nullopt);
     if (config.ok() && config->role == NodeRoleKind::kWorker) {
@@ -47,7 +46,8 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
       options.node_id = config->node_id;
       options.server_num = config->server_num;
       options.worker_num = config->worker_num;
-      options.sync = false;
+      // Pushes as the caller configured them; no step clock is used here.
+      options.sync = remote.push_to_every_server;
       options.remote = remote;
       PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ClusterWorker> worker,
                             ClusterWorker::Join(options));

@@ -14,16 +14,17 @@
 namespace psdb::rpc {
 namespace {
 
+// A scheduler client with the client's TLS and call deadline: a map refresh
+// (on FAILED_PRECONDITION) takes at most one call_timeout, as other calls.
 absl::StatusOr<std::shared_ptr<SchedulerClient>> OpenScheduler(
-    absl::string_view address, const RemoteClientOptions& base,
-    absl::Duration call_timeout) {
+    absl::string_view address, const RemoteClientOptions& base) {
   if (address.empty()) {
     return absl::InvalidArgumentError("no scheduler host:port given");
   }
   SchedulerClientOptions options;
   options.address = std::string(address);
   options.tls = base.tls;
-  options.call_timeout = call_timeout;
+  options.call_timeout = base.call_timeout;
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> sched,
                         SchedulerClient::Open(options));
   return std::shared_ptr<SchedulerClient>(std::move(sched));
@@ -41,14 +42,10 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenMapClient(
   // serving just after. Wait (within wait_ready) until each one accepts a
   // connection, so the first call does not race its startup.
   for (const ServerInfo& server : options.cluster.servers()) {
-    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
-                          MakeChannelCredentials(options.tls, server.address));
     grpc::ChannelArguments args;
-    if (!options.tls.server_name_override.empty()) {
-      args.SetSslTargetNameOverride(options.tls.server_name_override);
-    }
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    auto channel = grpc::CreateCustomChannel(server.address, creds, args);
+    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          MakeChannel(options.tls, server.address, args));
     if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
       return absl::UnavailableError(
           absl::StrCat("server ", server.address,
@@ -70,15 +67,15 @@ absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Join(
   PSDB_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
   std::unique_ptr<ClusterWorker> w(new ClusterWorker());
   w->options_ = options;
-  PSDB_ASSIGN_OR_RETURN(
-      w->sched_,
-      OpenScheduler(options.scheduler, options.remote, options.wait_ready));
+  PSDB_ASSIGN_OR_RETURN(w->sched_,
+                        OpenScheduler(options.scheduler, options.remote));
   v1::RegisterRequest req;
   req.set_node_id(options.node_id);
   req.set_role(v1::NODE_ROLE_WORKER);
   if (options.server_num.has_value()) req.set_server_num(*options.server_num);
   if (options.worker_num.has_value()) req.set_worker_num(*options.worker_num);
-  PSDB_ASSIGN_OR_RETURN(v1::RegisterResponse reg, w->sched_->Register(req));
+  PSDB_ASSIGN_OR_RETURN(v1::RegisterResponse reg,
+                        w->sched_->Register(req, options.wait_ready));
   w->rank_ = reg.rank();
   w->sched_->StartHeartbeats();
   PSDB_ASSIGN_OR_RETURN(v1::ClusterMap map,
@@ -125,9 +122,8 @@ absl::StatusOr<std::string> ClusterWorker::Checkpoint(absl::string_view root,
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
     absl::string_view scheduler_address, const RemoteClientOptions& base,
     absl::Duration wait_ready) {
-  PSDB_ASSIGN_OR_RETURN(
-      std::shared_ptr<SchedulerClient> sched,
-      OpenScheduler(scheduler_address, base, base.call_timeout));
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<SchedulerClient> sched,
+                        OpenScheduler(scheduler_address, base));
   return OpenMapClient(std::move(sched), base, wait_ready);
 }
 

@@ -64,13 +64,15 @@ struct ClusterWorkerOptions {
   bool sync = true;
   // SSP staleness in async mode; < 0 = no step clock. Default: -1
   int staleness = -1;
-  // How long to wait for the cluster to form, and for a step clock or
-  // checkpoint barrier. Default: 5 min, 10 min
+  // How long to wait for the scheduler and the cluster to form, and for a
+  // step clock or checkpoint barrier (each plus remote.call_timeout).
+  // Default: 5 min, 10 min
   absl::Duration wait_ready = absl::Minutes(5);
   absl::Duration step_timeout = absl::Minutes(10);
-  // Deadlines, retries and TLS (also used for the scheduler) of the client;
-  // its cluster, map_source, push_to_every_server and worker_id are set by
-  // Join. Default: RemoteClientOptions's defaults
+  // Deadlines, retries and TLS of the client; its call_timeout and TLS also
+  // serve the scheduler calls (a map refresh takes at most one
+  // call_timeout). Its cluster, map_source, push_to_every_server and
+  // worker_id are set by Join. Default: RemoteClientOptions's defaults
   RemoteClientOptions remote;
 };
 

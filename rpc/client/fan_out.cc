@@ -55,8 +55,6 @@ absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Connect(
   auto map = std::make_shared<RoutedMap>();
   map->cluster = cluster;
   for (const ServerInfo& server : cluster.servers()) {
-    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
-                          MakeChannelCredentials(options_.tls, server.address));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
@@ -68,11 +66,9 @@ absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Connect(
     // process would serialize them on one HTTP/2 connection; keep them
     // separate.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    if (!options_.tls.server_name_override.empty()) {
-      args.SetSslTargetNameOverride(options_.tls.server_name_override);
-    }
-    map->stubs.push_back(v1::ParameterService::NewStub(
-        grpc::CreateCustomChannel(server.address, creds, args)));
+    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          MakeChannel(options_.tls, server.address, args));
+    map->stubs.push_back(v1::ParameterService::NewStub(channel));
   }
   return std::shared_ptr<const RoutedMap>(std::move(map));
 }

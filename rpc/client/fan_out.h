@@ -58,8 +58,8 @@ struct Chunk {
 
 // The requests of a partitioned batch: every non-empty part cut into chunks
 // of at most max_keys keys, parts in ring order. With `every_server`, a
-// server whose part is empty gets one empty chunk (synchronous pushes, where
-// every server counts every worker's push of a step).
+// server on the ring whose part is empty gets one empty chunk (synchronous
+// pushes, where every server counts every worker's push of a step).
 std::vector<Chunk> ChunkParts(const Partitioner& partitioner,
                               const ClusterMap& cluster, size_t max_keys,
                               bool every_server);

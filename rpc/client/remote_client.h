@@ -8,8 +8,9 @@
 // or, through a URL (rpc/client/client_url.h):
 // "servers:10.0.0.1:7000,10.0.0.2:7000".
 //
-// Routing: a key is owned by the server options.cluster.Owner(key) names
-// (shard/cluster_map.h); every ps-server holds the same map (the same
+// Routing: a key is owned by the server the client's map names (first
+// options.cluster, then what map_source returns after a refresh;
+// shard/cluster_map.h); every ps-server holds the same map (the same
 // --servers list, or the scheduler's map) and checks ownership with it, so
 // both sides agree. Per call the client de-duplicates the keys and splits
 // them by owner with shard::Partitioner (and into chunks of at most

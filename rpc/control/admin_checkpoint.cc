@@ -32,13 +32,13 @@ absl::StatusOr<ClusterCheckpointInfo> AdminCheckpoint(
     PSDB_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerClient> sched,
                           SchedulerClient::Open(so));
     PSDB_ASSIGN_OR_RETURN(v1::ClusterMap wire, sched->GetClusterMap());
-    if (!wire.ready()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint: the cluster of scheduler ", options.scheduler_address,
-          " is not ready (", wire.servers_size(), " of ", wire.server_num(),
-          " servers registered)"));
+    absl::StatusOr<ClusterMap> ready = ClusterMapFromProto(wire);
+    if (!ready.ok()) {
+      return Annotate(ready.status(),
+                      absl::StrCat("checkpoint: the cluster of scheduler ",
+                                   options.scheduler_address));
     }
-    PSDB_ASSIGN_OR_RETURN(map, ClusterMapFromProto(wire));
+    map = *std::move(ready);
   } else {
     PSDB_ASSIGN_OR_RETURN(
         map, ClusterMap::FromAddresses(options.servers, options.cluster_epoch));

@@ -53,17 +53,13 @@ absl::StatusOr<ClusterCheckpointInfo> WriteClusterCheckpoint(
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       const ServerInfo& server = map.servers()[r];
-      auto creds = MakeChannelCredentials(tls, server.address);
-      if (!creds.ok()) {
-        status[r] = creds.status();
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          MakeChannel(tls, server.address);
+      if (!channel.ok()) {
+        status[r] = channel.status();
         return;
       }
-      grpc::ChannelArguments args;
-      if (!tls.server_name_override.empty()) {
-        args.SetSslTargetNameOverride(tls.server_name_override);
-      }
-      auto stub = v1::ParameterService::NewStub(
-          grpc::CreateCustomChannel(server.address, *creds, args));
+      auto stub = v1::ParameterService::NewStub(*channel);
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoMilliseconds(timeout));

@@ -28,9 +28,10 @@ class SchedulerClient::Impl {
   }
 
   absl::StatusOr<v1::RegisterResponse> DoRegister(
-      const v1::RegisterRequest& req) {
+      const v1::RegisterRequest& req,
+      absl::Duration wait = absl::ZeroDuration()) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, options.call_timeout);
+    SetDeadline(&ctx, wait + options.call_timeout);
     // The scheduler may still be starting: wait for the channel.
     ctx.set_wait_for_ready(true);
     v1::RegisterResponse resp;
@@ -112,25 +113,21 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Open(
   if (options.address.empty()) {
     return absl::InvalidArgumentError("scheduler address is required");
   }
-  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
-                        MakeChannelCredentials(options.tls, options.address));
   grpc::ChannelArguments args;
   // Reconnect to a restarted scheduler within a heartbeat or two (gRPC's
   // default backoff grows to 120 s).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  if (!options.tls.server_name_override.empty()) {
-    args.SetSslTargetNameOverride(options.tls.server_name_override);
-  }
-  auto channel = grpc::CreateCustomChannel(options.address, creds, args);
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                        MakeChannel(options.tls, options.address, args));
   return std::unique_ptr<SchedulerClient>(
       new SchedulerClient(std::make_unique<Impl>(options, channel)));
 }
 
 absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(
-    const v1::RegisterRequest& req) {
-  return impl_->DoRegister(req);
+    const v1::RegisterRequest& req, absl::Duration wait) {
+  return impl_->DoRegister(req, wait);
 }
 
 absl::StatusOr<uint64_t> SchedulerClient::Heartbeat() {

@@ -50,10 +50,12 @@ class SchedulerClient {
   SchedulerClient(const SchedulerClient&) = delete;
   SchedulerClient& operator=(const SchedulerClient&) = delete;
 
-  // Registers this node (waiting for the scheduler to be reachable within
-  // call_timeout) and remembers the request for heartbeats and
+  // Registers this node (waiting up to wait + call_timeout for the
+  // scheduler to be reachable) and remembers the request for heartbeats and
   // re-registration.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& req);
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& req,
+      absl::Duration wait = absl::ZeroDuration());
   // The map now (wait = 0) or once ready, waiting up to `wait`.
   absl::StatusOr<v1::ClusterMap> GetClusterMap(
       absl::Duration wait = absl::ZeroDuration());

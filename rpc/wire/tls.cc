@@ -152,4 +152,15 @@ MakeChannelCredentials(const ClientTlsOptions& options,
   return grpc::SslCredentials(ssl);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const ClientTlsOptions& options, absl::string_view address,
+    grpc::ChannelArguments args) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                        MakeChannelCredentials(options, address));
+  if (!options.server_name_override.empty()) {
+    args.SetSslTargetNameOverride(options.server_name_override);
+  }
+  return grpc::CreateCustomChannel(std::string(address), creds, args);
+}
+
 }  // namespace psdb::rpc

@@ -19,8 +19,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace psdb::rpc {
 
@@ -76,6 +79,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>
 MakeChannelCredentials(const ClientTlsOptions& options,
                        absl::string_view address);
+
+// A channel to `address` with MakeChannelCredentials's credentials, `args`
+// and, when options.server_name_override is set, that name checked against
+// the server's certificate: how every psdb client dials (RemoteClient, the
+// scheduler client, cluster checkpoints). Connects lazily.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const ClientTlsOptions& options, absl::string_view address,
+    grpc::ChannelArguments args = {});
 
 }  // namespace psdb::rpc
 
