@@ -269,7 +269,7 @@ class WideDeep(torch.nn.Module):
         self._zero = torch.zeros(1, dtype=torch.int64)
 
     def forward(self, keys, dense, step=None):
-        keys = torch.from_numpy(keys.view(np.int64))
+        keys = psdb.torch.UniqueIds(keys.view(np.int64))   # one sort, 2 tables
         dense = torch.from_numpy(dense)
         wide = self.wide(keys, step=step)                     # (n, 1)
         deep = self.deep(keys, step=step).flatten(1)          # (n, 26 * d)
@@ -279,8 +279,9 @@ class WideDeep(torch.nn.Module):
         return logit
 
     def prefetch(self, keys):
-        self.wide.prefetch(keys.view(np.int64))
-        self.deep.prefetch(keys.view(np.int64))
+        keys = psdb.torch.UniqueIds(keys.view(np.int64))
+        self.wide.prefetch(keys)
+        self.deep.prefetch(keys)
 
     def flush(self):
         self.wide.flush()

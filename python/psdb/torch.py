@@ -17,7 +17,8 @@ psdb filled); torch's own embedding / embedding_bag ops then gather and
 reduce per position, so their backward sums the gradient per unique row
 (index_add), and a small autograd.Function pushes that gradient to psdb,
 whose server-side optimizer (the table's, optim/kernels.h) updates the rows.
-No optimizer math is done in Python (STYLE.md 13).
+No optimizer math is done in Python (STYLE.md 13). Modules that look up the
+same ids share one de-duplication through psdb.torch.UniqueIds.
 
 Steps: every training forward takes the next value of the module's `step`
 counter (or the `step` passed to forward) and the backward pushes with it, so
@@ -45,7 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Embedding", "EmbeddingBag"]
+__all__ = ["Embedding", "EmbeddingBag", "UniqueIds"]
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -75,6 +76,35 @@ def _as_id_tensor(ids, what="ids"):
     if ids.dtype != torch.int64:
         ids = ids.to(torch.int64)
     return ids
+
+
+class UniqueIds:
+    """Ids de-duplicated once (torch.unique, sorted, with the inverse index).
+
+    Modules accept a UniqueIds wherever they accept ids, so models that look
+    up the same ids in several tables (Wide&Deep's wide and deep parts) sort
+    them once: u = psdb.torch.UniqueIds(ids); wide(u); deep(u).
+    """
+
+    def __init__(self, ids, what="ids"):
+        ids = _as_id_tensor(ids, what)
+        self.shape = ids.shape
+        self.device = ids.device
+        uniq, inverse = torch.unique(ids.reshape(-1), sorted=True,
+                                     return_inverse=True)
+        self.inverse = inverse.reshape(ids.shape)
+        # The unique keys as psdb takes them: uint64 bits, no copy.
+        self.keys = uniq.cpu().numpy().view(np.uint64)
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return self.inverse.numel()
+
+
+def _unique(ids, what="ids"):
+    return ids if isinstance(ids, UniqueIds) else UniqueIds(ids, what)
 
 
 class _ClientRows:
@@ -176,11 +206,9 @@ class _PsdbModule(torch.nn.Module):
                 f"optimizer={self.spec.optimizer!r}, step={self.step}"
                 + (", cached" if self.cache is not None else ""))
 
-    def _unique_rows(self, ids, step):
-        """ids (int64, any shape) -> (rows of the unique ids, inverse)."""
-        flat = ids.reshape(-1)
-        uniq, inverse = torch.unique(flat, sorted=True, return_inverse=True)
-        keys = uniq.cpu().numpy().view(np.uint64)
+    def _rows_of(self, ids, step):
+        """Rows (unique ids, dim): pulled for training, served otherwise."""
+        keys = ids.keys
         training = self.training and torch.is_grad_enabled()
         if keys.size == 0:
             # Nothing to pull or push; still part of the graph when training
@@ -197,14 +225,13 @@ class _PsdbModule(torch.nn.Module):
             self.step = step
         else:
             rows = torch.from_numpy(self._rows.serve(keys))
-        return rows.to(ids.device), inverse.reshape(ids.shape)
+        return rows.to(ids.device)
 
     def prefetch(self, ids):
         """Starts fetching the rows of the next batch's ids (cache only)."""
-        ids = _as_id_tensor(ids)
-        uniq = torch.unique(ids.reshape(-1), sorted=True)
-        if uniq.numel() > 0:
-            self._rows.prefetch(uniq.cpu().numpy().view(np.uint64))
+        keys = _unique(ids).keys
+        if keys.size > 0:
+            self._rows.prefetch(keys)
 
     def flush(self):
         """Writes a write-back cache's rows to the store (no-op otherwise)."""
@@ -222,9 +249,8 @@ class Embedding(_PsdbModule):
     """
 
     def forward(self, ids, *, step=None):
-        ids = _as_id_tensor(ids)
-        rows, inverse = self._unique_rows(ids, step)
-        return F.embedding(inverse, rows)
+        ids = _unique(ids)
+        return F.embedding(ids.inverse, self._rows_of(ids, step))
 
 
 class EmbeddingBag(_PsdbModule):
@@ -296,14 +322,14 @@ class EmbeddingBag(_PsdbModule):
 
     def forward(self, input, offsets=None, per_sample_weights=None, *,
                 step=None):
-        input = _as_id_tensor(input, "input")
+        input = _unique(input, "input")
         offsets, per_sample_weights = self._check(input, offsets,
                                                   per_sample_weights)
-        rows, inverse = self._unique_rows(input, step)
+        rows = self._rows_of(input, step)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.to(rows.dtype)
         if offsets is not None:
-            offsets = offsets.to(inverse.device)
-        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+            offsets = offsets.to(input.device)
+        return F.embedding_bag(input.inverse, rows, offsets, mode=self.mode,
                                per_sample_weights=per_sample_weights,
                                include_last_offset=self.include_last_offset)

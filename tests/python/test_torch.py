@@ -368,6 +368,24 @@ def test_embedding_bag_forward_equals_torch(client, mode):
                                    rtol=0, atol=0)
 
 
+def test_unique_ids_shared_by_two_tables(tmp_path):
+    def run(shared):
+        with psdb.open(f"local:{tmp_path / str(shared)}") as c:
+            a = psdb.torch.EmbeddingBag(c, "a", 3, mode="sum",
+                                        optimizer="adagrad", seed=1)
+            b = psdb.torch.Embedding(c, "b", 2, optimizer="adam", seed=2)
+            ids = torch.tensor([[7, 3, 7], [3, 2**62, 9]])
+            for _ in range(3):
+                u = psdb.torch.UniqueIds(ids) if shared else ids
+                out = a(u).sum() + (b(u) ** 2).sum()
+                out.backward()
+            keys = ids.reshape(-1).numpy()
+            return c.pull("a", keys), c.pull("b", keys)
+
+    for x, y in zip(run(True), run(False)):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_per_sample_weights_get_gradients(client):
     emb = psdb.torch.EmbeddingBag(client, "b", 3, mode="sum", seed=4)
     ids = np.array([4, 5, 4], np.uint64)
