@@ -362,3 +362,34 @@ def test_the_gil_is_released_during_a_call():
     inside = [t for t in ticks if window["start"] < t < window["end"]]
     assert len(inside) > 100
     c.close()
+
+
+def test_close_while_threads_call(tmp_path):
+    # Calls in flight finish, later ones raise ValueError; nothing crashes.
+    c = psdb.open(f"local:{tmp_path / 'data'}")
+    c.create_table("t", 16)
+    ids = np.arange(2048, dtype=np.uint64)
+    grads = np.zeros((2048, 16), dtype=np.float32)
+    outcomes = []
+    started = threading.Barrier(5)
+
+    def work():
+        started.wait()
+        n = 0
+        while True:
+            try:
+                c.pull("t", ids)
+                c.push("t", ids, grads)
+                n += 1
+            except ValueError as e:
+                outcomes.append((n, str(e)))
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    c.close()
+    for t in threads:
+        t.join()
+    assert [message for _, message in outcomes] == ["client is closed"] * 4

@@ -66,3 +66,14 @@ def test_a_stopped_cluster_is_a_connection_error(tmp_path):
         c.stop()
         with pytest.raises(ConnectionError):
             remote.pull("t", np.array([1, 2, 3], dtype=np.uint64))
+
+
+def test_a_table_recreated_by_another_client_is_pulled_with_its_new_dim(cluster):
+    ids = np.array([1, 2], dtype=np.uint64)
+    with psdb.open(cluster.url) as one, psdb.open(cluster.url) as two:
+        one.create_table("re", 4)
+        assert one.pull("re", ids).shape == (2, 4)
+        two.drop_table("re")
+        two.create_table("re", 8)
+        assert one.pull("re", ids).shape == (2, 8)
+        one.drop_table("re")
