@@ -440,19 +440,22 @@ def table_rows(stats, table):
 # --- the worker cache ------------------------------------------------------
 
 
-@pytest.mark.parametrize("policy", ["lru", "lfu"])
-def test_cache_write_back_equals_uncached(tmp_path, policy):
+@pytest.mark.parametrize("policy,mode", [
+    ("lru", "write_back"), ("lfu", "write_back"), ("lookahead", "write_back"),
+    ("lru", "push_through")])
+def test_cache_equals_uncached(tmp_path, policy, mode):
     def run(use_cache):
         with psdb.open(f"local:{tmp_path / ('c' if use_cache else 'u')}") as c:
             hp = dict(optimizer="adagrad", learning_rate=0.1, seed=2)
             psdb.torch.EmbeddingBag(c, "t", DIM, mode="mean", **hp)
             cache = (psdb.VocabCache(c, tables=["t"], capacity_rows=16,
-                                     policy=policy, mode="write_back")
+                                     policy=policy, mode=mode)
                      if use_cache else None)
             emb = psdb.torch.EmbeddingBag(c, "t", mode="mean", cache=cache)
             rng = np.random.default_rng(5)
             keys = keys_of()
             batches = [random_batch(rng, bags=2) for _ in range(STEPS + 1)]
+            emb.prefetch(keys[batches[0][0]])  # announces it (lookahead)
             for i in range(STEPS):
                 idx, offsets, _, target = batches[i]
                 out = emb(torch.from_numpy(keys[idx].view(np.int64)),
