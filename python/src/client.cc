@@ -205,8 +205,10 @@ py::object Pull(ClientHandle& c, const std::string& table, py::handle ids,
   py::array_t<float> rows(
       {static_cast<ssize_t>(keys.size()), static_cast<ssize_t>(dim)});
   absl::Status status = pull({rows.mutable_data(), keys.size() * dim});
-  if (absl::IsInvalidArgument(status)) {
-    // The cached dim may be stale: another client recreated the table.
+  if (absl::IsInvalidArgument(status) || absl::IsAborted(status)) {
+    // The cached dim may be stale: another client recreated the table (the
+    // local client says InvalidArgument, a remote one, which caches specs
+    // too, Aborted "changed on the server during the call; retry").
     c.Forget(table);
     if (const int fresh = c.Dim(table); fresh != dim) {
       dim = fresh;
