@@ -147,3 +147,22 @@ def test_a_cache_keeps_its_client_alive(tmp_path):
     del client
     np.testing.assert_array_equal(cache.lookup({"a": np.arange(4, dtype=np.uint64)})[0],
                                   expected)
+
+
+def test_cuda_backend_matches_the_cpu_backend(stores):
+    cached, reference = stores
+    try:
+        gpu = psdb.VocabCache(cached, ["a"], capacity_rows=64, backend="cuda")
+    except RuntimeError as e:  # Unimplemented (no CUDA build) or no device
+        pytest.skip(f"no CUDA backend here: {e}")
+    cpu = psdb.VocabCache(reference, ["a"], capacity_rows=64, backend="cpu")
+    rng = np.random.default_rng(4)
+    for ids in batches(20, seed=6):
+        rows = gpu.lookup({"a": ids})[0]
+        np.testing.assert_array_equal(rows, cpu.lookup({"a": ids})[0])
+        g = rng.standard_normal(rows.shape).astype(np.float32)
+        gpu.update([g])
+        cpu.update([g])
+    gpu.flush()
+    cpu.flush()
+    np.testing.assert_array_equal(all_rows(cached, "a").values, all_rows(reference, "a").values)
