@@ -308,24 +308,37 @@ or modified in place before put_rows.
             c.Forget(table);
             ThrowIfError(status);
           },
-          py::arg("name"))
-      .def("list_tables",
-           [](ClientHandle& c) {
-             return ValueOrThrow(
-                 c.Call([](ParameterClient& p) { return p.ListTables(); }));
-           })
+          py::arg("name"), "Drops a table and its rows. KeyError if unknown.")
+      .def(
+          "list_tables",
+          [](ClientHandle& c) {
+            return ValueOrThrow(
+                c.Call([](ParameterClient& p) { return p.ListTables(); }));
+          },
+          "The tables, as [psdb.TableSpec].")
       .def(
           "get_table",
           [](ClientHandle& c, const std::string& table) {
             return ValueOrThrow(
                 c.Call([&](ParameterClient& p) { return p.GetTable(table); }));
           },
-          py::arg("name"))
+          py::arg("name"), "The table's psdb.TableSpec. KeyError if unknown.")
       .def("pull", &Pull, py::arg("table"), py::arg("ids"), py::kw_only(),
-           py::arg("out") = py::none(), py::arg("serving") = false)
+           py::arg("out") = py::none(), py::arg("serving") = false,
+           R"doc(Rows of `ids` as float32 (len(ids), dim), created on first
+sight (get-or-create); duplicate ids are answered per position. ids: a 1-D
+integer array. out: a C-contiguous float32 (len(ids), dim) array to fill
+and return instead of a new one. serving=True creates nothing: missing ids
+get the table's serving_default.)doc")
       .def("push", &Push, py::arg("table"), py::arg("ids"), py::arg("grads"),
            py::kw_only(), py::arg("step") = py::none(),
-           py::arg("worker_id") = py::none())
+           py::arg("worker_id") = py::none(),
+           R"doc(Applies gradients with the table's optimizer. grads: float32
+(len(ids), dim) or (len(ids) * dim,); rows of duplicate ids are summed and
+the optimizer runs once per id. step: the trainer's global step (>= 1;
+None = the table's step + 1). worker_id: for synchronous clusters. A
+non-finite gradient is a ValueError and changes nothing (table option
+non_finite="reject").)doc")
       .def(
           "pull_rows",
           [](ClientHandle& c, const std::string& table, py::handle ids) {
@@ -336,7 +349,9 @@ or modified in place before put_rows.
             }));
             return RowsFromBatch(std::move(batch));
           },
-          py::arg("table"), py::arg("ids"))
+          py::arg("table"), py::arg("ids"),
+          "Whole rows (values, optimizer state, header) as psdb.Rows; "
+          "get-or-create.")
       .def(
           "put_rows",
           [](ClientHandle& c, const std::string& table, py::handle ids,
@@ -347,7 +362,9 @@ or modified in place before put_rows.
               return p.PutRows(table, keys.span(), batch);
             }));
           },
-          py::arg("table"), py::arg("ids"), py::arg("rows"))
+          py::arg("table"), py::arg("ids"), py::arg("rows"),
+          "Assigns whole rows (no optimizer), creating them as needed; for "
+          "duplicate ids the last one wins.")
       .def(
           "checkpoint",
           [](ClientHandle& c, const std::string& dir,
@@ -366,13 +383,23 @@ or modified in place before put_rows.
             d["duration_s"] = Seconds(info.duration);
             return d;
           },
-          py::arg("dir"), py::kw_only(), py::arg("keep_last") = py::none())
-      .def("stats",
-           [](ClientHandle& c) {
-             return StatsDict(ValueOrThrow(
-                 c.Call([](ParameterClient& p) { return p.Stats(); })));
-           })
-      .def("close", &ClientHandle::Close)
+          py::arg("dir"), py::kw_only(), py::arg("keep_last") = py::none(),
+          "Writes a checkpoint under `dir` (on the machine(s) holding the "
+          "data), keeping the newest keep_last (None: 3, 0: all). Returns "
+          "{path, step, rows_flushed, rows_expired, duration_s}.")
+      .def(
+          "stats",
+          [](ClientHandle& c) {
+            return StatsDict(ValueOrThrow(
+                c.Call([](ParameterClient& p) { return p.Stats(); })));
+          },
+          "{tables: {name: {TableStats fields}}, memory_budget_bytes, "
+          "memory_used_bytes, disk_running_compactions, checkpoints, "
+          "last_checkpoint_duration_s, total_checkpoint_duration_s}")
+      .def("close", &ClientHandle::Close,
+           "Waits for calls in flight, closes the caches opened over this "
+           "client (without flushing them), then the client (a local store "
+           "flushes its rows to disk). Later calls raise ValueError.")
       .def_property_readonly("closed", &ClientHandle::closed)
       .def_property_readonly("url", &ClientHandle::url)
       .def("__enter__", [](py::object self) { return self; })
