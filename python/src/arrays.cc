@@ -121,6 +121,7 @@ FloatArray::FloatArray(const py::handle& values, const char* what)
   }
   if (!(array_.flags() & py::array::c_style)) {
     // Strided input (a slice, a transpose): numpy makes the one copy.
+    borrowed_ = false;
     array_ =
         py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(
             array_);

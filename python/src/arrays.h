@@ -52,11 +52,14 @@ class FloatArray {
   FloatArray(const pybind11::handle& values, const char* what);
 
   absl::Span<const float> span() const { return {data_, size_}; }
+  // True when the floats are the caller's buffer (for tests of zero-copy).
+  bool borrowed() const { return borrowed_; }
   int ndim() const { return static_cast<int>(array_.ndim()); }
   int64_t shape(int i) const { return array_.shape(i); }
 
  private:
   pybind11::array array_;
+  bool borrowed_ = true;
   const float* data_ = nullptr;
   size_t size_ = 0;
 };

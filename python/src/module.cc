@@ -2,6 +2,7 @@
 // Conversions and forwarding only; every behaviour is the C++ library's.
 #include <pybind11/pybind11.h>
 
+#include "python/src/arrays.h"
 #include "python/src/bench.h"
 #include "python/src/cache.h"
 #include "python/src/client.h"
@@ -15,4 +16,11 @@ PYBIND11_MODULE(_psdb, m) {
   psdb::python::RegisterClient(m);
   psdb::python::RegisterCache(m);
   psdb::python::RegisterBench(m);
+  // Testing hooks: whether an argument would be read in place (no copy).
+  m.def("_ids_borrowed", [](pybind11::handle ids) {
+    return psdb::python::KeyArray(ids).borrowed();
+  });
+  m.def("_floats_borrowed", [](pybind11::handle values) {
+    return psdb::python::FloatArray(values, "values").borrowed();
+  });
 }

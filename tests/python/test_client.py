@@ -393,3 +393,14 @@ def test_close_while_threads_call(tmp_path):
     for t in threads:
         t.join()
     assert [message for _, message in outcomes] == ["client is closed"] * 4
+
+
+def test_contiguous_arrays_are_read_in_place():
+    from psdb import _psdb
+    assert _psdb._ids_borrowed(IDS)
+    assert _psdb._ids_borrowed(IDS.astype(np.int64))
+    assert not _psdb._ids_borrowed(IDS.astype(np.int32))  # converted
+    assert not _psdb._ids_borrowed(np.repeat(IDS, 2)[::2])  # strided: copied
+    grads = np.zeros((4, 4), dtype=np.float32)
+    assert _psdb._floats_borrowed(grads) and _psdb._floats_borrowed(grads.reshape(-1))
+    assert not _psdb._floats_borrowed(np.asfortranarray(grads))
