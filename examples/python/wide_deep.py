@@ -268,18 +268,28 @@ class WideDeep(torch.nn.Module):
                        generator)
         self._zero = torch.zeros(1, dtype=torch.int64)
 
-    def forward(self, keys, dense, step=None):
-        keys = psdb.torch.UniqueIds(keys.view(np.int64))   # one sort, 2 tables
+    @staticmethod
+    def unique(keys):
+        """A batch's keys (n, 26) sorted once for both tables (UniqueIds)."""
+        return psdb.torch.UniqueIds(keys.view(np.int64))
+
+    def forward(self, keys, dense, step=None, prefetch=None):
+        """keys: (n, 26) uint64 or their unique(); dense: (n, 13); prefetch:
+        the next batch's unique(), fetched while this one computes."""
+        if not isinstance(keys, psdb.torch.UniqueIds):
+            keys = self.unique(keys)
         dense = torch.from_numpy(dense)
         wide = self.wide(keys, step=step)                     # (n, 1)
         deep = self.deep(keys, step=step).flatten(1)          # (n, 26 * d)
         lin = self.linear(self._zero, step=step)[0]           # (14,)
+        if prefetch is not None:
+            self.prefetch(prefetch)
         logit = (wide[:, 0] + dense @ lin[:NUM_INT] + lin[NUM_INT]
                  + self.mlp(torch.cat([deep, dense], 1))[:, 0])
         return logit
 
     def prefetch(self, keys):
-        keys = psdb.torch.UniqueIds(keys.view(np.int64))
+        """keys: the next batch's unique() (announced, then fetched)."""
         self.wide.prefetch(keys)
         self.deep.prefetch(keys)
 
@@ -412,13 +422,19 @@ def train(args, log=sys.stdout, data=None):
     if args.max_steps > 0:
         batches = batches[:args.max_steps]
     start = time.perf_counter()
-    if batches and not args.no_prefetch:
-        model.prefetch(batches[0][0])
+    prefetch = not args.no_prefetch
+    uniq = model.unique(batches[0][0]) if batches else None
+    if uniq is not None and prefetch:
+        model.prefetch(uniq)
     for i, (keys, dense, labels) in enumerate(batches):
         step += 1
-        logit = model(keys, dense, step=step)
-        if i + 1 < len(batches) and not args.no_prefetch:
-            model.prefetch(batches[i + 1][0])
+        # The next batch's keys are sorted once, for its prefetch (after this
+        # batch's lookups, as ps-train does) and for its own step.
+        following = (model.unique(batches[i + 1][0])
+                     if i + 1 < len(batches) else None)
+        logit = model(uniq, dense, step=step,
+                      prefetch=following if prefetch else None)
+        uniq = following
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
             logit, torch.from_numpy(labels))
         dense_opt.zero_grad()
@@ -435,9 +451,13 @@ def train(args, log=sys.stdout, data=None):
             metrics.append({"step": step, "epoch": epoch_of[i],
                             "samples": samples, "train_loss": last_loss})
             window_loss, window_steps = 0.0, 0
-    model.flush()
+    # Timed like ps-train (train/trainer.cc): the training loop, not the
+    # cache flush before evaluation.
     seconds = time.perf_counter() - start
     samples_per_sec = samples / seconds if seconds > 0 else 0.0
+    flush_start = time.perf_counter()
+    model.flush()
+    flush_seconds = time.perf_counter() - flush_start
 
     result = {"auc": None, "bayes_auc": bayes_auc, "logloss": None}
     if test_data is not None:
@@ -471,6 +491,7 @@ def train(args, log=sys.stdout, data=None):
         "samples": samples,
         "seconds": seconds,
         "load_seconds": load_seconds,
+        "flush_seconds": flush_seconds,
         "last_train_loss": last_loss,
         "malformed_lines": malformed,
         "mode": "sync",

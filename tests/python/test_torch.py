@@ -397,6 +397,62 @@ def test_per_sample_weights_get_gradients(client):
     assert_rel(w.grad, rows.sum(1))
 
 
+class PushSpy(SpyClient):
+    """Also keeps every (ids, grads) pushed."""
+
+    def __init__(self, client):
+        super().__init__(client)
+        self.pushed = []
+
+    def push(self, table, ids, grads, **kw):
+        self.pushed.append((np.array(ids), np.array(grads)))
+        return self.client.push(table, ids, grads, **kw)
+
+
+@pytest.mark.parametrize("mode,last,weighted", [
+    ("sum", False, False), ("sum", False, True), ("sum", True, True),
+    ("mean", False, False), ("mean", True, False)])
+def test_pushed_gradients_equal_torch_weight_grads(client, mode, last,
+                                                    weighted):
+    spy = PushSpy(client)
+    emb = psdb.torch.EmbeddingBag(spy, "g", 5, mode=mode,
+                                  include_last_offset=last)
+    keys = np.arange(12, dtype=np.uint64) + np.uint64(2**63)
+    bag = torch.nn.EmbeddingBag(12, 5, mode=mode, include_last_offset=last)
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(client.pull("g", keys)))
+    idx = torch.tensor([3, 1, 3, 3, 0, 11, 11, 2, 1])
+    offsets = torch.tensor([0, 0, 4, 4, 7] + ([9] if last else []))
+    psw = torch.linspace(0.5, 2.0, len(idx)) if weighted else None
+    target = torch.randn(5, 5, generator=torch.Generator().manual_seed(1))
+    k = torch.from_numpy(keys.view(np.int64))
+    loss_of(emb(k[idx], offsets, psw), target.numpy()).backward()
+    loss_of(bag(idx, offsets, per_sample_weights=psw),
+            target.numpy()).backward()
+    (ids, grads), = spy.pushed
+    rows = [int(np.flatnonzero(keys == i)[0]) for i in ids]
+    assert sorted(rows) == sorted(set(idx.tolist()))
+    assert_rel(grads, bag.weight.grad[rows])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_pushed_gradients_of_2d_input(client, mode):
+    spy = PushSpy(client)
+    emb = psdb.torch.EmbeddingBag(spy, "g", 3, mode=mode)
+    keys = np.arange(6, dtype=np.uint64) * np.uint64(7)
+    bag = torch.nn.EmbeddingBag(6, 3, mode=mode)
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(client.pull("g", keys)))
+    idx = torch.tensor([[5, 1, 5], [0, 0, 0], [2, 5, 1]])
+    psw = torch.rand(3, 3) if mode == "sum" else None
+    target = np.ones((3, 3), np.float32)
+    k = torch.from_numpy(keys.view(np.int64))
+    loss_of(emb(k[idx], per_sample_weights=psw), target).backward()
+    loss_of(bag(idx, per_sample_weights=psw), target).backward()
+    (ids, grads), = spy.pushed
+    assert_rel(grads, bag.weight.grad[(ids // 7).astype(np.int64)])
+
+
 def test_step_counter_and_explicit_steps(client):
     emb = psdb.torch.Embedding(client, "s", 2, optimizer="adam",
                                learning_rate=0.1)
