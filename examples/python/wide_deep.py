@@ -251,11 +251,13 @@ class WideDeep(torch.nn.Module):
                     l2=args.wide_l2, initial_accumulator=0.1,
                     initializer="zeros", init_a=0.0, init_b=0.0)
         # train/wide_deep.cc ModelTableSpecs: seeds seed, seed+1, seed+2.
+        overlap = getattr(args, "overlap_push", False)
         self.wide = psdb.torch.EmbeddingBag(
             client, "wide", 1, mode="sum", cache=caches.get("wide"),
-            seed=args.seed, **ftrl)
+            async_push=overlap, seed=args.seed, **ftrl)
         self.deep = psdb.torch.Embedding(
             client, "deep", args.deep_dim, cache=caches.get("deep"),
+            async_push=overlap,
             optimizer=args.deep_optimizer, learning_rate=args.deep_lr,
             initializer="uniform", init_a=-0.05, init_b=0.05,
             seed=args.seed + 1)
@@ -296,6 +298,7 @@ class WideDeep(torch.nn.Module):
     def flush(self):
         self.wide.flush()
         self.deep.flush()
+        self.linear.flush()
 
 
 # ---------------------------------------------------------------------------
@@ -319,6 +322,10 @@ def parse_args(argv=None):
     p.add_argument("--cache_mode", default="write_back",
                    choices=["write_back", "push_through"])
     p.add_argument("--no_prefetch", action="store_true")
+    p.add_argument("--overlap_push", action="store_true",
+                   help="push the embedding gradients on a background thread "
+                   "while the step goes on (same result: the next lookup "
+                   "waits for them)")
     p.add_argument("--deep_optimizer", default="lazy_adam",
                    choices=["lazy_adam", "adagrad"])
     p.add_argument("--deep_lr", type=float, default=None,

@@ -31,6 +31,10 @@ cache dedicated to this module's table; lookups and updates go through it
 (write-back caches count steps themselves). `prefetch(next_ids)` fetches the
 next batch's rows in the background; `flush()` writes the cache back.
 
+async_push=True runs each push on a background thread, overlapping the rest
+of the step; the module's next call waits for it (so training is exactly the
+synchronous run's), flush() too: call it before reading the table directly.
+
 Evaluation (module.eval() or torch.no_grad()): serving pulls, which never
 create rows (a missing id reads the table's serving default); a cache is
 flushed first so the store has its rows.
@@ -41,6 +45,8 @@ ConnectionError, ...) pass through unchanged.
 
 Thread-safety: a module is driven by one training thread.
 """
+
+import concurrent.futures
 
 import numpy as np
 import torch
@@ -159,6 +165,48 @@ class _CacheRows:
             self.dirty = False
 
 
+class _OverlappedPush:
+    """Runs a module's pushes on a background thread (async_push=True).
+
+    The push of step t overlaps whatever follows its gradient (the rest of
+    backward, the dense optimizer's step, the next batch's de-duplication);
+    every other call on the table waits for it first, so the rows read are
+    those of the synchronous run. A failed push raises at the module's next
+    call.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="psdb-push")
+        self.pending = None
+
+    def wait(self):
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def update(self, ids, grads, step):
+        self.wait()
+        self.pending = self.pool.submit(self.inner.update, ids, grads, step)
+
+    def lookup(self, ids, step):
+        self.wait()
+        return self.inner.lookup(ids, step)
+
+    def serve(self, ids):
+        self.wait()
+        return self.inner.serve(ids)
+
+    def prefetch(self, ids):
+        self.wait()
+        self.inner.prefetch(ids)
+
+    def flush(self):
+        self.wait()
+        self.inner.flush()
+
+
 class _PullPush(torch.autograd.Function):
     """rows = pull(unique ids); backward pushes d loss / d rows at `step`.
 
@@ -173,6 +221,7 @@ class _PullPush(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # The array views g's memory; a deferred push keeps it alive.
         g = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
         ctx.rows_io.update(ctx.ids, g.numpy(), ctx.step)
         return None, None, None, None
@@ -232,7 +281,8 @@ class _Bag(torch.autograd.Function):
 class _PsdbModule(torch.nn.Module):
     """What Embedding and EmbeddingBag share: table, cache, step, lookup."""
 
-    def __init__(self, client, table, dim=None, *, cache=None, **spec):
+    def __init__(self, client, table, dim=None, *, cache=None,
+                 async_push=False, **spec):
         super().__init__()
         if not isinstance(table, str):
             raise ValueError(f"table must be a name, got {table!r}")
@@ -248,6 +298,8 @@ class _PsdbModule(torch.nn.Module):
         self.cache = cache
         self._rows = (_CacheRows(client, table, cache)
                       if cache is not None else _ClientRows(client, table))
+        if async_push:
+            self._rows = _OverlappedPush(self._rows)
         # Global step of the last training forward; the next one uses +1.
         self.step = 0
         self._anchor = torch.empty(0, requires_grad=True)
@@ -285,14 +337,16 @@ class _PsdbModule(torch.nn.Module):
             self._rows.prefetch(keys)
 
     def flush(self):
-        """Writes a write-back cache's rows to the store (no-op otherwise)."""
+        """Completes an overlapped push (async_push) and writes a write-back
+        cache's rows to the store: after it, the store has every update."""
         self._rows.flush()
 
 
 class Embedding(_PsdbModule):
     """torch.nn.Embedding over a psdb table: forward(ids) -> ids.shape + (dim,).
 
-    Embedding(client, table, dim=None, *, cache=None, **spec): with `dim`,
+    Embedding(client, table, dim=None, *, cache=None, async_push=False,
+              **spec): with `dim`,
     the table is created with the psdb.Client.create_table keyword arguments
     in `spec` (or reused if it exists with the same spec); without, it must
     exist. ids are any-shaped integer tensors or arrays (uint64 keys as
@@ -310,7 +364,7 @@ class EmbeddingBag(_PsdbModule):
     """torch.nn.EmbeddingBag over a psdb table.
 
     EmbeddingBag(client, table, dim=None, *, mode="mean", cache=None,
-                 include_last_offset=False, **spec)
+                 include_last_offset=False, async_push=False, **spec)
     forward(input, offsets=None, per_sample_weights=None, *, step=None)
     -> (bags, dim), with torch.nn.EmbeddingBag's conventions: a 2-D input is
     one bag per row (offsets must be None); a 1-D input is cut into bags at
@@ -319,10 +373,11 @@ class EmbeddingBag(_PsdbModule):
     """
 
     def __init__(self, client, table, dim=None, *, mode="mean", cache=None,
-                 include_last_offset=False, **spec):
+                 include_last_offset=False, async_push=False, **spec):
         if mode not in ("sum", "mean"):
             raise ValueError(f"mode must be 'sum' or 'mean', got {mode!r}")
-        super().__init__(client, table, dim, cache=cache, **spec)
+        super().__init__(client, table, dim, cache=cache,
+                         async_push=async_push, **spec)
         self.mode = mode
         self.include_last_offset = bool(include_last_offset)
 

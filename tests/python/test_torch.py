@@ -493,6 +493,46 @@ def table_rows(stats, table):
     return entry.get("created", entry.get("rows"))
 
 
+# --- overlapped pushes -----------------------------------------------------
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_async_push_equals_sync(tmp_path, cached):
+    def run(async_push):
+        with psdb.open(f"local:{tmp_path / f'{async_push}{cached}'}") as c:
+            c.create_table("t", DIM, optimizer="adam", learning_rate=0.01)
+            cache = (psdb.VocabCache(c, tables=["t"], capacity_rows=64)
+                     if cached else None)
+            emb = psdb.torch.EmbeddingBag(c, "t", mode="sum", cache=cache,
+                                          async_push=async_push)
+            rng = np.random.default_rng(3)
+            keys = keys_of()
+            for _ in range(STEPS):
+                idx, offsets, psw, target = random_batch(rng)
+                out = emb(torch.from_numpy(keys[idx].view(np.int64)),
+                          torch.from_numpy(offsets), torch.from_numpy(psw))
+                loss_of(out, target).backward()
+            emb.flush()  # the last push has landed
+            return c.pull_rows("t", keys)
+
+    a, b = run(True), run(False)
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.state, b.state)
+
+
+def test_async_push_error_raises_at_next_call(client):
+    emb = psdb.torch.Embedding(client, "n", 4, async_push=True)
+    keys = torch.tensor([1, 2])
+    before = client.pull("n", keys.numpy())
+    (emb(keys) * float("nan")).sum().backward()  # queued
+    with pytest.raises(ValueError):
+        emb(keys)
+    np.testing.assert_array_equal(client.pull("n", keys.numpy()), before)
+    emb(keys).sum().backward()  # the module goes on
+    emb.flush()
+    assert not np.array_equal(client.pull("n", keys.numpy()), before)
+
+
 # --- the worker cache ------------------------------------------------------
 
 
