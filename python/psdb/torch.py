@@ -274,7 +274,10 @@ class _Bag(torch.autograd.Function):
             grad_pos = grad_pos * psw.reshape(-1, 1)
         grad_rows = None
         if ctx.needs_input_grad[0]:
-            grad_rows = torch.zeros_like(rows).index_add_(0, inverse, grad_pos)
+            # index_add as index_put_(accumulate=True): the same sums, and on
+            # CPU several times faster than index_add_ for narrow rows.
+            grad_rows = torch.zeros_like(rows).index_put_(
+                (inverse,), grad_pos, accumulate=True)
         return grad_rows, grad_psw, None, None, None, None
 
 
