@@ -21,7 +21,9 @@ train/trainer.h, tools/train/train_cli.cc):
     epoch, in file order; every table's seed derives from --seed as in
     ps-train, and each step pushes with its global step (sync mode).
 The embedding tables go through a write-back psdb.VocabCache per table
-(--cache_rows, 0 = none) with the next batch prefetched, as ps-train does.
+(--cache_rows, 0 = none) with the next batch prefetched, as ps-train does;
+their gradients are pushed on a background thread while the step goes on
+(async_push; --sync_push: in backward itself), the same result either way.
 
 Writes CDIR/summary.json (auc, logloss, bayes_auc, samples_per_sec, ...),
 CDIR/metrics.csv and a psdb checkpoint under CDIR. The store defaults to
@@ -251,7 +253,7 @@ class WideDeep(torch.nn.Module):
                     l2=args.wide_l2, initial_accumulator=0.1,
                     initializer="zeros", init_a=0.0, init_b=0.0)
         # train/wide_deep.cc ModelTableSpecs: seeds seed, seed+1, seed+2.
-        overlap = getattr(args, "overlap_push", False)
+        overlap = not getattr(args, "sync_push", True)
         self.wide = psdb.torch.EmbeddingBag(
             client, "wide", 1, mode="sum", cache=caches.get("wide"),
             async_push=overlap, seed=args.seed, **ftrl)
@@ -322,10 +324,11 @@ def parse_args(argv=None):
     p.add_argument("--cache_mode", default="write_back",
                    choices=["write_back", "push_through"])
     p.add_argument("--no_prefetch", action="store_true")
-    p.add_argument("--overlap_push", action="store_true",
-                   help="push the embedding gradients on a background thread "
-                   "while the step goes on (same result: the next lookup "
-                   "waits for them)")
+    p.add_argument("--sync_push", action="store_true",
+                   help="push the embedding gradients in backward() itself; "
+                   "by default they are pushed on a background thread while "
+                   "the step goes on (same result: the next lookup waits "
+                   "for them)")
     p.add_argument("--deep_optimizer", default="lazy_adam",
                    choices=["lazy_adam", "adagrad"])
     p.add_argument("--deep_lr", type=float, default=None,
@@ -414,6 +417,8 @@ def train(args, log=sys.stdout, data=None):
     embeddings = (f"VocabCache ({args.cache_mode}, {args.cache_policy}, "
                   f"{args.cache_rows} rows per table)" if caches
                   else "psdb client (no cache)")
+    embeddings += ", synchronous pushes" if args.sync_push else (
+        ", pushes overlapped")
     print(f"wide_deep.py: store {args.store}; embeddings {embeddings}; batch "
           f"{args.batch_size}, {args.epochs} epoch(s)", file=log)
     log.flush()
