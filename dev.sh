@@ -15,6 +15,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
   libssl-dev openssl redis-server libhiredis-dev gnuplot-nox python3
+  pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
 )
 
 JOBS="${PSDB_JOBS:-2}"

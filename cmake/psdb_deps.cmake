@@ -3,6 +3,12 @@
 find_package(Threads REQUIRED)
 find_package(absl REQUIRED CONFIG)
 find_package(RocksDB REQUIRED CONFIG)
+# Debian's RocksDB::rocksdb is the static archive, built without -fPIC, which
+# cannot go into a shared object; a target that is one (the Python extension)
+# sets PSDB_SHARED_ROCKSDB and gets librocksdb.so through the same link
+# interface. Everything else keeps the static library.
+set(PSDB_ROCKSDB
+    "$<IF:$<BOOL:$<TARGET_PROPERTY:PSDB_SHARED_ROCKSDB>>,RocksDB::rocksdb-shared,RocksDB::rocksdb>")
 find_package(Protobuf REQUIRED)
 find_package(gRPC REQUIRED CONFIG)
 find_package(Eigen3 REQUIRED CONFIG)
