@@ -174,7 +174,8 @@ def main():
     print(f"psdb.torch / pure torch samples/s: median "
           f"{summary['ratio_median']:.2f} (min {summary['ratio_min']:.2f}, "
           f"max {summary['ratio_max']:.2f}) over {args.repeats} rounds; "
-          f"target >= 1.0: {'met' if summary['ratio_median'] >= 1 else 'missed'}")
+          "target >= 1.0: "
+          f"{'met' if summary['ratio_median'] >= 1 else 'missed'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

@@ -427,8 +427,9 @@ class EmbeddingBag(_PsdbModule):
                 raise ValueError("per_sample_weights must be floating point")
             if per_sample_weights.shape != input.shape:
                 raise ValueError(
-                    f"per_sample_weights shape {tuple(per_sample_weights.shape)}"
-                    f" differs from input shape {tuple(input.shape)}")
+                    "per_sample_weights shape "
+                    f"{tuple(per_sample_weights.shape)} differs from input "
+                    f"shape {tuple(input.shape)}")
         return offsets, per_sample_weights
 
     def forward(self, input, offsets=None, per_sample_weights=None, *,
