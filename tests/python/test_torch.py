@@ -464,6 +464,16 @@ def test_step_counter_and_explicit_steps(client):
     assert emb.step == 11
 
 
+def test_a_new_module_resumes_at_the_tables_step(client):
+    emb = psdb.torch.Embedding(client, "s", 2, optimizer="adam")
+    for _ in range(3):
+        emb(torch.tensor([1, 2])).sum().backward()
+    again = psdb.torch.Embedding(client, "s")
+    assert again.step == 3
+    print(again)  # repr names the table, its optimizer and step
+    assert "step=3" in repr(again)
+
+
 def test_eval_serves_without_creating_rows(client):
     emb = psdb.torch.EmbeddingBag(client, "v", 4, mode="sum",
                                   serving_default="zeros")
