@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Wide&Deep in PyTorch with its embeddings in psdb: the Python twin of ps-train.
+"""Wide&Deep in PyTorch with its embeddings in psdb: ps-train's Python twin.
 
-    PYTHONPATH=build/release/python /usr/bin/python3 examples/python/wide_deep.py \
-        --data /tmp/psdb-quickstart/data --checkpoint_dir /tmp/wd-py
+    PYTHONPATH=build/release/python /usr/bin/python3 \
+        examples/python/wide_deep.py --data /tmp/criteo-synth \
+        --checkpoint_dir /tmp/wd-py
 
 Same data, same model, same defaults as `ps-train` (train/wide_deep.h,
 train/trainer.h, tools/train/train_cli.cc):
@@ -27,7 +28,8 @@ their gradients are pushed on a background thread while the step goes on
 
 Writes CDIR/summary.json (auc, logloss, bayes_auc, samples_per_sec, ...),
 CDIR/metrics.csv and a psdb checkpoint under CDIR. The store defaults to
-$PSDB_URL, else local:CDIR/store; any psdb URL works (servers:..., scheduler:...).
+$PSDB_URL, else local:CDIR/store; any psdb URL works (servers:...,
+scheduler:...).
 """
 
 import argparse
@@ -73,7 +75,8 @@ def hash_key(keys, seed):
     keys = np.asarray(keys, dtype=np.uint64)
     seed = _u64(seed)
     lo = seed & _u64(0xFFFFFFFF)
-    swapped = (((lo & _u64(0xFF)) << _u64(24)) | ((lo & _u64(0xFF00)) << _u64(8))
+    swapped = (((lo & _u64(0xFF)) << _u64(24))
+               | ((lo & _u64(0xFF00)) << _u64(8))
                | ((lo >> _u64(8)) & _u64(0xFF00)) | (lo >> _u64(24)))
     seed = seed ^ (swapped << _u64(32))
     with np.errstate(over="ignore"):

@@ -23,8 +23,10 @@ same ids share one de-duplication through psdb.torch.UniqueIds.
 Steps: every training forward takes the next value of the module's `step`
 counter (or the `step` passed to forward) and the backward pushes with it, so
 Adam's bias correction and TTL see the trainer's global step whatever the
-URL. Set `module.step` to resume a run. One forward per module per training
-step: two forwards before one backward would push twice, with two steps.
+URL. The counter starts at the table's step in the store (0 for a new
+table), so a module over a trained table resumes; set `module.step` to
+choose. One forward per module per training step: two forwards before one
+backward would push twice, with two steps.
 
 Worker cache: pass `cache=psdb.VocabCache(client, tables=[table], ...)`, a
 cache dedicated to this module's table; lookups and updates go through it
@@ -304,7 +306,9 @@ class _PsdbModule(torch.nn.Module):
         if async_push:
             self._rows = _OverlappedPush(self._rows)
         # Global step of the last training forward; the next one uses +1.
-        self.step = 0
+        # A table trained before resumes at its step (the store keeps the
+        # last step pushed), so Adam's bias correction goes on, not over.
+        self.step = int(client.stats()["tables"].get(table, {}).get("step", 0))
         self._anchor = torch.empty(0, requires_grad=True)
 
     def extra_repr(self):
@@ -427,8 +431,9 @@ class EmbeddingBag(_PsdbModule):
                 raise ValueError("per_sample_weights must be floating point")
             if per_sample_weights.shape != input.shape:
                 raise ValueError(
-                    f"per_sample_weights shape {tuple(per_sample_weights.shape)}"
-                    f" differs from input shape {tuple(input.shape)}")
+                    "per_sample_weights shape "
+                    f"{tuple(per_sample_weights.shape)} differs from input "
+                    f"shape {tuple(input.shape)}")
         return offsets, per_sample_weights
 
     def forward(self, input, offsets=None, per_sample_weights=None, *,

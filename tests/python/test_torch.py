@@ -8,17 +8,13 @@ of random bags with repeated ids. Where torch has no reference optimizer
 pull_rows, are compared with a NumPy transcription of the published formula.
 """
 
-import os
-import socket
-import subprocess
-import time
-
 import numpy as np
 import pytest
 import torch
 
 import psdb
 import psdb.torch
+from psdb_testing import Cluster
 
 DIM = 8
 VOCAB = 40
@@ -468,6 +464,16 @@ def test_step_counter_and_explicit_steps(client):
     assert emb.step == 11
 
 
+def test_a_new_module_resumes_at_the_tables_step(client):
+    emb = psdb.torch.Embedding(client, "s", 2, optimizer="adam")
+    for _ in range(3):
+        emb(torch.tensor([1, 2])).sum().backward()
+    again = psdb.torch.Embedding(client, "s")
+    assert again.step == 3
+    print(again)  # repr names the table, its optimizer and step
+    assert "step=3" in repr(again)
+
+
 def test_eval_serves_without_creating_rows(client):
     emb = psdb.torch.EmbeddingBag(client, "v", 4, mode="sum",
                                   serving_default="zeros")
@@ -569,52 +575,12 @@ def test_cache_equals_uncached(tmp_path, policy, mode):
 # --- local: and a 2-server cluster give the same tables --------------------
 
 
-def _free_port():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    s.bind(("127.0.0.1", 0))
-    return s  # kept open (SO_REUSEPORT) until the server has bound it
-
-
 @pytest.fixture
 def two_servers(tmp_path):
-    binary_dir = os.environ.get("PSDB_BINARY_DIR")
-    server = binary_dir and os.path.join(binary_dir, "tools", "ps-server")
-    if not server or not os.access(server, os.X_OK):
-        pytest.skip("PSDB_BINARY_DIR/tools/ps-server not built")
-    socks = [_free_port() for _ in range(2)]
-    addrs = [f"127.0.0.1:{s.getsockname()[1]}" for s in socks]
-    procs = []
-    try:
-        for i, addr in enumerate(addrs):
-            procs.append(subprocess.Popen(
-                [server, f"--data_dir={tmp_path / f's{i}'}",
-                 f"--port={addr.rsplit(':', 1)[1]}",
-                 f"--servers={','.join(addrs)}", f"--shard_id={i}",
-                 "--threads=2"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        for p in procs:
-            deadline = time.monotonic() + 120
-            line = ""
-            while "listening on" not in line:
-                line = p.stdout.readline()
-                if not line and p.poll() is not None:
-                    pytest.fail(f"ps-server exited with {p.returncode}")
-                if time.monotonic() > deadline:
-                    pytest.fail("ps-server did not say 'listening on'")
-        for s in socks:
-            s.close()
-        yield "servers:" + ",".join(addrs)
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    """The servers: URL of 2 real ps-server processes (static list)."""
+    cluster = Cluster(tmp_path / "cluster", 2)
+    yield cluster.url
+    cluster.stop()
 
 
 def train_small_model(client):
