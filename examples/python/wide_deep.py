@@ -52,56 +52,6 @@ NUM_CAT = 26
 # ---------------------------------------------------------------------------
 # Data: the Criteo format and ps-train's keys.
 
-# train/criteo_reader.cc: CategoricalKey(field, value, present) =
-# HashKey(present ? value : 0, kCatSeedBase + 2 * field + !present), and
-# util/hash.cc HashKey(key, seed) = XXH3_64bits_withSeed(8 LE bytes of key).
-_CAT_SEED_BASE = 0x7073646263617400  # "psdbcat\0"
-# XXH3 (xxHash 0.8, xxhash.h XXH3_len_4to8_64b + XXH3_rrmxmx) for 8-byte
-# inputs, vectorized: readLE64(kSecret + 8) ^ readLE64(kSecret + 16).
-_XXH3_BITFLIP = np.uint64(0x1CAD21F72C81017C ^ 0xDB979083E96DD4DE)
-_XXH3_PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
-
-
-def _u64(x):
-    return np.uint64(x)
-
-
-def _rotl(x, r):
-    return (x << _u64(r)) | (x >> _u64(64 - r))
-
-
-def hash_key(keys, seed):
-    """XXH3_64bits_withSeed of each key's 8 little-endian bytes (uint64)."""
-    keys = np.asarray(keys, dtype=np.uint64)
-    seed = _u64(seed)
-    lo = seed & _u64(0xFFFFFFFF)
-    swapped = (((lo & _u64(0xFF)) << _u64(24))
-               | ((lo & _u64(0xFF00)) << _u64(8))
-               | ((lo >> _u64(8)) & _u64(0xFF00)) | (lo >> _u64(24)))
-    seed = seed ^ (swapped << _u64(32))
-    with np.errstate(over="ignore"):
-        bitflip = _XXH3_BITFLIP - seed
-        input64 = (keys >> _u64(32)) + ((keys & _u64(0xFFFFFFFF)) << _u64(32))
-        h = input64 ^ bitflip
-        h = h ^ (_rotl(h, 49) ^ _rotl(h, 24))
-        h = h * _XXH3_PRIME_MX2
-        h = h ^ ((h >> _u64(35)) + _u64(8))
-        h = h * _XXH3_PRIME_MX2
-        return h ^ (h >> _u64(28))
-
-
-def categorical_keys(values, present):
-    """(n, 26) hex values and presence -> (n, 26) psdb keys (ps-train's)."""
-    out = np.empty(values.shape, dtype=np.uint64)
-    for f in range(NUM_CAT):
-        seeds = _CAT_SEED_BASE + 2 * f
-        v = values[:, f]
-        p = present[:, f]
-        out[:, f] = np.where(p, hash_key(v, seeds),
-                             hash_key(np.zeros_like(v), seeds + 1))
-    return out
-
-
 class CriteoData:
     """All examples of some Criteo files, parsed (malformed lines skipped).
 
@@ -138,7 +88,7 @@ class CriteoData:
         present = np.asarray(int_present, dtype=bool).reshape(n, NUM_INT)
         self.dense = np.where(present, np.sign(x) * np.log1p(np.abs(x)),
                               0.0).astype(np.float32)
-        self.keys = categorical_keys(
+        self.keys = psdb.criteo_keys(
             np.asarray(cats, dtype=np.uint64).reshape(n, NUM_CAT),
             np.asarray(cat_present, dtype=bool).reshape(n, NUM_CAT))
 

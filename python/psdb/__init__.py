@@ -43,6 +43,7 @@ from psdb._psdb import (  # noqa: E402  (after the __path__ set-up)
     Rows,
     TableSpec,
     VocabCache,
+    criteo_keys,
 )
 from psdb import _psdb  # noqa: E402
 
@@ -91,5 +92,6 @@ __all__ = [
     "Rows",
     "TableSpec",
     "VocabCache",
+    "criteo_keys",
     "open",
 ]

@@ -6,6 +6,7 @@
 #include "python/src/bench.h"
 #include "python/src/cache.h"
 #include "python/src/client.h"
+#include "python/src/criteo.h"
 #include "python/src/errors.h"
 #include "python/src/table_spec.h"
 
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_psdb, m) {
   psdb::python::RegisterTableSpec(m);
   psdb::python::RegisterClient(m);
   psdb::python::RegisterCache(m);
+  psdb::python::RegisterCriteo(m);
   psdb::python::RegisterBench(m);
   // Testing hooks: whether an argument would be read in place (no copy).
   m.def("_ids_borrowed", [](pybind11::handle ids) {

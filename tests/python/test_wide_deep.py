@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "examples", "python"))
+import psdb  # noqa: E402
 import wide_deep  # noqa: E402
 
 
@@ -78,7 +79,6 @@ def test_trains_and_writes_summary(data_dir, tmp_path, cache_rows, flags):
 
 def test_same_run_same_tables(data_dir, tmp_path):
     """Two runs with the same seed train the same model."""
-    import psdb
 
     def run(sub, flags=()):
         cdir = tmp_path / sub
@@ -108,9 +108,15 @@ def test_bad_arguments_exit_with_usage(data_dir, tmp_path, capsys):
                            "--checkpoint_dir", str(tmp_path)]) == 1
 
 
-def test_categorical_keys_are_ps_trains():
-    """hash_key is XXH3_64bits_withSeed on 8 little-endian bytes, as
-    util/hash.cc HashKey (checked against libxxhash when installed)."""
+# train/criteo_reader.cc: CategoricalKey(field, value, present) =
+# HashKey(present ? value : 0, kCatSeedBase + 2 * field + !present), and
+# util/hash.cc HashKey(key, seed) = XXH3_64bits_withSeed(8 LE bytes of key).
+CAT_SEED_BASE = 0x7073646263617400  # "psdbcat\0"
+
+
+def test_criteo_keys_are_ps_trains():
+    """psdb.criteo_keys (the C++ CategoricalKey the example uses) against
+    libxxhash's XXH3 with the reader's seeds, when libxxhash is installed."""
     name = ctypes.util.find_library("xxhash")
     if name is None:
         pytest.skip("libxxhash is not installed")
@@ -119,23 +125,30 @@ def test_categorical_keys_are_ps_trains():
     lib.XXH3_64bits_withSeed.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
                                          ctypes.c_uint64]
     rng = np.random.default_rng(1)
-    keys = rng.integers(0, 2**64 - 1, size=200, dtype=np.uint64,
-                        endpoint=True)
-    keys[:3] = [0, 1, 2**64 - 1]
-    for seed in (0, 1, 2**64 - 1, wide_deep._CAT_SEED_BASE + 51):
-        want = [lib.XXH3_64bits_withSeed(int(k).to_bytes(8, "little"), 8,
-                                         seed) for k in keys]
-        np.testing.assert_array_equal(wide_deep.hash_key(keys, seed),
-                                      np.array(want, dtype=np.uint64))
-    # Field 0 present / missing: seeds base + 0 and base + 1.
-    values = np.array([[0x3cd6e3f3] + [0] * 25], dtype=np.uint64)
-    present = np.ones((1, 26), bool)
-    present[0, 1] = False
-    k = wide_deep.categorical_keys(values, present)
-    assert k[0, 0] == lib.XXH3_64bits_withSeed(
-        (0x3cd6e3f3).to_bytes(8, "little"), 8, wide_deep._CAT_SEED_BASE)
-    assert k[0, 1] == lib.XXH3_64bits_withSeed(
-        bytes(8), 8, wide_deep._CAT_SEED_BASE + 3)
+    values = rng.integers(0, 2**64 - 1, size=(8, 26), dtype=np.uint64,
+                          endpoint=True)
+    values[0, :3] = [0, 1, 2**64 - 1]
+    present = rng.random((8, 26)) < 0.8
+    keys = psdb.criteo_keys(values, present)
+    assert keys.shape == (8, 26) and keys.dtype == np.uint64
+    for i in range(8):
+        for f in range(26):
+            if present[i, f]:
+                want = lib.XXH3_64bits_withSeed(
+                    int(values[i, f]).to_bytes(8, "little"), 8,
+                    CAT_SEED_BASE + 2 * f)
+            else:
+                want = lib.XXH3_64bits_withSeed(bytes(8), 8,
+                                                CAT_SEED_BASE + 2 * f + 1)
+            assert keys[i, f] == want, (i, f)
+    # A slice of fields keeps its field numbers.
+    np.testing.assert_array_equal(
+        psdb.criteo_keys(values[:, 5:9], present[:, 5:9], first_field=5),
+        keys[:, 5:9])
+    with pytest.raises(ValueError):
+        psdb.criteo_keys(values, present[:, :3])
+    with pytest.raises(ValueError):
+        psdb.criteo_keys(values[:, :4], present[:, :4], first_field=23)
 
 
 def test_auc_matches_mann_whitney():
