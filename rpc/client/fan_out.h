@@ -20,8 +20,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/wire/psdb.grpc.pb.h"
@@ -64,6 +66,17 @@ std::vector<Chunk> ChunkParts(const Partitioner& partitioner,
                               const ClusterMap& cluster, size_t max_keys,
                               bool every_server);
 
+// The calls of one keyed operation over a partitioned batch: a request and
+// a response per chunk (chunks[c] is sent as reqs[c]). Its vectors are
+// sized once; calls point into reqs and resps.
+template <typename Req, typename Resp>
+struct ChunkedCalls {
+  std::vector<Chunk> chunks;
+  std::vector<Req> reqs;
+  std::vector<Resp> resps;
+  std::vector<Call> calls;
+};
+
 class FanOut {
  public:
   // Connects (lazily) to options.cluster's servers. InvalidArgument if it
@@ -73,6 +86,8 @@ class FanOut {
 
   // The map calls are routed with now.
   std::shared_ptr<const RoutedMap> map() const;
+  // The options the client was opened with.
+  const RemoteClientOptions& options() const { return options_; }
 
   // Runs fn(map); on FAILED_PRECONDITION asks map_source for a fresh map
   // and, if its epoch changed, installs it and (with `reroute`) runs fn
@@ -86,6 +101,40 @@ class FanOut {
   // `deadline`. Returns the first failure in call order, naming its server.
   absl::Status Run(const RoutedMap& map, std::vector<Call>& calls,
                    bool idempotent, absl::Time deadline) const;
+
+  // One request per chunk of `partitioner`'s batch (ChunkParts at the
+  // client's max_batch_keys), each with the map's epoch, `table` and its
+  // chunk's keys set; send(stub->async(), ctx, &req, resp, done) issues it
+  // (one method of the async ParameterService stub). The caller sets each
+  // request's own fields before Run.
+  template <typename Req, typename Resp, typename Send>
+  ChunkedCalls<Req, Resp> ToOwners(const RoutedMap& map,
+                                   const Partitioner& partitioner,
+                                   absl::string_view table, bool every_server,
+                                   Send send) const {
+    ChunkedCalls<Req, Resp> out;
+    out.chunks = ChunkParts(partitioner, map.cluster, options_.max_batch_keys,
+                            every_server);
+    out.reqs.resize(out.chunks.size());
+    out.resps.resize(out.chunks.size());
+    for (size_t c = 0; c < out.chunks.size(); ++c) {
+      const Chunk& chunk = out.chunks[c];
+      Req& req = out.reqs[c];
+      req.set_cluster_epoch(map.cluster.epoch());
+      req.set_table(std::string(table));
+      const absl::Span<const uint64_t> keys =
+          partitioner.sent_keys().subspan(chunk.begin, chunk.size());
+      req.mutable_keys()->Assign(keys.begin(), keys.end());
+      out.calls.push_back(
+          Call{chunk.server,
+               [&req, resp = &out.resps[c], send](
+                   Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+                 send(stub->async(), ctx, &req, resp, std::move(done));
+               },
+               {}});
+    }
+    return out;
+  }
 
   // One call per server of the map, make_start(server index) giving each
   // its start function.

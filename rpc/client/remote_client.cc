@@ -19,7 +19,6 @@ namespace {
 
 using internal::Call;
 using internal::Chunk;
-using internal::ChunkParts;
 using internal::DoneFn;
 using internal::FanOut;
 using internal::RoutedMap;
@@ -32,20 +31,12 @@ absl::Status TableChanged(absl::string_view table, absl::string_view what) {
       "); retry"));
 }
 
-// The keys of one chunk as a request's packed key field.
-void SetKeys(const Partitioner& partitioner, const Chunk& chunk,
-             google::protobuf::RepeatedField<uint64_t>* out) {
-  const absl::Span<const uint64_t> keys =
-      partitioner.sent_keys().subspan(chunk.begin, chunk.size());
-  out->Assign(keys.begin(), keys.end());
-}
-
 }  // namespace
 
 class RemoteClient::Impl {
  public:
-  Impl(std::unique_ptr<FanOut> fan_out, const RemoteClientOptions& options)
-      : fan_out_(std::move(fan_out)), options_(options) {}
+  explicit Impl(std::unique_ptr<FanOut> fan_out)
+      : fan_out_(std::move(fan_out)), options_(fan_out_->options()) {}
 
   uint64_t epoch() const { return fan_out_->map()->cluster.epoch(); }
 
@@ -168,25 +159,15 @@ class RemoteClient::Impl {
         table,
         fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
           PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          const std::vector<Chunk> chunks =
-              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
-          std::vector<v1::PullRequest> reqs(chunks.size());
-          std::vector<v1::PullResponse> resps(chunks.size());
-          std::vector<Call> calls;
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            v1::PullRequest& req = reqs[c];
-            req.set_cluster_epoch(map.cluster.epoch());
-            req.set_table(std::string(table));
-            req.set_serving(options.serving);
-            SetKeys(part, chunks[c], req.mutable_keys());
-            calls.push_back(
-                Call{chunks[c].server,
-                     [&req, resp = &resps[c]](
-                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-                       stub->async()->Pull(ctx, &req, resp, std::move(done));
-                     },
-                     {}});
-          }
+          auto [chunks, reqs, resps, calls] =
+              fan_out_->ToOwners<v1::PullRequest, v1::PullResponse>(
+                  map, part, table, /*every_server=*/false,
+                  [](auto* async, grpc::ClientContext* ctx,
+                     const v1::PullRequest* req, v1::PullResponse* resp,
+                     DoneFn done) {
+                    async->Pull(ctx, req, resp, std::move(done));
+                  });
+          for (v1::PullRequest& req : reqs) req.set_serving(options.serving);
           PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
           // Row of every sent key, straight from the responses.
           std::vector<const float*> sent(part.num_sent());
@@ -242,29 +223,21 @@ class RemoteClient::Impl {
           std::vector<float> sent(part.num_sent() * dim);
           PSDB_RETURN_IF_ERROR(
               part.GatherSum<float>(grads, dim, absl::MakeSpan(sent)));
-          const std::vector<Chunk> chunks =
-              ChunkParts(part, map.cluster, options_.max_batch_keys,
-                         options_.push_to_every_server);
-          std::vector<v1::PushRequest> reqs(chunks.size());
-          std::vector<v1::PushResponse> resps(chunks.size());
-          std::vector<Call> calls;
+          auto [chunks, reqs, resps, calls] =
+              fan_out_->ToOwners<v1::PushRequest, v1::PushResponse>(
+                  map, part, table, options_.push_to_every_server,
+                  [](auto* async, grpc::ClientContext* ctx,
+                     const v1::PushRequest* req, v1::PushResponse* resp,
+                     DoneFn done) {
+                    async->Push(ctx, req, resp, std::move(done));
+                  });
           for (size_t c = 0; c < chunks.size(); ++c) {
             v1::PushRequest& req = reqs[c];
-            req.set_cluster_epoch(map.cluster.epoch());
-            req.set_table(std::string(table));
             req.set_step(step);
             req.set_worker_id(worker_id);
-            SetKeys(part, chunks[c], req.mutable_keys());
             FloatsToBytes(absl::MakeConstSpan(sent).subspan(
                               chunks[c].begin * dim, chunks[c].size() * dim),
                           req.mutable_grads());
-            calls.push_back(
-                Call{chunks[c].server,
-                     [&req, resp = &resps[c]](
-                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-                       stub->async()->Push(ctx, &req, resp, std::move(done));
-                     },
-                     {}});
           }
           return fan_out_->Run(map, calls, false, deadline);
         }));
@@ -284,24 +257,14 @@ class RemoteClient::Impl {
         table,
         fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
           PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          const std::vector<Chunk> chunks =
-              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
-          std::vector<v1::PullRowsRequest> reqs(chunks.size());
-          std::vector<v1::PullRowsResponse> resps(chunks.size());
-          std::vector<Call> calls;
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            v1::PullRowsRequest& req = reqs[c];
-            req.set_cluster_epoch(map.cluster.epoch());
-            req.set_table(std::string(table));
-            SetKeys(part, chunks[c], req.mutable_keys());
-            calls.push_back(Call{
-                chunks[c].server,
-                [&req, resp = &resps[c]](Stub* stub, grpc::ClientContext* ctx,
-                                         DoneFn done) {
-                  stub->async()->PullRows(ctx, &req, resp, std::move(done));
-                },
-                {}});
-          }
+          auto [chunks, reqs, resps, calls] =
+              fan_out_->ToOwners<v1::PullRowsRequest, v1::PullRowsResponse>(
+                  map, part, table, /*every_server=*/false,
+                  [](auto* async, grpc::ClientContext* ctx,
+                     const v1::PullRowsRequest* req, v1::PullRowsResponse* resp,
+                     DoneFn done) {
+                    async->PullRows(ctx, req, resp, std::move(done));
+                  });
           PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
           const int state_size = resps.front().rows().state_size();
           std::vector<RowBatch> parts(chunks.size());
@@ -368,17 +331,16 @@ class RemoteClient::Impl {
                                                   absl::MakeSpan(sent.state)));
           PSDB_RETURN_IF_ERROR(part.Gather<RowHeader>(
               rows.headers, 1, absl::MakeSpan(sent.headers)));
-          const std::vector<Chunk> chunks =
-              ChunkParts(part, map.cluster, options_.max_batch_keys, false);
-          std::vector<v1::PutRowsRequest> reqs(chunks.size());
-          std::vector<v1::PutRowsResponse> resps(chunks.size());
-          std::vector<Call> calls;
+          auto [chunks, reqs, resps, calls] =
+              fan_out_->ToOwners<v1::PutRowsRequest, v1::PutRowsResponse>(
+                  map, part, table, /*every_server=*/false,
+                  [](auto* async, grpc::ClientContext* ctx,
+                     const v1::PutRowsRequest* req, v1::PutRowsResponse* resp,
+                     DoneFn done) {
+                    async->PutRows(ctx, req, resp, std::move(done));
+                  });
           for (size_t c = 0; c < chunks.size(); ++c) {
             const Chunk& chunk = chunks[c];
-            v1::PutRowsRequest& req = reqs[c];
-            req.set_cluster_epoch(map.cluster.epoch());
-            req.set_table(std::string(table));
-            SetKeys(part, chunk, req.mutable_keys());
             RowBatch block;
             block.Resize(dim, state_size, chunk.size());
             std::copy_n(sent.values.begin() + chunk.begin * dim,
@@ -387,14 +349,7 @@ class RemoteClient::Impl {
                         chunk.size() * state_size, block.state.begin());
             std::copy_n(sent.headers.begin() + chunk.begin, chunk.size(),
                         block.headers.begin());
-            ToProto(block, req.mutable_rows());
-            calls.push_back(
-                Call{chunk.server,
-                     [&req, resp = &resps[c]](
-                         Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-                       stub->async()->PutRows(ctx, &req, resp, std::move(done));
-                     },
-                     {}});
+            ToProto(block, reqs[c].mutable_rows());
           }
           return fan_out_->Run(map, calls, false, deadline);
         }));
@@ -524,7 +479,7 @@ class RemoteClient::Impl {
   }
 
   const std::unique_ptr<FanOut> fan_out_;
-  const RemoteClientOptions options_;
+  const RemoteClientOptions& options_;  // fan_out_'s
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, TableSpec> specs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> steps_ ABSL_GUARDED_BY(mu_);
@@ -534,7 +489,7 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> RemoteClient::Open(
     const RemoteClientOptions& options) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<FanOut> fan_out,
                         FanOut::Create(options));
-  auto impl = std::make_unique<Impl>(std::move(fan_out), options);
+  auto impl = std::make_unique<Impl>(std::move(fan_out));
   return std::unique_ptr<RemoteClient>(new RemoteClient(std::move(impl)));
 }
 
