@@ -21,8 +21,19 @@
 // validates the rest (unknown table, non-finite values); a bad request changes
 // nothing.
 //
+// Read-only serving (StartServing): requests run against the follower's
+// current checkpoint (rpc/server/checkpoint_follower.h), each wholly against
+// one. Pull and PullRows are serving reads (no row is created; a missing id
+// gets its table's serving default) whatever the request says; Push,
+// PutRows, CreateTable, DropTable and Checkpoint answer FAILED_PRECONDITION
+// "read-only serving replica". Key ownership is checked against the ring
+// the checkpoint was written under (a cluster checkpoint's), not the
+// cluster epoch: replicas do not take part in membership changes. Stats
+// reports the serving checkpoint (StatsResponse.serving).
+//
 // Thread-safety: Start/Shutdown/Wait from one controlling thread; the server
-// serves any number of concurrent requests. `store` must outlive the server.
+// serves any number of concurrent requests. `store` (or `follower`) must
+// outlive the server.
 #ifndef PSDB_RPC_SERVER_SERVER_H_
 #define PSDB_RPC_SERVER_SERVER_H_
 
@@ -33,6 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
@@ -80,6 +92,10 @@ class PsServer {
   // or plaintext on a non-loopback address), binds and starts serving.
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(
       const ServerOptions& options, Store* store);
+  // The same, serving `follower`'s checkpoints read-only. options.sync
+  // must be async; options.cluster and shard_id are not used.
+  static absl::StatusOr<std::unique_ptr<PsServer>> StartServing(
+      const ServerOptions& options, CheckpointFollower* follower);
   ~PsServer();  // Shutdown(absl::ZeroDuration()) if still running.
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;
@@ -97,6 +113,9 @@ class PsServer {
  private:
   class Impl;
   explicit PsServer(std::unique_ptr<Impl> impl);
+  // Start and StartServing: exactly one of store and follower is set.
+  static absl::StatusOr<std::unique_ptr<PsServer>> StartWith(
+      const ServerOptions& options, Store* store, CheckpointFollower* follower);
   std::unique_ptr<Impl> impl_;
 };
 
