@@ -109,7 +109,7 @@ FollowerOptions Follow(const std::string& root) {
 }
 
 std::vector<float> Served(CheckpointFollower& f) {
-  return Trainer::Values(*f.Acquire()->store);
+  return Trainer::Values(*f.Acquire()->stores.at(0));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -149,7 +149,7 @@ TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   EXPECT_FALSE(swapped);  // nothing newer
 
   // The first pulls read every row from the files.
-  TableStats before = follower->Acquire()->store->Stats().tables.at(0);
+  TableStats before = follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(before.misses, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(before.created, 0u);
   EXPECT_EQ(before.step, 1);
@@ -163,11 +163,11 @@ TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   EXPECT_EQ(status.swaps, 1u);
   // Warmed: the rows the old checkpoint held in memory were loaded before
   // the swap, so the next pulls are all hits.
-  const TableStats warmed = follower->Acquire()->store->Stats().tables.at(0);
+  const TableStats warmed = follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(warmed.memory_rows, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(warmed.step, 2);
   EXPECT_TRUE(SameBits(Served(*follower), v2));
-  const TableStats after = follower->Acquire()->store->Stats().tables.at(0);
+  const TableStats after = follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(after.hits - warmed.hits, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(after.misses, warmed.misses);
 }
@@ -182,16 +182,16 @@ TEST(CheckpointFollowerTest, MissingKeysGetTheServingDefaultAndCreateNothing) {
   const std::vector<uint64_t> missing = {5, 6};
   std::vector<float> got(2 * kDim), want(2 * kDim);
   // A non-serving pull is served as a serving one by a read-only store.
-  ASSERT_OK(snap->store->Pull("emb", missing, absl::MakeSpan(got)));
+  ASSERT_OK(snap->stores.at(0)->Pull("emb", missing, absl::MakeSpan(got)));
   for (int i = 0; i < 2; ++i) {
     DefaultRow(Spec(), missing[i],
                absl::MakeSpan(want).subspan(i * kDim, kDim));
   }
   EXPECT_TRUE(SameBits(got, want));
   RowBatch rows;
-  ASSERT_OK(snap->store->PullRows("emb", missing, &rows));
+  ASSERT_OK(snap->stores.at(0)->PullRows("emb", missing, &rows));
   EXPECT_EQ(rows.values, want);
-  const TableStats stats = snap->store->Stats().tables.at(0);
+  const TableStats stats = snap->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(stats.created, 0u);
   EXPECT_EQ(stats.memory_rows, 0u);
 }
