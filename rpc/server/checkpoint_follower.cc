@@ -147,10 +147,9 @@ absl::Status ServingSnapshot::Pull(absl::string_view table,
   PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
   const size_t dim = static_cast<size_t>(spec.dim);
   if (out.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table ", table, ": pull of ", keys.size(),
-                     " keys of dim ", dim, " needs ", keys.size() * dim,
-                     " output floats, got ", out.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", table, ": pull of ", keys.size(), " keys of dim ", dim,
+        " needs ", keys.size() * dim, " output floats, got ", out.size()));
   }
   Partitioner& partitioner = ThreadPartitioner();
   PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));

@@ -271,11 +271,11 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     if (const ServingSnapshot* snap = lease.snapshot(); snap != nullptr) {
       for (uint64_t key : keys) {
         if (!snap->Holds(key)) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "table '", table, "': key ", key, " is on shard ",
-              snap->ring->Owner(key), " of checkpoint ", snap->checkpoint_id,
-              "; this replica serves shard ",
-              absl::StrJoin(snap->shard_ids, ",")));
+          return absl::FailedPreconditionError(
+              absl::StrCat("table '", table, "': key ", key, " is on shard ",
+                           snap->ring->Owner(key), " of checkpoint ",
+                           snap->checkpoint_id, "; this replica serves shard ",
+                           absl::StrJoin(snap->shard_ids, ",")));
         }
       }
     } else if (!alone()) {
@@ -301,11 +301,11 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     values->resize(keys.size() * spec.dim * sizeof(float));
     PullOptions options;
     options.serving = req.serving();
-    PSDB_RETURN_IF_ERROR(lease.Pull(
-        req.table(), keys,
-        absl::MakeSpan(reinterpret_cast<float*>(values->data()),
-                       keys.size() * spec.dim),
-        options));
+    PSDB_RETURN_IF_ERROR(
+        lease.Pull(req.table(), keys,
+                   absl::MakeSpan(reinterpret_cast<float*>(values->data()),
+                                  keys.size() * spec.dim),
+                   options));
     resp->set_dim(spec.dim);
     return absl::OkStatus();
   }
