@@ -271,6 +271,22 @@ TEST(CheckpointFollowerTest, IgnoresHalfWrittenAndRefusesCorruptCheckpoints) {
   EXPECT_TRUE(SameBits(Served(*follower), v3));
 }
 
+// Training prunes old checkpoints (CheckpointOptions::keep_last): the one a
+// replica serves may be deleted under it. Its files stay open, so every
+// row, also those never read before, is still served.
+TEST(CheckpointFollowerTest, KeepsServingACheckpointTrainingDeleted) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  fs::remove_all(trainer.last_dir());
+  ASSERT_FALSE(fs::exists(trainer.last_dir()));
+  EXPECT_TRUE(SameBits(Served(*follower), v1));
+  EXPECT_EQ(follower->Acquire()->stores.at(0)->Stats().tables.at(0).misses,
+            static_cast<uint64_t>(kKeys));
+}
+
 TEST(CheckpointFollowerTest, StartRefusesARootWithNothingToServe) {
   ScratchDir dir;
   FollowerOptions options = Follow(dir.Sub("nothing"));
