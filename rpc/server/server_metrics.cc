@@ -7,6 +7,7 @@
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
+#include "rpc/wire/metric_families.h"
 
 namespace psdb::rpc {
 namespace {
@@ -43,33 +44,6 @@ const prometheus::Histogram::BucketBoundaries& KeyBuckets() {
 
 double UnixSeconds(absl::Time t) {
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
-}
-
-MetricFamily NewFamily(std::string name, std::string help, MetricType type) {
-  MetricFamily family;
-  family.name = std::move(name);
-  family.help = std::move(help);
-  family.type = type;
-  return family;
-}
-
-ClientMetric::Label Label(std::string name, std::string value) {
-  ClientMetric::Label label;
-  label.name = std::move(name);
-  label.value = std::move(value);
-  return label;
-}
-
-void AddSample(MetricFamily* family, std::vector<ClientMetric::Label> labels,
-               double value) {
-  ClientMetric metric;
-  metric.label = std::move(labels);
-  if (family->type == MetricType::Counter) {
-    metric.counter.value = value;
-  } else {
-    metric.gauge.value = value;
-  }
-  family->metric.push_back(std::move(metric));
 }
 
 }  // namespace
@@ -126,69 +100,67 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
          &TableStats::not_admitted},
     };
     for (const PerTable& c : kCounters) {
-      MetricFamily family = NewFamily(c.name, c.help, MetricType::Counter);
+      MetricFamily family =
+          NewMetricFamily(c.name, c.help, MetricType::Counter);
       for (const TableStats& t : stats.tables) {
-        AddSample(&family, {Label("table", t.name)},
-                  static_cast<double>(t.*c.field));
+        AddMetricSample(&family, {{"table", t.name}},
+                        static_cast<double>(t.*c.field));
       }
       out->push_back(std::move(family));
     }
 
-    MetricFamily rows = NewFamily(
+    MetricFamily rows = NewMetricFamily(
         "psdb_store_rows",
         "Rows per tier: memory (resident), disk (RocksDB's estimate).",
         MetricType::Gauge);
-    MetricFamily bytes =
-        NewFamily("psdb_store_bytes",
-                  "Bytes per tier: memory (arena), disk (live SST files).",
-                  MetricType::Gauge);
+    MetricFamily bytes = NewMetricFamily(
+        "psdb_store_bytes",
+        "Bytes per tier: memory (arena), disk (live SST files).",
+        MetricType::Gauge);
     MetricFamily step =
-        NewFamily("psdb_store_table_step", "The table's current step.",
-                  MetricType::Gauge);
-    MetricFamily pending = NewFamily(
+        NewMetricFamily("psdb_store_table_step", "The table's current step.",
+                        MetricType::Gauge);
+    MetricFamily pending = NewMetricFamily(
         "psdb_store_disk_compaction_pending",
         "1 when RocksDB wants to compact the table.", MetricType::Gauge);
     for (const TableStats& t : stats.tables) {
-      AddSample(&rows, {Label("table", t.name), Label("tier", "memory")},
-                static_cast<double>(t.memory_rows));
-      AddSample(&rows, {Label("table", t.name), Label("tier", "disk")},
-                static_cast<double>(t.disk_rows));
-      AddSample(&bytes, {Label("table", t.name), Label("tier", "memory")},
-                static_cast<double>(t.memory_bytes));
-      AddSample(&bytes, {Label("table", t.name), Label("tier", "disk")},
-                static_cast<double>(t.disk_bytes));
-      AddSample(&step, {Label("table", t.name)}, static_cast<double>(t.step));
-      AddSample(&pending, {Label("table", t.name)},
-                t.disk_compaction_pending ? 1 : 0);
+      AddMetricSample(&rows, {{"table", t.name}, {"tier", "memory"}},
+                      static_cast<double>(t.memory_rows));
+      AddMetricSample(&rows, {{"table", t.name}, {"tier", "disk"}},
+                      static_cast<double>(t.disk_rows));
+      AddMetricSample(&bytes, {{"table", t.name}, {"tier", "memory"}},
+                      static_cast<double>(t.memory_bytes));
+      AddMetricSample(&bytes, {{"table", t.name}, {"tier", "disk"}},
+                      static_cast<double>(t.disk_bytes));
+      AddMetricSample(&step, {{"table", t.name}}, static_cast<double>(t.step));
+      AddMetricSample(&pending, {{"table", t.name}},
+                      t.disk_compaction_pending ? 1 : 0);
     }
     out->push_back(std::move(rows));
     out->push_back(std::move(bytes));
     out->push_back(std::move(step));
     out->push_back(std::move(pending));
 
-    const auto gauge = [out](const char* name, const char* help, double value) {
-      MetricFamily family = NewFamily(name, help, MetricType::Gauge);
-      AddSample(&family, {}, value);
-      out->push_back(std::move(family));
-    };
-    gauge("psdb_store_memory_budget_bytes", "The memory tier's byte budget.",
-          static_cast<double>(stats.memory_budget_bytes));
-    gauge("psdb_store_memory_used_bytes", "Bytes the memory tier uses.",
-          static_cast<double>(stats.memory_used_bytes));
-    gauge("psdb_store_disk_running_compactions",
-          "RocksDB compactions running now.",
-          static_cast<double>(stats.disk_running_compactions));
-    gauge("psdb_store_last_checkpoint_duration_seconds",
-          "How long the last checkpoint took (0 before the first).",
-          absl::ToDoubleSeconds(stats.last_checkpoint_duration));
+    AddGaugeFamily(out, "psdb_store_memory_budget_bytes",
+                   "The memory tier's byte budget.",
+                   static_cast<double>(stats.memory_budget_bytes));
+    AddGaugeFamily(out, "psdb_store_memory_used_bytes",
+                   "Bytes the memory tier uses.",
+                   static_cast<double>(stats.memory_used_bytes));
+    AddGaugeFamily(out, "psdb_store_disk_running_compactions",
+                   "RocksDB compactions running now.",
+                   static_cast<double>(stats.disk_running_compactions));
+    AddGaugeFamily(out, "psdb_store_last_checkpoint_duration_seconds",
+                   "How long the last checkpoint took (0 before the first).",
+                   absl::ToDoubleSeconds(stats.last_checkpoint_duration));
 
     // The store keeps a count and a total, not a distribution: a summary
     // without quantiles is exactly that (_count, _sum), and
     // rate(_sum)/rate(_count) is the mean duration.
-    MetricFamily duration =
-        NewFamily("psdb_store_checkpoint_duration_seconds",
-                  "Checkpoints taken by this store and their total duration.",
-                  MetricType::Summary);
+    MetricFamily duration = NewMetricFamily(
+        "psdb_store_checkpoint_duration_seconds",
+        "Checkpoints taken by this store and their total duration.",
+        MetricType::Summary);
     ClientMetric summary;
     summary.summary.sample_count = stats.checkpoints;
     summary.summary.sample_sum =
@@ -206,19 +178,16 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
     if (!source) return;
     const std::optional<ServingStatus> status = source();
     if (!status.has_value()) return;
-    const auto gauge = [out](const char* name, const char* help, double value) {
-      MetricFamily family = NewFamily(name, help, MetricType::Gauge);
-      AddSample(&family, {}, value);
-      out->push_back(std::move(family));
-    };
-    gauge("psdb_serving_step", "Step of the checkpoint being served.",
-          static_cast<double>(status->step));
-    gauge("psdb_serving_checkpoint_timestamp_seconds",
-          "Creation time (unix) of the checkpoint being served.",
-          UnixSeconds(status->checkpoint_time));
-    gauge("psdb_serving_checkpoint_age_seconds",
-          "Seconds since the checkpoint being served was created.",
-          absl::ToDoubleSeconds(absl::Now() - status->checkpoint_time));
+    AddGaugeFamily(out, "psdb_serving_step",
+                   "Step of the checkpoint being served.",
+                   static_cast<double>(status->step));
+    AddGaugeFamily(out, "psdb_serving_checkpoint_timestamp_seconds",
+                   "Creation time (unix) of the checkpoint being served.",
+                   UnixSeconds(status->checkpoint_time));
+    AddGaugeFamily(
+        out, "psdb_serving_checkpoint_age_seconds",
+        "Seconds since the checkpoint being served was created.",
+        absl::ToDoubleSeconds(absl::Now() - status->checkpoint_time));
   }
 
   Store* const store_;
