@@ -18,8 +18,9 @@ PACKAGES=(
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
   prometheus-cpp-dev
   # Not linked: the metrics tests scrape /metrics with curl and read it back
-  # through a real Prometheus server (tests/rpc/server/metrics_*_test.cc).
-  prometheus curl
+  # through a real Prometheus server (tests/rpc/server/metrics_*_test.cc);
+  # tests/deploy/check_deploy.py reads deploy/'s YAML.
+  prometheus curl python3-yaml
 )
 
 JOBS="${PSDB_JOBS:-2}"
