@@ -5,8 +5,8 @@
 //   ps-scheduler --server_num=2 --worker_num=0 --sched_host=0.0.0.0
 //                --sched_port=7100 --insecure   (one command line)
 //
-// Prints "scheduler listening on HOST:PORT" once it serves (and, with
-// --metrics_port, "metrics on HOST:PORT": Prometheus text at /metrics,
+// Prints "scheduler listening on HOST:PORT" once it serves (after "metrics
+// on HOST:PORT" with --metrics_port: Prometheus text at /metrics,
 // rpc/control/scheduler_metrics.h), then one line
 // per assignment on stderr ("server node id:<id> addr:<host:port> assigned
 // rank 0", "cluster ready: 2 servers, 2 workers, epoch 1", deaths,
@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   std::fprintf(stderr, "ps-scheduler: waiting for %d servers and %d workers\n",
                options.server_num, options.worker_num);
-  std::cout << "scheduler listening on " << (*server)->address() << std::endl;
   if ((*server)->metrics_port() >= 0) {
     std::cout << "metrics on " << (*server)->metrics_address() << std::endl;
   }
+  std::cout << "scheduler listening on " << (*server)->address() << std::endl;
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

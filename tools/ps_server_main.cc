@@ -13,9 +13,11 @@
 //     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
-// port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
-// (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
-// flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+// port), after "metrics on HOST:PORT" with --metrics_port (Prometheus text
+// at /metrics; rpc/server/server_metrics.h). SIGTERM or SIGINT: stop accepting,
+// let in-flight requests finish (up to --shutdown_grace_seconds), then close
+// the store cleanly (dirty rows flushed). Exit status 0 after a clean shutdown,
+// 1 on a startup error.
 //
 // Admin call: a cluster checkpoint (rpc/control/admin_checkpoint.h). Every
 // server writes its shard of every table under one checkpoint id, then the
@@ -72,6 +74,11 @@ ABSL_FLAG(bool, require_client_cert, false,
 ABSL_FLAG(int, cert_expiry_warning_days, 90,
           "Warn when the server certificate expires within this many days.");
 ABSL_FLAG(bool, insecure, false, "Allow plaintext on a non-loopback --host.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics over HTTP at /metrics on this port; "
+          "0 picks a free one, -1 = off.");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the metrics endpoint binds; default --host.");
 ABSL_FLAG(std::string, sync_mode, "async",
           "async: each push applied on arrival; sync (BSP): a step's pushes "
           "from all workers are aggregated and applied once.");
@@ -186,6 +193,8 @@ int main(int argc, char** argv) {
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 
   auto config =
       psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
@@ -277,6 +286,9 @@ int main(int argc, char** argv) {
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());
   if (held_port_fd >= 0) close(held_port_fd);
+  if ((*server)->metrics_port() >= 0) {
+    std::cout << "metrics on " << (*server)->metrics_address() << std::endl;
+  }
   std::cout << "listening on " << (*server)->address() << std::endl;
 
   int signal_number = 0;

@@ -21,6 +21,10 @@
 // validates the rest (unknown table, non-finite values); a bad request changes
 // nothing.
 //
+// Metrics (options.metrics_port >= 0): every call is counted by method and
+// status code and timed, and the store's figures are exposed, in the
+// Prometheus text format over HTTP (rpc/server/server_metrics.h).
+//
 // Thread-safety: Start/Shutdown/Wait from one controlling thread; the server
 // serves any number of concurrent requests. `store` must outlive the server.
 #ifndef PSDB_RPC_SERVER_SERVER_H_
@@ -33,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/server/server_metrics.h"
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
@@ -66,6 +71,11 @@ struct ServerOptions {
   // gradients are reduced and applied once (rpc/server/sync_aggregator.h).
   // Default: async (num_workers 0)
   SyncOptions sync;
+  // Prometheus metrics over HTTP at GET /metrics (server_metrics.h):
+  // -1 = off, 0 = a free port (see PsServer::metrics_port()). Default: -1
+  int metrics_port = -1;
+  // Address the metrics endpoint binds; empty = `host`. Default: ""
+  std::string metrics_host;
 };
 
 // Largest gRPC message ps-server accepts (and sends): a request of
@@ -88,10 +98,19 @@ class PsServer {
   int port() const;
   // host:port (IPv6 hosts in brackets).
   std::string address() const;
+  // The bound metrics port; -1 when options.metrics_port was -1 or after
+  // Shutdown (which stops the endpoint).
+  int metrics_port() const;
+  // host:port of the metrics endpoint; empty when there is none.
+  std::string metrics_address() const;
+  // The server's metrics (e.g. to set a serving-status source); null when
+  // off. Valid for the server's life.
+  ServerMetrics* metrics();
 
   // Stops accepting requests; requests already running finish (until
   // `grace` passes, after which they are cancelled), then the handler pool
-  // drains. Idempotent. The store is left open for the caller to close.
+  // drains, then the metrics endpoint stops. Idempotent. The store is left
+  // open for the caller to close.
   void Shutdown(absl::Duration grace);
 
  private:
