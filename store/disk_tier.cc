@@ -1,6 +1,8 @@
 #include "store/disk_tier.h"
 
+#include <cstdarg>
 #include <filesystem>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,9 +27,24 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
   return absl::InternalError(msg);
 }
 
+namespace {
+
+class DiscardLogger final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
+
+}  // namespace
+
+std::shared_ptr<rocksdb::Logger> NewDiscardLogger() {
+  return std::make_shared<DiscardLogger>();
+}
+
 absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
     const std::string& db_path, const StoreOptions& options,
-    std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs) {
+    std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs,
+    bool read_only) {
   std::unique_ptr<DiskTier> t(new DiskTier());
   t->path_ = db_path;
   t->row_write_.disableWAL = true;
@@ -71,8 +88,18 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // The WAL only carries metadata; keep it from pinning old memtables.
   db_options.max_total_wal_size = 8 << 20;
 
+  if (read_only) {
+    db_options.create_if_missing = false;
+    db_options.create_missing_column_families = false;
+    db_options.info_log = NewDiscardLogger();
+  }
+
   std::vector<std::string> names;
   std::error_code ec;
+  if (read_only && !std::filesystem::exists(db_path + "/CURRENT", ec)) {
+    return absl::NotFoundError(
+        absl::StrCat(db_path, " holds no RocksDB database (no CURRENT file)"));
+  }
   if (std::filesystem::exists(db_path + "/CURRENT", ec)) {
     rocksdb::Status s =
         rocksdb::DB::ListColumnFamilies(db_options, db_path, &names);
@@ -88,7 +115,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s =
-      rocksdb::DB::Open(db_options, db_path, descs, &handles, &raw);
+      read_only ? rocksdb::DB::OpenForReadOnly(db_options, db_path, descs,
+                                               &handles, &raw)
+                : rocksdb::DB::Open(db_options, db_path, descs, &handles, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("open ", db_path));
   t->db_.reset(raw);
   for (size_t i = 0; i < handles.size(); ++i) {

@@ -34,13 +34,21 @@ namespace psdb::internal {
 // becomes FailedPrecondition, corruption DataLoss.
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context);
 
+// A RocksDB info logger that drops everything: a database opened read-only
+// (a checkpoint) must not gain or rotate LOG files in its directory.
+std::shared_ptr<rocksdb::Logger> NewDiscardLogger();
+
 class DiskTier {
  public:
   // Opens (creating if needed) the database at `db_path` with every column
   // family it has. `cfs` receives (name, handle) of each non-default family.
+  // `read_only`: rocksdb::DB::OpenForReadOnly of an existing database (a
+  // checkpoint shard), which writes nothing into `db_path`; every write
+  // method then fails.
   static absl::StatusOr<std::unique_ptr<DiskTier>> Open(
       const std::string& db_path, const StoreOptions& options,
-      std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs);
+      std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>* cfs,
+      bool read_only = false);
   ~DiskTier();  // closes the database; all handles must be destroyed first
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;

@@ -69,7 +69,7 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
 
 Store::Impl::~Impl() {
   StopEvictor();
-  if (opened_) {
+  if (opened_ && !read_only_) {
     // Close = Flush: dirty rows, steps and row counts reach RocksDB.
     (void)Flush();
     (void)PersistMeta(/*clean=*/true);
@@ -211,6 +211,74 @@ absl::Status Store::Impl::Open() {
   return absl::OkStatus();
 }
 
+absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_));
+  int shard_index = -1;
+  for (int i = 0; i < manifest.shards_size(); ++i) {
+    if (manifest.shards(i).shard_id() == shard_id) shard_index = i;
+  }
+  if (shard_index < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint ", path_, " has no shard ", shard_id, " (",
+                     manifest.shards_size(), " shards)"));
+  }
+  const v1::ShardManifest& shard = manifest.shards(shard_index);
+  const std::string rel =
+      shard.dir().empty() ? ShardDirName(shard_id) : shard.dir();
+  const std::string db_path =
+      fs::path(rel).is_absolute() ? rel : absl::StrCat(path_, "/", rel);
+  read_only_ = true;
+  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  PSDB_ASSIGN_OR_RETURN(disk_, internal::DiskTier::Open(db_path, options_, &cfs,
+                                                        /*read_only=*/true));
+  absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+  for (auto& [n, h] : cfs) by_name[n] = h;
+  std::vector<std::shared_ptr<Table>> opened;
+  absl::Status status;
+  for (const v1::TableManifest& t : manifest.tables()) {
+    absl::StatusOr<TableSpec> spec = TableSpecFromProto(t.spec());
+    auto it = by_name.find(t.spec().name());
+    if (!spec.ok()) {
+      status =
+          Annotate(spec.status(), absl::StrCat(path_, "/", kManifestFileName));
+      break;
+    }
+    if (it == by_name.end()) {
+      status = absl::DataLossError(absl::StrCat(
+          db_path, ": table '", t.spec().name(), "' has no column family"));
+      break;
+    }
+    const uint64_t rows = shard_index < t.shard_rows_size()
+                              ? t.shard_rows(shard_index)
+                              : t.rows();
+    opened.push_back(std::make_shared<Table>(std::move(*spec), it->second,
+                                             disk_.get(), this, options_,
+                                             t.step(), rows));
+    by_name.erase(it);  // owned by the table now
+  }
+  for (auto& [n, h] : by_name) disk_->DestroyCf(h);
+  if (!status.ok()) {
+    opened.clear();
+    return status;
+  }
+  {
+    absl::MutexLock l(&tables_mu_);
+    for (auto& t : opened) tables_[t->name()] = std::move(t);
+  }
+  opened_ = true;
+  if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status Store::Impl::CheckWritable(absl::string_view what) const {
+  if (!read_only_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what,
+                   " refused: the store is a read-only serving copy of "
+                   "checkpoint ",
+                   path_));
+}
+
 void Store::Impl::WakeEvictor() {
   absl::MutexLock l(&evictor_mu_);
   evictor_wake_ = true;
@@ -275,6 +343,7 @@ absl::Status Store::Impl::PersistMeta(bool clean) {
 }
 
 absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
+  PSDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
   PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
   absl::MutexLock l(&tables_mu_);
   auto it = tables_.find(spec.name);
@@ -304,6 +373,7 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
 }
 
 absl::Status Store::Impl::DropTable(absl::string_view name) {
+  PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
   PSDB_RETURN_IF_ERROR(ValidateTableName(name));
   std::shared_ptr<Table> t;
   {
@@ -385,6 +455,7 @@ StoreStats Store::Impl::Stats() const {
 }
 
 absl::Status Store::Impl::Flush() {
+  PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   for (const auto& t : Snapshot()) {
     PSDB_RETURN_IF_ERROR(t->FlushDirty().status());
@@ -407,6 +478,14 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<Store>> Store::OpenCheckpoint(
+    const StoreOptions& options, absl::string_view checkpoint_dir,
+    int shard_id) {
+  auto impl = std::make_unique<Impl>(options, std::string(checkpoint_dir));
+  PSDB_RETURN_IF_ERROR(impl->OpenCheckpointShard(shard_id));
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
 absl::Status Store::CreateTable(const TableSpec& spec) {
   return impl_->CreateTable(spec);
 }
@@ -423,6 +502,11 @@ absl::Status Store::Pull(absl::string_view table,
                          absl::Span<const uint64_t> keys, absl::Span<float> out,
                          const PullOptions& options) {
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  if (impl_->read_only() && !options.serving) {
+    PullOptions serving = options;
+    serving.serving = true;
+    return t->Pull(keys, out, serving);
+  }
   return t->Pull(keys, out, options);
 }
 
@@ -430,6 +514,7 @@ absl::Status Store::Push(absl::string_view table,
                          absl::Span<const uint64_t> keys,
                          absl::Span<const float> grads,
                          const PushOptions& options) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Push"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->Push(keys, grads, options);
 }
@@ -437,27 +522,38 @@ absl::Status Store::Push(absl::string_view table,
 absl::Status Store::PullRows(absl::string_view table,
                              absl::Span<const uint64_t> keys, RowBatch* out) {
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
-  return t->PullRows(keys, out);
+  return t->PullRows(keys, out, /*serving=*/impl_->read_only());
 }
 
 absl::Status Store::PutRows(absl::string_view table,
                             absl::Span<const uint64_t> keys,
                             const RowBatch& rows) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("PutRows"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->PutRows(keys, rows);
 }
 
 absl::StatusOr<CheckpointInfo> Store::Checkpoint(
     absl::string_view root_dir, const CheckpointOptions& options) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
   return impl_->Checkpoint(root_dir, options);
 }
 
 absl::StatusOr<Store::ShardCheckpoint> Store::CheckpointShard(
     absl::string_view shard_dir) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
   return impl_->CheckpointShard(shard_dir);
 }
 
 StoreStats Store::Stats() const { return impl_->Stats(); }
+
+bool Store::read_only() const { return impl_->read_only(); }
+
+absl::StatusOr<std::vector<uint64_t>> Store::ResidentKeys(
+    absl::string_view table, size_t max) const {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->ResidentKeys(max);
+}
 
 absl::Status Store::Flush() { return impl_->Flush(); }
 

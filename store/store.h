@@ -114,6 +114,23 @@ class Store {
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const StoreOptions& options, absl::string_view path);
 
+  // Opens shard `shard_id` of the checkpoint `checkpoint_dir` (a directory
+  // holding MANIFEST.json) read-only: a serving replica's store. RocksDB
+  // opens the shard's files with OpenForReadOnly and nothing is ever
+  // written into the checkpoint (no LOCK, no LOG, no metadata). Tables,
+  // specs and steps come from the manifest, row counts from its shard
+  // column. The memory tier (options.memory_budget_bytes) caches rows read
+  // from the files; every row in it is clean, so eviction only drops.
+  // Pull and PullRows always behave as serving pulls (no row is created, no
+  // sighting counted; a missing key gets its table's serving default);
+  // CreateTable, DropTable, Push, PutRows, Checkpoint, CheckpointShard and
+  // Flush fail with FailedPrecondition. options.restore_from,
+  // create_if_missing and shard_id are ignored. NotFound if the directory
+  // has no manifest or the manifest no shard `shard_id`.
+  static absl::StatusOr<std::unique_ptr<Store>> OpenCheckpoint(
+      const StoreOptions& options, absl::string_view checkpoint_dir,
+      int shard_id);
+
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -156,6 +173,16 @@ class Store {
   absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
 
   StoreStats Stats() const;
+
+  // Whether the store came from OpenCheckpoint.
+  bool read_only() const;
+
+  // Up to `max` keys of `table` now resident in the memory tier, in no
+  // particular order: what a successor store warms with (serving replicas
+  // pull them from the next checkpoint before swapping it in). NotFound for
+  // an unknown table.
+  absl::StatusOr<std::vector<uint64_t>> ResidentKeys(absl::string_view table,
+                                                     size_t max) const;
 
   // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
   absl::Status Flush();

@@ -49,6 +49,11 @@ class Store::Impl : public internal::BudgetArbiter {
   ~Impl() override;
 
   absl::Status Open();
+  // The read-only open of Store::OpenCheckpoint; path_ is the checkpoint.
+  absl::Status OpenCheckpointShard(int shard_id);
+  bool read_only() const { return read_only_; }
+  // FailedPrecondition naming `what` if read_only().
+  absl::Status CheckWritable(absl::string_view what) const;
 
   absl::Status CreateTable(const TableSpec& spec);
   absl::Status DropTable(absl::string_view name);
@@ -90,6 +95,7 @@ class Store::Impl : public internal::BudgetArbiter {
   const std::string path_;
   std::unique_ptr<internal::DiskTier> disk_;
   bool opened_ = false;
+  bool read_only_ = false;
 
   mutable absl::Mutex tables_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_

@@ -93,6 +93,19 @@ Table::~Table() {
   disk_->DestroyCf(cf_);
 }
 
+std::vector<uint64_t> Table::ResidentKeys(size_t max) {
+  std::vector<uint64_t> keys;
+  for (int s = 0; s < mem_.num_stripes() && keys.size() < max; ++s) {
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (const auto& [key, slot] : st.index) {
+      if (keys.size() == max) break;
+      keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
 void Table::ObserveStep(int64_t step) {
   int64_t cur = step_.load(std::memory_order_relaxed);
   while (cur < step && !step_.compare_exchange_weak(cur, step)) {
@@ -632,7 +645,8 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
 // ---------------------------------------------------------------------------
 // PullRows / PutRows
 
-absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out) {
+absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
+                             bool serving) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
   if (out == nullptr) {
     return absl::InvalidArgumentError(
@@ -648,7 +662,7 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out) {
     bool inserted;
     const uint32_t u = dedup.Insert(keys[i], &inserted);
     if (inserted) occ.push_back(0);
-    ++occ[u];
+    if (!serving) ++occ[u];
     inverse[i] = u;
   }
   const absl::Span<const uint64_t> ukeys = dedup.unique();
@@ -682,7 +696,7 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out) {
   misses_.fetch_add(mkeys.size(), std::memory_order_relaxed);
   if (!mkeys.empty()) {
     PSDB_RETURN_IF_ERROR(Materialize(
-        mkeys, mocc, MissMode::kCreate,
+        mkeys, mocc, serving ? MissMode::kServing : MissMode::kCreate,
         [&](size_t j, uint32_t slot) { copy_out(mu[j], slot); },
         [&](size_t j) {
           const size_t i = mu[j];

@@ -126,7 +126,10 @@ class Table {
                     const PullOptions& options);
   absl::Status Push(absl::Span<const uint64_t> keys,
                     absl::Span<const float> grads, const PushOptions& options);
-  absl::Status PullRows(absl::Span<const uint64_t> keys, RowBatch* out);
+  // `serving`: as a serving pull, create no row (a missing key gets its
+  // DefaultRow, fresh state and a zero header) and count no sighting.
+  absl::Status PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
+                        bool serving = false);
   absl::Status PutRows(absl::Span<const uint64_t> keys, const RowBatch& rows);
 
   // Evicts up to n resident rows (dirty ones are written first); returns
@@ -138,6 +141,8 @@ class Table {
   // returns how many. Call after FlushDirty.
   absl::StatusOr<uint64_t> ExpireRows();
 
+  // Up to `max` keys resident in the memory tier, stripe by stripe.
+  std::vector<uint64_t> ResidentKeys(size_t max);
   uint64_t resident_rows() const;
   uint64_t resident_bytes() const;
   size_t slot_bytes() const { return mem_.slot_bytes(); }

@@ -13,11 +13,18 @@
 //     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
-// port), after "metrics on HOST:PORT" with --metrics_port (Prometheus text
-// at /metrics; rpc/server/server_metrics.h). SIGTERM or SIGINT: stop accepting,
-// let in-flight requests finish (up to --shutdown_grace_seconds), then close
-// the store cleanly (dirty rows flushed). Exit status 0 after a clean shutdown,
-// 1 on a startup error.
+// port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
+// (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
+// flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+// With --metrics_port (training or serving) it first prints "metrics on
+// HOST:PORT": Prometheus text at /metrics (rpc/server/server_metrics.h).
+//
+// Read-only serving replica (rpc/server/checkpoint_follower.h): serves shard
+// K of the newest complete checkpoint under ROOT that verifies, with a
+// memory tier of --memory_budget_mb over the checkpoint's files, and swaps
+// in each newer one (looked for every --follow_interval_s seconds):
+//   ps-server --serve_from=/shared/ckpt [--shard_id=K] --port=7400
+// No --data_dir and no scheduler: replicas are outside the training cluster.
 //
 // Admin call: a cluster checkpoint (rpc/control/admin_checkpoint.h). Every
 // server writes its shard of every table under one checkpoint id, then the
@@ -66,6 +73,12 @@ ABSL_FLAG(int, shard_id, 0, "This server's rank in --servers.");
 ABSL_FLAG(uint64_t, cluster_epoch, 1, "Epoch of the static server list.");
 ABSL_FLAG(std::string, restore_from, "",
           "Checkpoint to start from when --data_dir holds no store yet.");
+ABSL_FLAG(std::string, serve_from, "",
+          "Serve read-only: the checkpoint root to serve and follow (the "
+          "newest complete checkpoint that verifies; shard --shard_id).");
+ABSL_FLAG(int, follow_interval_s, 10,
+          "With --serve_from: seconds between looks for a newer checkpoint; "
+          "0 = serve the first one only.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA that client certificates chain to.");
@@ -136,12 +149,71 @@ int RunCheckpoint() {
   return 0;
 }
 
+// The ready lines: "metrics on HOST:PORT" (with --metrics_port), then
+// "listening on HOST:PORT", which launchers wait for.
+void AnnounceServing(const psdb::rpc::PsServer& server) {
+  if (server.metrics_port() >= 0) {
+    std::cout << "metrics on " << server.metrics_address() << std::endl;
+  }
+  std::cout << "listening on " << server.address() << std::endl;
+}
+
+// --serve_from: a read-only replica until SIGTERM/SIGINT.
+int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
+          const sigset_t& signals) {
+  if (!absl::GetFlag(FLAGS_servers).empty() ||
+      !absl::GetFlag(FLAGS_restore_from).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--servers and --restore_from do not apply to --serve_from: a "
+        "replica serves the checkpoint's own shard under its own ring"));
+  }
+  if (absl::GetFlag(FLAGS_sync_mode) != "async") {
+    return Fail(absl::InvalidArgumentError(
+        "--sync_mode does not apply to --serve_from (no pushes)"));
+  }
+  auto config =
+      psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
+  if (!config.ok()) return Fail(config.status());
+  if (config->has_scheduler()) {
+    return Fail(absl::InvalidArgumentError(
+        "--serve_from: a serving replica does not join a scheduler (unset "
+        "PS_SCHED_HOST/PS_SCHED_PORT)"));
+  }
+  if (absl::GetFlag(FLAGS_follow_interval_s) < 0) {
+    return Fail(absl::InvalidArgumentError("--follow_interval_s must be >= 0"));
+  }
+  psdb::rpc::FollowerOptions follow;
+  follow.root = root;
+  follow.shard_id = options.shard_id;
+  follow.interval = absl::Seconds(absl::GetFlag(FLAGS_follow_interval_s));
+  follow.store.memory_budget_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
+  follow.store.max_batch_keys = options.max_batch_keys;
+  auto follower = psdb::rpc::CheckpointFollower::Start(follow);
+  if (!follower.ok()) return Fail(follower.status());
+  auto server = psdb::rpc::PsServer::StartServing(options, follower->get());
+  if (!server.ok()) return Fail(server.status());
+  AnnounceServing(**server);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "ps-server: signal %d, shutting down\n", signal_number);
+  (*server)->Shutdown(
+      absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  server->reset();
+  follower->reset();
+  std::fprintf(stderr, "ps-server: stopped cleanly\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ps-server --data_dir=DIR [--port=P] [--servers=h1:p1,... "
       "--shard_id=K] [--tls_cert=... --tls_key=...]\n"
+      "ps-server --serve_from=CKPT_ROOT [--shard_id=K] [--port=P] "
+      "[--follow_interval_s=S]\n"
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port | "
       "--servers=h1:p1,...)");
@@ -163,8 +235,11 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (data_dir.empty()) {
-    return Fail(absl::InvalidArgumentError("--data_dir is required"));
+  const std::string serve_from = absl::GetFlag(FLAGS_serve_from);
+  if (data_dir.empty() == serve_from.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "give exactly one of --data_dir (training) and --serve_from "
+        "(read-only serving)"));
   }
   psdb::rpc::ServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
@@ -195,6 +270,8 @@ int main(int argc, char** argv) {
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+
+  if (!serve_from.empty()) return Serve(serve_from, options, signals);
 
   auto config =
       psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
@@ -286,10 +363,7 @@ int main(int argc, char** argv) {
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());
   if (held_port_fd >= 0) close(held_port_fd);
-  if ((*server)->metrics_port() >= 0) {
-    std::cout << "metrics on " << (*server)->metrics_address() << std::endl;
-  }
-  std::cout << "listening on " << (*server)->address() << std::endl;
+  AnnounceServing(**server);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -81,13 +81,26 @@ RpcMethod MethodOf(const v1::CheckpointRequest&) {
 }
 RpcMethod MethodOf(const v1::StatsRequest&) { return RpcMethod::kStats; }
 
+// The store one request runs against, held until it is answered: the
+// training store, or the serving replica's current checkpoint.
+struct Lease {
+  std::shared_ptr<ServingSnapshot> snapshot;  // null when training
+  Store* store = nullptr;
+};
+
 class ServiceImpl final : public v1::ParameterService::CallbackService {
  public:
+  // Exactly one of `store` (training) and `follower` (serving) is set.
   // `metrics` may be null (metrics off).
-  ServiceImpl(const ServerOptions& options, Store* store, ThreadPool* pool,
+  ServiceImpl(const ServerOptions& options, Store* store,
+              CheckpointFollower* follower, ThreadPool* pool,
               ServerMetrics* metrics)
-      : options_(options), store_(store), pool_(pool), metrics_(metrics) {
-    if (options_.sync.num_workers > 0) {
+      : options_(options),
+        store_(store),
+        follower_(follower),
+        pool_(pool),
+        metrics_(metrics) {
+    if (options_.sync.num_workers > 0 && store != nullptr) {
       sync_ = std::make_unique<SyncAggregator>(
           options_.sync,
           [store](absl::string_view table, absl::Span<const uint64_t> keys,
@@ -128,6 +141,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                                 const v1::DropTableRequest* req,
                                 v1::DropTableResponse*) override {
     return Run(ctx, req, [this, req]() -> absl::Status {
+      PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       PSDB_RETURN_IF_ERROR(ValidateTableName(req->name()));
       return store_->DropTable(req->name());
@@ -138,7 +152,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                                  v1::ListTablesResponse* resp) override {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
-      std::vector<TableSpec> tables = store_->ListTables();
+      const Lease lease = Acquire();
+      std::vector<TableSpec> tables = lease.store->ListTables();
       std::sort(tables.begin(), tables.end(),
                 [](const TableSpec& a, const TableSpec& b) {
                   return a.name < b.name;
@@ -159,7 +174,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                             v1::StatsResponse* resp) override {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
-      StoreStats stats = store_->Stats();
+      const Lease lease = Acquire();
+      StoreStats stats = lease.store->Stats();
       std::sort(stats.tables.begin(), stats.tables.end(),
                 [](const TableStats& a, const TableStats& b) {
                   return a.name < b.name;
@@ -167,6 +183,17 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
       ToProto(stats, resp);
       resp->set_shard_id(options_.shard_id);
       resp->set_cluster_epoch(options_.cluster.epoch());
+      if (follower_ != nullptr) {
+        const ServingStatus status = follower_->status();
+        v1::ServingStats* serving = resp->mutable_serving();
+        serving->set_checkpoint_id(lease.snapshot->checkpoint_id);
+        serving->set_step(lease.snapshot->step);
+        serving->set_created_unix_micros(
+            absl::ToUnixMicros(lease.snapshot->created));
+        serving->set_swaps(status.swaps);
+        serving->set_refused(status.refused);
+        resp->set_shard_id(lease.snapshot->shard_id);
+      }
       return absl::OkStatus();
     });
   }
@@ -223,7 +250,24 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                      options_.cluster.epoch()));
   }
 
+  // The store this request runs against (see Lease).
+  Lease Acquire() const {
+    if (follower_ == nullptr) return Lease{nullptr, store_};
+    std::shared_ptr<ServingSnapshot> snapshot = follower_->Acquire();
+    Store* store = snapshot->store.get();
+    return Lease{std::move(snapshot), store};
+  }
+
+  // A serving replica refuses every write.
+  absl::Status CheckWritable(absl::string_view method) const {
+    if (follower_ == nullptr) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("read-only serving replica: ", method,
+                     " refused (serving ", follower_->Acquire()->dir, ")"));
+  }
+
   absl::Status CheckEpoch(uint64_t client_epoch) const {
+    if (follower_ != nullptr) return absl::OkStatus();  // see server.h
     if (client_epoch != 0 && client_epoch != options_.cluster.epoch()) {
       return WrongEpoch(
           absl::StrCat("request routed with cluster epoch ", client_epoch));
@@ -231,8 +275,10 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     return absl::OkStatus();
   }
 
-  // Epoch, table name, batch limit and key ownership.
-  absl::Status CheckKeys(uint64_t client_epoch, absl::string_view table,
+  // Epoch, table name, batch limit and key ownership (under the cluster
+  // map, or for a serving replica the checkpoint's ring).
+  absl::Status CheckKeys(const Lease& lease, uint64_t client_epoch,
+                         absl::string_view table,
                          absl::Span<const uint64_t> keys) const {
     PSDB_RETURN_IF_ERROR(CheckEpoch(client_epoch));
     PSDB_RETURN_IF_ERROR(ValidateTableName(table));
@@ -241,7 +287,18 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
           "table '", table, "': request has ", keys.size(),
           " keys, more than the server's limit of ", options_.max_batch_keys));
     }
-    if (!alone()) {
+    if (lease.snapshot != nullptr) {
+      if (!lease.snapshot->ring.has_value()) return absl::OkStatus();
+      for (uint64_t key : keys) {
+        const ServerId owner = lease.snapshot->ring->Owner(key);
+        if (owner != lease.snapshot->shard_id) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "table '", table, "': key ", key, " is on shard ", owner,
+              " of checkpoint ", lease.snapshot->checkpoint_id,
+              "; this replica serves shard ", lease.snapshot->shard_id));
+        }
+      }
+    } else if (!alone()) {
       for (uint64_t key : keys) {
         const ServerId owner = options_.cluster.Owner(key);
         if (owner != options_.shard_id) {
@@ -256,24 +313,28 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
   absl::Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
-    PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
+    const Lease lease = Acquire();
+    PSDB_RETURN_IF_ERROR(
+        CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, lease.store->GetTable(req.table()));
     std::string* values = resp->mutable_values();
     values->resize(keys.size() * spec.dim * sizeof(float));
     PullOptions options;
-    options.serving = req.serving();
-    PSDB_RETURN_IF_ERROR(
-        store_->Pull(req.table(), keys,
-                     absl::MakeSpan(reinterpret_cast<float*>(values->data()),
-                                    keys.size() * spec.dim),
-                     options));
+    options.serving = req.serving() || follower_ != nullptr;
+    PSDB_RETURN_IF_ERROR(lease.store->Pull(
+        req.table(), keys,
+        absl::MakeSpan(reinterpret_cast<float*>(values->data()),
+                       keys.size() * spec.dim),
+        options));
     resp->set_dim(spec.dim);
     return absl::OkStatus();
   }
 
   absl::Status DoPush(const v1::PushRequest& req) {
+    PSDB_RETURN_IF_ERROR(CheckWritable("Push"));
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    PSDB_RETURN_IF_ERROR(
+        CheckKeys(Acquire(), req.cluster_epoch(), req.table(), keys));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
     const size_t floats = keys.size() * spec.dim;
     if (req.grads().size() != floats * sizeof(float)) {
@@ -309,16 +370,20 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   absl::Status DoPullRows(const v1::PullRowsRequest& req,
                           v1::PullRowsResponse* resp) {
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    const Lease lease = Acquire();
+    PSDB_RETURN_IF_ERROR(
+        CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
     RowBatch rows;
-    PSDB_RETURN_IF_ERROR(store_->PullRows(req.table(), keys, &rows));
+    PSDB_RETURN_IF_ERROR(lease.store->PullRows(req.table(), keys, &rows));
     ToProto(rows, resp->mutable_rows());
     return absl::OkStatus();
   }
 
   absl::Status DoPutRows(const v1::PutRowsRequest& req) {
+    PSDB_RETURN_IF_ERROR(CheckWritable("PutRows"));
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    PSDB_RETURN_IF_ERROR(CheckKeys(req.cluster_epoch(), req.table(), keys));
+    PSDB_RETURN_IF_ERROR(
+        CheckKeys(Acquire(), req.cluster_epoch(), req.table(), keys));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, store_->GetTable(req.table()));
     const int state_size = optim::StateSize(spec.optimizer, spec.dim);
     if (req.rows().dim() != spec.dim || req.rows().state_size() != state_size) {
@@ -334,6 +399,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   }
 
   absl::Status DoCreateTable(const v1::CreateTableRequest& req) {
+    PSDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
     PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, TableSpecFromProto(req.spec()));
     PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
@@ -347,6 +413,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
   absl::Status DoCheckpoint(const v1::CheckpointRequest& req,
                             v1::CheckpointResponse* resp) {
+    PSDB_RETURN_IF_ERROR(CheckWritable("Checkpoint"));
     PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
     if (!req.shard_dir().empty()) {
       // One shard of a cluster checkpoint (rpc/control/cluster_checkpoint.h).
@@ -387,7 +454,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   bool alone() const { return options_.cluster.servers().size() <= 1; }
 
   const ServerOptions options_;
-  Store* const store_;
+  Store* const store_;                  // training; null when serving
+  CheckpointFollower* const follower_;  // serving; null when training
   ThreadPool* const pool_;
   ServerMetrics* const metrics_;          // null: metrics off
   std::unique_ptr<SyncAggregator> sync_;  // null: async
@@ -413,6 +481,24 @@ class PsServer::Impl {
 absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
     const ServerOptions& options, Store* store) {
   if (store == nullptr) return absl::InvalidArgumentError("store is null");
+  return StartWith(options, store, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartServing(
+    const ServerOptions& options, CheckpointFollower* follower) {
+  if (follower == nullptr) {
+    return absl::InvalidArgumentError("checkpoint follower is null");
+  }
+  if (options.sync.num_workers > 0) {
+    return absl::InvalidArgumentError(
+        "a read-only serving replica takes no pushes: sync mode makes no "
+        "sense");
+  }
+  return StartWith(options, nullptr, follower);
+}
+
+absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
+    const ServerOptions& options, Store* store, CheckpointFollower* follower) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("port ", options.port, " out of range"));
@@ -444,7 +530,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   if (options.metrics_port >= 0) {
     // Before gRPC serves: a bad metrics address fails Start with nothing
     // serving, and no call goes uncounted.
-    impl->metrics = std::make_unique<ServerMetrics>(store);
+    impl->metrics = store != nullptr
+                        ? std::make_unique<ServerMetrics>(store)
+                        : std::make_unique<ServerMetrics>(follower);
     PSDB_ASSIGN_OR_RETURN(
         impl->http,
         MetricsHttpServer::Start(
@@ -454,7 +542,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
     impl->http->Register(impl->metrics->store_collector());
   }
   impl->service = std::make_unique<ServiceImpl>(
-      options, store, impl->pool.get(), impl->metrics.get());
+      options, store, follower, impl->pool.get(), impl->metrics.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -499,8 +587,6 @@ int PsServer::metrics_port() const {
 std::string PsServer::metrics_address() const {
   return impl_->http != nullptr ? impl_->http->address() : "";
 }
-
-ServerMetrics* PsServer::metrics() { return impl_->metrics.get(); }
 
 void PsServer::Shutdown(absl::Duration grace) {
   {

@@ -21,12 +21,24 @@
 // validates the rest (unknown table, non-finite values); a bad request changes
 // nothing.
 //
+// Read-only serving (StartServing): requests run against the follower's
+// current checkpoint (rpc/server/checkpoint_follower.h), each wholly against
+// one. Pull and PullRows are serving reads (no row is created; a missing id
+// gets its table's serving default) whatever the request says; Push,
+// PutRows, CreateTable, DropTable and Checkpoint answer FAILED_PRECONDITION
+// "read-only serving replica". Key ownership is checked against the ring
+// the checkpoint was written under (a cluster checkpoint's), not the
+// cluster epoch: replicas do not take part in membership changes. Stats
+// reports the serving checkpoint (StatsResponse.serving).
+//
 // Metrics (options.metrics_port >= 0): every call is counted by method and
-// status code and timed, and the store's figures are exposed, in the
-// Prometheus text format over HTTP (rpc/server/server_metrics.h).
+// status code and timed, and the store's figures (a replica's: the served
+// checkpoint's, with its step and age) are exposed, in the Prometheus text
+// format over HTTP (rpc/server/server_metrics.h).
 //
 // Thread-safety: Start/Shutdown/Wait from one controlling thread; the server
-// serves any number of concurrent requests. `store` must outlive the server.
+// serves any number of concurrent requests. `store` (or `follower`) must
+// outlive the server.
 #ifndef PSDB_RPC_SERVER_SERVER_H_
 #define PSDB_RPC_SERVER_SERVER_H_
 
@@ -37,7 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/server/server_metrics.h"
+#include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
@@ -90,6 +102,10 @@ class PsServer {
   // or plaintext on a non-loopback address), binds and starts serving.
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(
       const ServerOptions& options, Store* store);
+  // The same, serving `follower`'s checkpoints read-only. options.sync
+  // must be async; options.cluster and shard_id are not used.
+  static absl::StatusOr<std::unique_ptr<PsServer>> StartServing(
+      const ServerOptions& options, CheckpointFollower* follower);
   ~PsServer();  // Shutdown(absl::ZeroDuration()) if still running.
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;
@@ -103,9 +119,6 @@ class PsServer {
   int metrics_port() const;
   // host:port of the metrics endpoint; empty when there is none.
   std::string metrics_address() const;
-  // The server's metrics (e.g. to set a serving-status source); null when
-  // off. Valid for the server's life.
-  ServerMetrics* metrics();
 
   // Stops accepting requests; requests already running finish (until
   // `grace` passes, after which they are cancelled), then the handler pool
@@ -116,6 +129,9 @@ class PsServer {
  private:
   class Impl;
   explicit PsServer(std::unique_ptr<Impl> impl);
+  // Start and StartServing: exactly one of store and follower is set.
+  static absl::StatusOr<std::unique_ptr<PsServer>> StartWith(
+      const ServerOptions& options, Store* store, CheckpointFollower* follower);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -56,24 +56,26 @@ absl::string_view RpcMethodName(RpcMethod method) {
 // into metric families; it keeps no figures of its own.
 class ServerMetrics::StoreCollector final : public prometheus::Collectable {
  public:
-  explicit StoreCollector(Store* store) : store_(store) {}
-
-  void SetServingStatusSource(ServingStatusSource source) {
-    absl::MutexLock lock(&mu_);
-    serving_ = std::move(source);
-  }
+  // Exactly one of store and follower is set.
+  StoreCollector(Store* store, CheckpointFollower* follower)
+      : store_(store), follower_(follower) {}
 
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> out;
-    CollectStore(&out);
-    CollectServing(&out);
+    if (follower_ != nullptr) {
+      // Hold the served snapshot while its store is read.
+      const std::shared_ptr<ServingSnapshot> snapshot = follower_->Acquire();
+      CollectStore(snapshot->store->Stats(), &out);
+      CollectServing(*snapshot, follower_->status(), &out);
+    } else {
+      CollectStore(store_->Stats(), &out);
+    }
     return out;
   }
 
  private:
-  void CollectStore(std::vector<MetricFamily>* out) const {
-    const StoreStats stats = store_->Stats();
-
+  static void CollectStore(const StoreStats& stats,
+                           std::vector<MetricFamily>* out) {
     // Per-table counters: one family each, one sample per table.
     struct PerTable {
       const char* name;
@@ -169,35 +171,45 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
     out->push_back(std::move(duration));
   }
 
-  void CollectServing(std::vector<MetricFamily>* out) const {
-    ServingStatusSource source;
-    {
-      absl::MutexLock lock(&mu_);
-      source = serving_;
-    }
-    if (!source) return;
-    const std::optional<ServingStatus> status = source();
-    if (!status.has_value()) return;
+  // Step and age from the snapshot whose store was read; the follower's
+  // running totals from its status.
+  static void CollectServing(const ServingSnapshot& snapshot,
+                             const ServingStatus& status,
+                             std::vector<MetricFamily>* out) {
     AddGaugeFamily(out, "psdb_serving_step",
                    "Step of the checkpoint being served.",
-                   static_cast<double>(status->step));
+                   static_cast<double>(snapshot.step));
     AddGaugeFamily(out, "psdb_serving_checkpoint_timestamp_seconds",
                    "Creation time (unix) of the checkpoint being served.",
-                   UnixSeconds(status->checkpoint_time));
-    AddGaugeFamily(
-        out, "psdb_serving_checkpoint_age_seconds",
-        "Seconds since the checkpoint being served was created.",
-        absl::ToDoubleSeconds(absl::Now() - status->checkpoint_time));
+                   UnixSeconds(snapshot.created));
+    AddGaugeFamily(out, "psdb_serving_checkpoint_age_seconds",
+                   "Seconds since the checkpoint being served was created.",
+                   absl::ToDoubleSeconds(absl::Now() - snapshot.created));
+    MetricFamily swaps = NewMetricFamily(
+        "psdb_serving_swaps_total", "Checkpoints swapped in after the first.",
+        MetricType::Counter);
+    AddMetricSample(&swaps, {}, static_cast<double>(status.swaps));
+    out->push_back(std::move(swaps));
+    MetricFamily refused = NewMetricFamily(
+        "psdb_serving_refused_total",
+        "Checkpoints that failed verification and were not served.",
+        MetricType::Counter);
+    AddMetricSample(&refused, {}, static_cast<double>(status.refused));
+    out->push_back(std::move(refused));
   }
 
   Store* const store_;
-  mutable absl::Mutex mu_;
-  ServingStatusSource serving_ ABSL_GUARDED_BY(mu_);
+  CheckpointFollower* const follower_;
 };
 
-ServerMetrics::ServerMetrics(Store* store)
+ServerMetrics::ServerMetrics(Store* store) : ServerMetrics(store, nullptr) {}
+
+ServerMetrics::ServerMetrics(CheckpointFollower* follower)
+    : ServerMetrics(nullptr, follower) {}
+
+ServerMetrics::ServerMetrics(Store* store, CheckpointFollower* follower)
     : registry_(std::make_shared<prometheus::Registry>()),
-      collector_(std::make_shared<StoreCollector>(store)) {
+      collector_(std::make_shared<StoreCollector>(store, follower)) {
   requests_family_ =
       &prometheus::BuildCounter()
            .Name("psdb_server_requests_total")
@@ -284,10 +296,6 @@ void ServerMetrics::RecordRequest(RpcMethod method, absl::StatusCode code,
     }
     gauge->Set(UnixSeconds(now));
   }
-}
-
-void ServerMetrics::SetServingStatusSource(ServingStatusSource source) {
-  collector_->SetServingStatusSource(std::move(source));
 }
 
 }  // namespace psdb::rpc

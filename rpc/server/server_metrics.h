@@ -31,12 +31,15 @@
 //    (gauges), psdb_store_checkpoint_duration_seconds (a summary without
 //    quantiles: _count checkpoints, _sum their total duration) and
 //    psdb_store_last_checkpoint_duration_seconds (gauge).
-//  - Serving (read-only replicas following a checkpoint root): when a
-//    serving-status source is set, at scrape time
-//      psdb_serving_step                          the serving checkpoint's step
+//  - Serving (read-only replicas, rpc/server/checkpoint_follower.h): the
+//    store figures above are the served checkpoint's, and from the
+//    follower's status() at scrape time
+//      psdb_serving_step                          the served checkpoint's step
 //      psdb_serving_checkpoint_timestamp_seconds  its creation time (unix)
-//      psdb_serving_checkpoint_age_seconds        now - creation time
-//    and nothing while the source reports no checkpoint yet.
+//      psdb_serving_checkpoint_age_seconds        now - its creation time
+//      psdb_serving_swaps_total                   checkpoints swapped in
+//      psdb_serving_refused_total                 checkpoints that failed
+//                                                 verification
 //
 // Label values are bounded: methods and codes are enums, tables are the
 // store's tables.
@@ -46,14 +49,14 @@
 // Histogram::Observe per histogram; the per-(method, code) counter is
 // resolved once (the first call with a code creates it) and found again by
 // array index, never by a label-map lookup. `store` must outlive this object
-// and every scrape of it (stop the MetricsHttpServer first).
+// and every scrape of it (stop the MetricsHttpServer first); so must
+// `follower`.
 #ifndef PSDB_RPC_SERVER_SERVER_METRICS_H_
 #define PSDB_RPC_SERVER_SERVER_METRICS_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +71,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "rpc/server/checkpoint_follower.h"
 #include "store/store.h"
 
 namespace psdb::rpc {
@@ -88,22 +92,16 @@ inline constexpr int kNumRpcMethods = 9;
 // "Pull", "Push", ... as in psdb.proto.
 absl::string_view RpcMethodName(RpcMethod method);
 
-// What a serving replica is serving, as its checkpoint follower reports it.
-struct ServingStatus {
-  // The checkpoint being served (its directory name under the root).
-  std::string checkpoint_id;
-  // The trainer's step the checkpoint was taken at.
-  int64_t step = 0;
-  // When the checkpoint was created (its manifest's creation time).
-  absl::Time checkpoint_time = absl::UnixEpoch();
-};
-// Called at scrape time; nullopt while nothing is served yet.
-using ServingStatusSource = std::function<std::optional<ServingStatus>()>;
-
 class ServerMetrics {
  public:
-  // REQUIRES: store != nullptr, outliving this object and its scrapes.
+  // A training server: `store`'s figures. REQUIRES: store != nullptr,
+  // outliving this object and its scrapes.
   explicit ServerMetrics(Store* store);
+  // A read-only serving replica: the figures of the checkpoint `follower`
+  // serves at scrape time (they start from zero at each swap, which
+  // Prometheus's rate() treats as a counter reset), and its step and age.
+  // REQUIRES: follower != nullptr, outliving this object and its scrapes.
+  explicit ServerMetrics(CheckpointFollower* follower);
   ~ServerMetrics();
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
@@ -121,17 +119,14 @@ class ServerMetrics {
                      absl::Duration latency, std::optional<size_t> keys,
                      absl::Time now = absl::Now());
 
-  // The hook for read-only serving: where the serving step and checkpoint
-  // age come from. Replaces any earlier source; an empty function removes
-  // it. May be called while scrapes run.
-  void SetServingStatusSource(ServingStatusSource source);
-
  private:
   class StoreCollector;
   // gRPC's codes 0..16 (absl::StatusCode has the same numbers).
   static constexpr int kNumCodes = 17;
 
   prometheus::Counter* RequestCounter(RpcMethod method, absl::StatusCode code);
+
+  ServerMetrics(Store* store, CheckpointFollower* follower);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<StoreCollector> collector_;

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "absl/strings/str_join.h"
+#include "store/checkpoint_reader.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
-#include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump.h"
 
 namespace psdb {
@@ -31,8 +31,8 @@ TEST(QuickstartTest, RunsIntoADirectoryAndPrintsTheCheckpointInfo) {
                                  "  table user_emb: dim 8, adagrad, 3 rows\n"));
 
   ASSERT_OK_AND_ASSIGN(auto reader,
-                       dump::CheckpointReader::Open(dir.Sub("checkpoint")));
-  ASSERT_OK_AND_ASSIGN(dump::VerifyReport report, dump::Verify(*reader));
+                       ckpt::CheckpointReader::Open(dir.Sub("checkpoint")));
+  ASSERT_OK_AND_ASSIGN(ckpt::VerifyReport report, ckpt::Verify(*reader));
   EXPECT_TRUE(report.ok()) << absl::StrJoin(report.errors, "\n");
   EXPECT_EQ(report.rows, 3u);
 }

@@ -13,19 +13,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "optim/optimizer.h"
+#include "store/checkpoint_reader.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "store/store.h"
+#include "tests/store/checkpoint_fixture.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
-#include "tests/tools/checkpoint_fixture.h"
 #include "tools/common/text.h"
-#include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump_cli.h"
 #include "tools/dump/npy.h"
 
 namespace psdb::dump {
 namespace {
+
+using ckpt::RowCheck;
+using ckpt::Verify;
+using ckpt::VerifyOptions;
+using ckpt::VerifyReport;
 
 using ::psdb::testing::FixtureTable;
 using ::psdb::testing::MakeRow;
@@ -424,6 +429,9 @@ TEST_F(DumpTest, RocksDbLdbReadsTheCheckpoint) {
 
 namespace psdb::dump {
 namespace {
+
+using ckpt::Verify;
+using ckpt::VerifyReport;
 
 // A checkpoint written by the real Store: ldb reads a row by its big-endian
 // key and the bytes decode to exactly the row the store returned;

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "store/checkpoint_reader.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
-#include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump_cli.h"
 #include "tools/train/train_cli.h"
 
@@ -62,10 +62,10 @@ std::vector<std::string> TrainFlags(const std::string& data,
 std::vector<std::pair<std::string, std::string>> ExportAll(
     const std::string& ckpt) {
   std::vector<std::pair<std::string, std::string>> exports;
-  auto reader = dump::CheckpointReader::Open(ckpt);
+  auto reader = ckpt::CheckpointReader::Open(ckpt);
   EXPECT_OK(reader);
   if (!reader.ok()) return exports;
-  for (const dump::TableInfo& t : (*reader)->tables()) {
+  for (const ckpt::TableInfo& t : (*reader)->tables()) {
     std::string out, err;
     const int rc = RunCli(&dump::RunDump,
                           {"ps-dump", "export", "--table=" + t.spec.name,
@@ -141,7 +141,7 @@ class ClusterTrainTest : public ::testing::Test {
     const std::string embedded = Embedded(cache_rows);
     std::string cluster;
     ASSERT_NO_FATAL_FAILURE(Cluster(cache_rows, &cluster));
-    ASSERT_OK_AND_ASSIGN(auto reader, dump::CheckpointReader::Open(cluster));
+    ASSERT_OK_AND_ASSIGN(auto reader, ckpt::CheckpointReader::Open(cluster));
     EXPECT_EQ(reader->shards().size(), 3u);
     // verify: rows decode, counts match, every key on its ring's shard.
     std::string vout, verr;
@@ -211,7 +211,7 @@ TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
   std::string out, err;
   EXPECT_EQ(RunCli(&dump::RunDump, {"ps-dump", "verify", ckpt}, &out, &err), 0)
       << out << err;
-  ASSERT_OK_AND_ASSIGN(auto reader, dump::CheckpointReader::Open(ckpt));
+  ASSERT_OK_AND_ASSIGN(auto reader, ckpt::CheckpointReader::Open(ckpt));
   EXPECT_EQ(reader->shards().size(), 2u);
   // 640 rows in 2 files, one file per rank: 320 samples each.
   for (const std::string& summary :

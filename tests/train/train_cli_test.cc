@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "rocksdb/iterator.h"
+#include "store/checkpoint_reader.h"
 #include "store/row_codec.h"
 #include "tests/testing/test_util.h"
-#include "tools/dump/checkpoint_reader.h"
 #include "train/criteo_reader.h"
 
 namespace psdb::train {
@@ -44,10 +44,10 @@ std::string ReadAll(const std::string& path) {
 using Rows = std::map<std::string, std::map<uint64_t, std::string>>;
 Rows CheckpointRows(const std::string& root) {
   Rows rows;
-  auto reader = dump::CheckpointReader::Open(root);
+  auto reader = ckpt::CheckpointReader::Open(root);
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return rows;
-  for (const dump::TableInfo& t : (*reader)->tables()) {
+  for (const ckpt::TableInfo& t : (*reader)->tables()) {
     for (size_t shard = 0; shard < (*reader)->shards().size(); ++shard) {
       auto it = (*reader)->NewIterator(shard, t.spec.name);
       EXPECT_TRUE(it.ok()) << it.status();

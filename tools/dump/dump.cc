@@ -62,45 +62,11 @@ void PrintColumns(const std::vector<std::vector<std::string>>& rows,
   }
 }
 
-// Where a row lives, for error messages.
-std::string Where(const CheckpointReader& reader, size_t shard,
-                  absl::string_view table) {
-  return absl::StrCat(reader.shards()[shard].path, ": table '", table, "'");
-}
-
-// A decoded row.
-struct Row {
-  uint64_t key = 0;
-  RowHeader header;
-  std::vector<float> values;
-  std::vector<float> state;
-};
-
-absl::Status DecodeInto(const CheckpointReader& reader, size_t shard,
-                        const TableInfo& table, absl::string_view key,
-                        absl::string_view value, Row* row) {
-  if (!DecodeKey(key, &row->key).ok()) {
-    return absl::DataLossError(
-        absl::StrCat(Where(reader, shard, table.spec.name), ": key of ",
-                     key.size(), " bytes (expected 8)"));
-  }
-  row->values.resize(table.spec.dim);
-  row->state.resize(table.state_size);
-  absl::Status st =
-      DecodeRow(value, table.spec.dim, table.state_size, &row->header,
-                absl::MakeSpan(row->values), absl::MakeSpan(row->state));
-  if (!st.ok()) {
-    return Annotate(st, absl::StrCat(Where(reader, shard, table.spec.name),
-                                     " key ", row->key));
-  }
-  return absl::OkStatus();
-}
-
 // Receives exported rows.
 class RowSink {
  public:
   virtual ~RowSink() = default;
-  virtual absl::Status Add(const Row& row) = 0;
+  virtual absl::Status Add(const DecodedRow& row) = 0;
   virtual absl::Status Finish() = 0;
   virtual std::vector<std::string> files() const { return {}; }
 };
@@ -125,7 +91,7 @@ class TextSink : public RowSink {
     *out_ << header << "\n";
   }
 
-  absl::Status Add(const Row& row) override {
+  absl::Status Add(const DecodedRow& row) override {
     line_.clear();
     if (json_) {
       line_ += "{\"key\":";
@@ -228,7 +194,7 @@ class NpySink : public RowSink {
     return sink;
   }
 
-  absl::Status Add(const Row& row) override {
+  absl::Status Add(const DecodedRow& row) override {
     PSDB_RETURN_IF_ERROR(keys_->AppendRow(&row.key));
     PSDB_RETURN_IF_ERROR(values_->AppendRow(row.values.data()));
     if (with_state_) {
@@ -376,7 +342,7 @@ absl::StatusOr<ExportResult> Export(const CheckpointReader& reader,
   const uint64_t limit = options.limit == 0 ? ~uint64_t{0} : options.limit;
 
   // Selected keys: find every one before writing anything.
-  std::vector<Row> selected;
+  std::vector<DecodedRow> selected;
   if (options.keys.has_value()) {
     std::vector<uint64_t> keys = *options.keys;
     std::sort(keys.begin(), keys.end());
@@ -395,9 +361,9 @@ absl::StatusOr<ExportResult> Export(const CheckpointReader& reader,
             reader.dir(), ": table '", table->spec.name, "' has no key ", key));
       }
       PSDB_RETURN_IF_ERROR(found);
-      Row row;
+      DecodedRow row;
       PSDB_RETURN_IF_ERROR(
-          DecodeInto(reader, shard, *table, EncodeKey(key), value, &row));
+          reader.Decode(shard, *table, EncodeKey(key), value, &row));
       selected.push_back(std::move(row));
     }
   }
@@ -406,14 +372,14 @@ absl::StatusOr<ExportResult> Export(const CheckpointReader& reader,
                         MakeSink(options, *table, stream));
   ExportResult result;
   if (options.keys.has_value()) {
-    for (const Row& row : selected) PSDB_RETURN_IF_ERROR(sink->Add(row));
+    for (const DecodedRow& row : selected) PSDB_RETURN_IF_ERROR(sink->Add(row));
     result.rows = selected.size();
   } else {
     PSDB_ASSIGN_OR_RETURN(auto cursor, TableCursor::Open(reader, *table));
-    Row row;
+    DecodedRow row;
     for (; cursor->Valid() && result.rows < limit; cursor->Next()) {
-      PSDB_RETURN_IF_ERROR(DecodeInto(reader, cursor->shard(), *table,
-                                      cursor->key(), cursor->value(), &row));
+      PSDB_RETURN_IF_ERROR(reader.Decode(cursor->shard(), *table, cursor->key(),
+                                         cursor->value(), &row));
       PSDB_RETURN_IF_ERROR(sink->Add(row));
       ++result.rows;
     }
@@ -425,91 +391,6 @@ absl::StatusOr<ExportResult> Export(const CheckpointReader& reader,
   PSDB_RETURN_IF_ERROR(sink->Finish());
   result.files = sink->files();
   return result;
-}
-
-absl::StatusOr<VerifyReport> Verify(const CheckpointReader& reader,
-                                    const VerifyOptions& options) {
-  VerifyReport report;
-  auto error = [&](std::string message) {
-    ++report.error_count;
-    if (report.errors.size() < options.max_errors) {
-      report.errors.push_back(std::move(message));
-    }
-  };
-  const std::string manifest_file =
-      absl::StrCat(reader.dir(), "/MANIFEST.json");
-
-  for (const TableInfo& table : reader.tables()) {
-    ++report.tables;
-    const std::string& name = table.spec.name;
-    uint64_t manifest_sum = 0;
-    for (uint64_t r : table.shard_rows) manifest_sum += r;
-    if (manifest_sum != table.rows) {
-      error(absl::StrCat(manifest_file, ": table '", name, "' rows ",
-                         table.rows, " != sum of shard rows ", manifest_sum));
-    }
-    for (size_t shard = 0; shard < reader.shards().size(); ++shard) {
-      absl::StatusOr<std::unique_ptr<rocksdb::Iterator>> it =
-          reader.NewIterator(shard, name);
-      if (!it.ok()) {
-        error(std::string(it.status().message()));
-        continue;
-      }
-      uint64_t rows = 0;
-      Row row;
-      for ((*it)->SeekToFirst(); (*it)->Valid(); (*it)->Next()) {
-        ++rows;
-        const rocksdb::Slice k = (*it)->key();
-        const rocksdb::Slice v = (*it)->value();
-        absl::Status st = DecodeInto(
-            reader, shard, table, absl::string_view(k.data(), k.size()),
-            absl::string_view(v.data(), v.size()), &row);
-        if (!st.ok()) {
-          error(std::string(st.message()));
-          continue;
-        }
-        const auto finite = [](const std::vector<float>& xs) {
-          return std::all_of(xs.begin(), xs.end(),
-                             [](float x) { return std::isfinite(x); });
-        };
-        if (!finite(row.values) || !finite(row.state)) {
-          error(absl::StrCat(Where(reader, shard, name), " key ", row.key,
-                             ": non-finite value or state"));
-        }
-        for (RowCheck* check : options.checks) {
-          st = check->Check(reader, table, shard, row.key);
-          if (!st.ok()) {
-            error(absl::StrCat(Where(reader, shard, name), " key ", row.key,
-                               ": ", st.message()));
-          }
-        }
-      }
-      report.rows += rows;
-      if (!(*it)->status().ok()) {
-        error(absl::StrCat(Where(reader, shard, name), ": read error after ",
-                           rows, " rows: ", (*it)->status().ToString()));
-        continue;
-      }
-      if (rows != table.shard_rows[shard]) {
-        error(absl::StrCat(Where(reader, shard, name), ": ", rows,
-                           " rows, manifest says ", table.shard_rows[shard]));
-      }
-    }
-  }
-  return report;
-}
-
-void PrintVerifyReport(const CheckpointReader& reader,
-                       const VerifyReport& report, std::ostream& out) {
-  for (const std::string& e : report.errors) out << "error: " << e << "\n";
-  if (report.error_count > report.errors.size()) {
-    out << "... and " << report.error_count - report.errors.size()
-        << " more errors\n";
-  }
-  out << (report.ok() ? "OK: " : "FAILED: ") << reader.dir() << ": "
-      << report.tables << " tables, " << report.rows << " rows in "
-      << reader.shards().size() << " shards checked, " << report.error_count
-      << " errors\n";
 }
 
 }  // namespace psdb::dump

@@ -6,11 +6,7 @@
 //  - Export: one table's rows in key order (shards merged) as TSV, JSON
 //    lines or NumPy .npy files; optionally only some keys, at most N rows,
 //    with the optimizer state and row header.
-//  - Verify: every row's key and value decode (store/row_codec.h) with the
-//    table's dim and state size, values are finite, row counts match the
-//    manifest. Extra per-row checks plug in as RowCheck objects (the ring
-//    ownership check of cluster checkpoints, tools/dump/ring_check.h, is
-//    one; ps-dump verify adds it when the manifest records a ring).
+//  - Verify: store/checkpoint_verify.h (shared with serving replicas).
 //
 // Errors name the file (shard directory), the table and the key.
 //
@@ -27,9 +23,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tools/dump/checkpoint_reader.h"
+#include "store/checkpoint_reader.h"
+#include "store/checkpoint_verify.h"
 
 namespace psdb::dump {
+
+using ckpt::CheckpointReader;
+using ckpt::DecodedRow;
+using ckpt::ShardInfo;
+using ckpt::TableCursor;
+using ckpt::TableInfo;
 
 // Writes the human-readable summary `ps-dump info` prints.
 void PrintInfo(const CheckpointReader& reader, std::ostream& out);
@@ -79,42 +82,6 @@ struct ExportResult {
 absl::StatusOr<ExportResult> Export(const CheckpointReader& reader,
                                     const ExportOptions& options,
                                     std::ostream& stream);
-
-// A per-row check Verify runs after a row decodes.
-class RowCheck {
- public:
-  virtual ~RowCheck() = default;
-  // A non-OK status is reported as a verify error (Verify adds the shard
-  // directory, table and key to the message).
-  virtual absl::Status Check(const CheckpointReader& reader,
-                             const TableInfo& table, size_t shard,
-                             uint64_t key) = 0;
-};
-
-struct VerifyOptions {
-  // Extra per-row checks, not owned. Default: none
-  std::vector<RowCheck*> checks;
-  // Errors kept in VerifyReport::errors (all are counted). Default: 100
-  size_t max_errors = 100;
-};
-
-struct VerifyReport {
-  uint64_t tables = 0;
-  uint64_t rows = 0;                // rows read
-  uint64_t error_count = 0;         // every error found
-  std::vector<std::string> errors;  // the first max_errors of them
-  bool ok() const { return error_count == 0; }
-};
-
-// Reads every row of every table in every shard. Problems found in the data
-// go into the report; the returned Status is non-OK only if reading could not
-// proceed at all.
-absl::StatusOr<VerifyReport> Verify(const CheckpointReader& reader,
-                                    const VerifyOptions& options = {});
-
-// Writes a report as `ps-dump verify` prints it.
-void PrintVerifyReport(const CheckpointReader& reader,
-                       const VerifyReport& report, std::ostream& out);
 
 }  // namespace psdb::dump
 

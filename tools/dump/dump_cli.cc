@@ -6,10 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "store/checkpoint_verify.h"
 #include "tools/common/args.h"
-#include "tools/dump/checkpoint_reader.h"
 #include "tools/dump/dump.h"
-#include "tools/dump/ring_check.h"
 
 namespace psdb::dump {
 namespace {
@@ -122,15 +121,9 @@ int RunDump(int argc, const char* const* argv, std::ostream& out,
     return 0;
   }
   if (command == "verify") {
-    // Cluster checkpoints: every key on the shard its ring says.
-    absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> ring =
-        RingOwnershipCheck::Create(**reader);
-    if (!ring.ok()) return Fail(err, ring.status());
-    VerifyOptions verify_options;
-    if (*ring != nullptr) verify_options.checks.push_back(ring->get());
-    absl::StatusOr<VerifyReport> report = Verify(**reader, verify_options);
+    absl::StatusOr<ckpt::VerifyReport> report = ckpt::Verify(**reader);
     if (!report.ok()) return Fail(err, report.status());
-    PrintVerifyReport(**reader, *report, out);
+    ckpt::PrintVerifyReport(**reader, *report, out);
     return report->ok() ? 0 : 1;
   }
   absl::StatusOr<ExportResult> result = Export(**reader, export_options, out);

@@ -195,7 +195,7 @@ TEST(MetricsServerOptionsTest, OffByDefaultAndPortValidated) {
   ServerOptions options;
   ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
   EXPECT_EQ(server->metrics_port(), -1);
-  EXPECT_EQ(server->metrics(), nullptr);
+  EXPECT_EQ(server->metrics_address(), "");
   server->Shutdown(absl::Seconds(1));
   options.metrics_port = 65536;
   EXPECT_THAT(PsServer::Start(options, store.get()),
@@ -217,6 +217,37 @@ TEST(MetricsServerProcessTest, PsServerServesMetricsOnTheFlagPort) {
   EXPECT_NE(text.find("# TYPE psdb_server_request_duration_seconds histogram"),
             std::string::npos);
   ASSERT_OK(server->Stop());
+}
+
+TEST(MetricsServerProcessTest, ServingReplicaReportsStepAndAge) {
+  ScratchDir dir;
+  const std::string root = dir.Sub("ckpt");
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("train")));
+    TableSpec spec;
+    spec.name = "emb";
+    spec.dim = kDim;
+    ASSERT_OK(store->CreateTable(spec));
+    std::vector<uint64_t> keys = {7, 8};
+    std::vector<float> grads(keys.size() * kDim, 1.0f);
+    PushOptions push;
+    push.step = 1200;
+    ASSERT_OK(store->Push("emb", keys, grads, push));
+    ASSERT_OK(store->Checkpoint(root).status());
+  }
+  const int metrics_port = FreeLoopbackPort();
+  ASSERT_OK_AND_ASSIGN(
+      auto replica,
+      StartPsServer({absl::StrCat("--serve_from=", root), "--threads=2",
+                     absl::StrCat("--metrics_port=", metrics_port)}));
+  ASSERT_OK_AND_ASSIGN(std::string text,
+                       ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port)));
+  EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 1200);
+  EXPECT_LT(*MetricValue(text, "psdb_serving_checkpoint_age_seconds"), 600);
+  EXPECT_EQ(MetricValue(text, "psdb_store_rows",
+                        {{"table", "emb"}, {"tier", "disk"}}),
+            2);
+  ASSERT_OK(replica->Stop());
 }
 
 }  // namespace

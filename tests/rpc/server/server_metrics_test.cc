@@ -1,6 +1,7 @@
 // ServerMetrics against a real Store, scraped over HTTP with curl: request
 // figures move by exactly what was recorded; store figures are the store's
-// own (Stats()), read at scrape time; the serving hook appears when set.
+// own (Stats()), read at scrape time; a serving replica's are its
+// checkpoint's, with its step and age.
 #include "rpc/server/server_metrics.h"
 
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rpc/server/checkpoint_follower.h"
 #include "rpc/wire/metrics_http.h"
 #include "store/store.h"
 #include "tests/testing/metrics_scrape.h"
@@ -170,25 +172,54 @@ TEST_F(ServerMetricsTest, StoreFiguresAreTheStoresOwn) {
   EXPECT_NE(Scrape().find("# TYPE psdb_store_rows gauge"), std::string::npos);
 }
 
-TEST_F(ServerMetricsTest, ServingStepAndAgeFromTheHook) {
-  EXPECT_EQ(Scrape().find("psdb_serving_step"), std::string::npos);
-  std::optional<ServingStatus> status;  // nothing served yet
-  metrics_->SetServingStatusSource([&status] { return status; });
-  EXPECT_EQ(Scrape().find("psdb_serving_step"), std::string::npos);
+TEST_F(ServerMetricsTest, ServingReplicaReportsItsCheckpoint) {
+  // Training writes two checkpoints; a replica follows the root.
+  const std::string root = dir_.Sub("ckpt");
+  std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> grads(keys.size() * 4, 0.5f);
+  PushOptions push;
+  push.step = 42;
+  ASSERT_OK(store_->Push("emb", keys, grads, push));
+  const absl::Time before = absl::Now();
+  ASSERT_OK(store_->Checkpoint(root).status());
 
-  status = ServingStatus{"ckpt-000042", 42, absl::Now() - absl::Seconds(100)};
-  const std::string text = Scrape();
+  FollowerOptions follow;
+  follow.root = root;
+  follow.interval = absl::ZeroDuration();  // the test calls Poll
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(follow));
+  ServerMetrics serving(follower.get());
+  ASSERT_OK_AND_ASSIGN(auto http, MetricsHttpServer::Start("127.0.0.1", 0));
+  http->Register(serving.requests());
+  http->Register(serving.store_collector());
+
+  ASSERT_OK_AND_ASSIGN(std::string text, ScrapeMetrics(http->address()));
   EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 42);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swaps_total"), 0);
+  const double created =
+      *MetricValue(text, "psdb_serving_checkpoint_timestamp_seconds");
+  EXPECT_GE(created, absl::ToDoubleSeconds(before - absl::UnixEpoch()) - 1);
   const double age = *MetricValue(text, "psdb_serving_checkpoint_age_seconds");
-  EXPECT_GE(age, 100);
-  EXPECT_LT(age, 160);
-  // The text format keeps the unix time to well under a millisecond.
-  EXPECT_NEAR(
-      *MetricValue(text, "psdb_serving_checkpoint_timestamp_seconds"),
-      absl::ToDoubleSeconds(status->checkpoint_time - absl::UnixEpoch()), 1e-5);
+  EXPECT_GE(age, 0);
+  EXPECT_LT(age, 60);
+  // The store figures are the served checkpoint's: its three rows on disk.
+  EXPECT_EQ(MetricValue(text, "psdb_store_rows",
+                        {{"table", "emb"}, {"tier", "disk"}}),
+            3);
 
-  metrics_->SetServingStatusSource(nullptr);
-  EXPECT_EQ(Scrape().find("psdb_serving_step"), std::string::npos);
+  push.step = 50;
+  ASSERT_OK(store_->Push("emb", keys, grads, push));
+  ASSERT_OK(store_->Checkpoint(root).status());
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  ASSERT_OK_AND_ASSIGN(text, ScrapeMetrics(http->address()));
+  EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 50);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swaps_total"), 1);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_refused_total"), 0);
+  http.reset();  // before the follower goes
+}
+
+TEST_F(ServerMetricsTest, TrainingServerHasNoServingMetrics) {
+  EXPECT_EQ(Scrape().find("psdb_serving_"), std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "tests/tools/checkpoint_fixture.h"
+#include "tests/store/checkpoint_fixture.h"
 
 #include <filesystem>
 #include <memory>

@@ -1,20 +1,20 @@
-// ps-dump verify's ring ownership check (tools/dump/ring_check.h) on
+// Verify's ring ownership check (store/checkpoint_verify.h) on
 // hand-written checkpoints: rows placed by key % 2 against the ring the
 // manifest records, where exactly the keys the ring places elsewhere are
 // reported; no check without a ring; a ring naming other servers refused.
-#include "tools/dump/ring_check.h"
+#include "store/checkpoint_verify.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "shard/ring.h"
+#include "store/checkpoint_reader.h"
 #include "store/manifest.h"
+#include "tests/store/checkpoint_fixture.h"
 #include "tests/testing/test_util.h"
-#include "tests/tools/checkpoint_fixture.h"
-#include "tools/dump/checkpoint_reader.h"
 
-namespace psdb::dump {
+namespace psdb::ckpt {
 namespace {
 
 using ::psdb::testing::FixtureTable;
@@ -68,9 +68,8 @@ TEST(RingCheckTest, ReportsExactlyTheKeysTheRingPlacesElsewhere) {
   ASSERT_OK_AND_ASSIGN(auto reader, CheckpointReader::Open(ckpt));
   ASSERT_OK_AND_ASSIGN(auto check, RingOwnershipCheck::Create(*reader));
   ASSERT_NE(check, nullptr);
-  VerifyOptions options;
-  options.checks.push_back(check.get());
-  ASSERT_OK_AND_ASSIGN(VerifyReport report, Verify(*reader, options));
+  // Verify runs the ring check by itself when the manifest records a ring.
+  ASSERT_OK_AND_ASSIGN(VerifyReport report, Verify(*reader));
   EXPECT_EQ(report.rows, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(report.error_count, want.size());
   // Verify walks shard 0 then shard 1, each in key order.
@@ -105,4 +104,4 @@ TEST(RingCheckTest, RingOfOtherServersIsRefused) {
 }
 
 }  // namespace
-}  // namespace psdb::dump
+}  // namespace psdb::ckpt

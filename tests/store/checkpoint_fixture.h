@@ -1,11 +1,12 @@
 // Test helper: writes a psdb checkpoint directory by hand (RocksDB shards
 // with one column family per table, rows encoded with store/row_codec.h, and
 // MANIFEST.json written last), in the layout store/manifest.h defines, so
-// ps-dump's tests control every byte without depending on the Store.
+// the checkpoint reader's, verify's and ps-dump's tests control every byte
+// without depending on the Store.
 //
 // Thread-safety: test-only, single-threaded.
-#ifndef PSDB_TESTS_TOOLS_CHECKPOINT_FIXTURE_H_
-#define PSDB_TESTS_TOOLS_CHECKPOINT_FIXTURE_H_
+#ifndef PSDB_TESTS_STORE_CHECKPOINT_FIXTURE_H_
+#define PSDB_TESTS_STORE_CHECKPOINT_FIXTURE_H_
 
 #include <cstdint>
 #include <map>
@@ -45,4 +46,4 @@ absl::Status WriteCheckpoint(const std::string& dir,
 
 }  // namespace psdb::testing
 
-#endif  // PSDB_TESTS_TOOLS_CHECKPOINT_FIXTURE_H_
+#endif  // PSDB_TESTS_STORE_CHECKPOINT_FIXTURE_H_

@@ -2,7 +2,9 @@
 // describes the layout): its manifest, its tables' specs and one RocksDB per
 // shard opened with rocksdb::DB::OpenForReadOnly and every column family
 // rocksdb::DB::ListColumnFamilies reports. Nothing in the checkpoint is
-// modified. Used by ps-dump and by tests that inspect checkpoints.
+// modified (RocksDB's info log goes nowhere). Used by ps-dump, by serving
+// replicas (to verify a checkpoint before they serve it,
+// store/checkpoint_verify.h) and by tests that inspect checkpoints.
 //
 // TableCursor walks one table's rows across all shards in key order (a
 // k-way merge of the shards' iterators; keys are big-endian, so bytewise
@@ -10,8 +12,8 @@
 //
 // Thread-safety: a CheckpointReader may be read from several threads (RocksDB
 // read-only DBs are thread-safe); a TableCursor is used by one thread.
-#ifndef PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
-#define PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
+#ifndef PSDB_STORE_CHECKPOINT_READER_H_
+#define PSDB_STORE_CHECKPOINT_READER_H_
 
 #include <cstdint>
 #include <memory>
@@ -23,9 +25,10 @@
 #include "absl/strings/string_view.h"
 #include "rocksdb/db.h"
 #include "store/manifest.pb.h"
+#include "store/row.h"
 #include "store/table_spec.h"
 
-namespace psdb::dump {
+namespace psdb::ckpt {
 
 // A table as the manifest describes it.
 struct TableInfo {
@@ -34,6 +37,14 @@ struct TableInfo {
   int64_t step = 0;
   uint64_t rows = 0;                 // manifest total
   std::vector<uint64_t> shard_rows;  // manifest, indexed like shards()
+};
+
+// One decoded row of a checkpoint.
+struct DecodedRow {
+  uint64_t key = 0;
+  RowHeader header;
+  std::vector<float> values;  // dim
+  std::vector<float> state;   // state_size
 };
 
 struct ShardInfo {
@@ -72,6 +83,20 @@ class CheckpointReader {
   // Point lookup; NotFound if the key is not in that shard.
   absl::Status Get(size_t shard, absl::string_view table, uint64_t key,
                    std::string* value) const;
+  // Decodes one stored (key, value) of `table` in shard `shard` into `row`
+  // (store/row_codec.h). DataLoss naming Where(shard, table) and the key.
+  absl::Status Decode(size_t shard, const TableInfo& table,
+                      absl::string_view key, absl::string_view value,
+                      DecodedRow* row) const;
+  // "<shard dir>: table '<table>'", for error messages.
+  std::string Where(size_t shard, absl::string_view table) const;
+
+  // RocksDB's check of every block checksum of every SST file of shard
+  // `shard` (rocksdb::DB::VerifyChecksum): catches a flipped byte anywhere
+  // in the files, also in blocks a row scan never reads. DataLoss naming
+  // the shard directory.
+  absl::Status VerifyChecksums(size_t shard) const;
+
   // Live SST bytes of the table's column family in shard `shard` (0 if the
   // column family is missing).
   uint64_t SstBytes(size_t shard, absl::string_view table) const;
@@ -116,6 +141,6 @@ class TableCursor {
   absl::Status status_;
 };
 
-}  // namespace psdb::dump
+}  // namespace psdb::ckpt
 
-#endif  // PSDB_TOOLS_DUMP_CHECKPOINT_READER_H_
+#endif  // PSDB_STORE_CHECKPOINT_READER_H_

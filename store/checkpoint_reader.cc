@@ -1,6 +1,7 @@
-#include "tools/dump/checkpoint_reader.h"
+#include "store/checkpoint_reader.h"
 
 #include <filesystem>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,11 +9,12 @@
 #include "optim/optimizer.h"
 #include "rocksdb/metadata.h"
 #include "rocksdb/options.h"
+#include "store/disk_tier.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "util/status_macros.h"
 
-namespace psdb::dump {
+namespace psdb::ckpt {
 
 struct CheckpointReader::OpenShard {
   std::unique_ptr<rocksdb::DB> db;
@@ -65,6 +67,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
                      : absl::StrCat(r->dir_, "/", rel);
 
     rocksdb::DBOptions db_options;
+    db_options.info_log = internal::NewDiscardLogger();  // writes nothing
     rocksdb::Status st = rocksdb::DB::ListColumnFamilies(
         db_options, shard.path, &shard.column_families);
     if (!st.ok()) {
@@ -141,6 +144,42 @@ absl::Status CheckpointReader::Get(size_t shard, absl::string_view table,
   return absl::OkStatus();
 }
 
+std::string CheckpointReader::Where(size_t shard,
+                                    absl::string_view table) const {
+  return absl::StrCat(shards_[shard].path, ": table '", table, "'");
+}
+
+absl::Status CheckpointReader::Decode(size_t shard, const TableInfo& table,
+                                      absl::string_view key,
+                                      absl::string_view value,
+                                      DecodedRow* row) const {
+  if (!DecodeKey(key, &row->key).ok()) {
+    return absl::DataLossError(absl::StrCat(Where(shard, table.spec.name),
+                                            ": key of ", key.size(),
+                                            " bytes (expected 8)"));
+  }
+  row->values.resize(table.spec.dim);
+  row->state.resize(table.state_size);
+  absl::Status st =
+      DecodeRow(value, table.spec.dim, table.state_size, &row->header,
+                absl::MakeSpan(row->values), absl::MakeSpan(row->state));
+  if (!st.ok()) {
+    return Annotate(
+        st, absl::StrCat(Where(shard, table.spec.name), " key ", row->key));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::VerifyChecksums(size_t shard) const {
+  rocksdb::Status st = open_[shard]->db->VerifyChecksum();
+  if (!st.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(shards_[shard].path,
+                     ": checksum verification failed: ", st.ToString()));
+  }
+  return absl::OkStatus();
+}
+
 uint64_t CheckpointReader::SstBytes(size_t shard,
                                     absl::string_view table) const {
   absl::StatusOr<rocksdb::ColumnFamilyHandle*> cf = Family(shard, table);
@@ -199,4 +238,4 @@ absl::string_view TableCursor::value() const {
   return absl::string_view(v.data(), v.size());
 }
 
-}  // namespace psdb::dump
+}  // namespace psdb::ckpt

@@ -1,0 +1,271 @@
+#include "rpc/server/checkpoint_follower.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "store/checkpoint_reader.h"
+#include "store/checkpoint_verify.h"
+#include "store/manifest.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+namespace {
+
+// Keys per warming pull.
+constexpr size_t kWarmBatch = 4096;
+
+void Log(const std::string& line) {
+  std::fprintf(stderr, "ps-server: %s\n", line.c_str());
+}
+
+// Snapshots whose last holder let go, waiting for the follow thread to
+// close them (a request thread never pays for closing a checkpoint). Shared
+// by the follower and the deleters of the snapshots it handed out.
+// Also carries the follow thread's stop flag, so that one condition wakes
+// it for either.
+struct RetireQueue {
+  absl::Mutex mu;
+  std::vector<ServingSnapshot*> queue ABSL_GUARDED_BY(mu);
+  bool closed ABSL_GUARDED_BY(mu) = false;  // no follow thread: delete inline
+  bool stop ABSL_GUARDED_BY(mu) = false;    // the follow thread should end
+
+  static bool Wake(RetireQueue* q) ABSL_SHARED_LOCKS_REQUIRED(q->mu) {
+    return q->stop || !q->queue.empty();
+  }
+};
+
+// Verifies the checkpoint and opens its shard read-only.
+absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
+    const FollowerOptions& options, const CheckpointRef& ref) {
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointReader> reader,
+                        ckpt::CheckpointReader::Open(ref.path));
+  PSDB_ASSIGN_OR_RETURN(ckpt::VerifyReport report, ckpt::Verify(*reader));
+  if (!report.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("verify found ", report.error_count, " error(s), first: ",
+                     report.errors.empty() ? "?" : report.errors.front()));
+  }
+  auto snap = std::make_unique<ServingSnapshot>();
+  snap->checkpoint_id = ref.id;
+  snap->dir = ref.path;
+  snap->seq = ref.seq;
+  snap->step = reader->manifest().step();
+  snap->created =
+      absl::FromUnixMicros(reader->manifest().created_unix_micros());
+  snap->shard_id = options.shard_id;
+  if (reader->shards().size() > 1) {
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::RingOwnershipCheck> ring,
+                          ckpt::RingOwnershipCheck::Create(*reader));
+    if (ring != nullptr) snap->ring = ring->ring();
+  }
+  reader.reset();
+  PSDB_ASSIGN_OR_RETURN(
+      snap->store,
+      Store::OpenCheckpoint(options.store, ref.path, options.shard_id));
+  return snap;
+}
+
+// Pulls the keys `from` holds in memory out of `to`, so they are resident
+// there. Best effort: a failure only means a colder start.
+void Warm(Store& from, Store& to, size_t max_keys) {
+  std::vector<float> scratch;
+  for (const TableSpec& spec : to.ListTables()) {
+    absl::StatusOr<TableSpec> old = from.GetTable(spec.name);
+    if (!old.ok() || old->dim != spec.dim) continue;
+    absl::StatusOr<std::vector<uint64_t>> keys =
+        from.ResidentKeys(spec.name, max_keys);
+    if (!keys.ok()) continue;
+    PullOptions serving;
+    serving.serving = true;
+    for (size_t i = 0; i < keys->size(); i += kWarmBatch) {
+      const size_t n = std::min(kWarmBatch, keys->size() - i);
+      scratch.resize(n * spec.dim);
+      if (!to.Pull(spec.name, absl::MakeConstSpan(keys->data() + i, n),
+                   absl::MakeSpan(scratch), serving)
+               .ok()) {
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+class CheckpointFollower::Impl {
+ public:
+  explicit Impl(const FollowerOptions& options)
+      : options_(options), retire_(std::make_shared<RetireQueue>()) {}
+
+  ~Impl() {
+    {
+      absl::MutexLock l(&retire_->mu);
+      retire_->stop = true;
+    }
+    if (thread_.joinable()) thread_.join();
+    std::vector<ServingSnapshot*> left;
+    {
+      absl::MutexLock l(&retire_->mu);
+      retire_->closed = true;
+      left.swap(retire_->queue);
+    }
+    for (ServingSnapshot* s : left) delete s;
+    absl::MutexLock l(&mu_);
+    current_.reset();  // the last reference (callers released theirs)
+  }
+
+  // Wraps a snapshot so that its last holder hands it to the follow thread.
+  std::shared_ptr<ServingSnapshot> Share(std::unique_ptr<ServingSnapshot> s) {
+    std::shared_ptr<RetireQueue> retire = retire_;
+    return std::shared_ptr<ServingSnapshot>(s.release(),
+                                            [retire](ServingSnapshot* snap) {
+                                              {
+                                                absl::MutexLock l(&retire->mu);
+                                                if (!retire->closed) {
+                                                  retire->queue.push_back(snap);
+                                                  return;
+                                                }
+                                              }
+                                              delete snap;
+                                            });
+  }
+
+  absl::StatusOr<bool> Poll() {
+    absl::MutexLock poll_lock(&poll_mu_);
+    PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> refs,
+                          ListCheckpoints(options_.root));
+    std::shared_ptr<ServingSnapshot> old = Acquire();
+    std::vector<std::string> reasons;
+    for (const CheckpointRef& ref : refs) {  // newest first
+      if (old != nullptr && ref.seq <= old->seq) break;
+      if (refused_ids_.contains(ref.id)) continue;
+      absl::StatusOr<std::unique_ptr<ServingSnapshot>> next =
+          OpenSnapshot(options_, ref);
+      if (!next.ok()) {
+        const std::string why = absl::StrCat(
+            "refusing checkpoint ", ref.path, ": ", next.status().ToString(),
+            old != nullptr
+                ? absl::StrCat("; still serving ", old->checkpoint_id)
+                : "");
+        Log(why);
+        reasons.push_back(why);
+        refused_ids_.insert(ref.id);
+        absl::MutexLock l(&mu_);
+        ++status_.refused;
+        status_.last_refusal = why;
+        continue;
+      }
+      if (old != nullptr)
+        Warm(*old->store, *(*next)->store, options_.warm_max_keys);
+      std::shared_ptr<ServingSnapshot> shared = Share(*std::move(next));
+      {
+        absl::MutexLock l(&mu_);
+        current_ = shared;
+        status_.checkpoint_id = shared->checkpoint_id;
+        status_.step = shared->step;
+        status_.created = shared->created;
+        status_.opened = absl::Now();
+        if (old != nullptr) ++status_.swaps;
+      }
+      Log(absl::StrCat("serving checkpoint ", shared->dir, " (step ",
+                       shared->step, ", shard ", shared->shard_id, ")"));
+      return true;
+    }
+    if (old == nullptr) {
+      if (refs.empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("no complete checkpoint under ", options_.root));
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("no checkpoint under ", options_.root,
+                       " can be served: ", absl::StrJoin(reasons, "; ")));
+    }
+    return false;
+  }
+
+  std::shared_ptr<ServingSnapshot> Acquire() const {
+    absl::MutexLock l(&mu_);
+    return current_;
+  }
+
+  ServingStatus status() const {
+    absl::MutexLock l(&mu_);
+    return status_;
+  }
+
+  void StartThread() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+ private:
+  // Closes retired snapshots as they come and polls every interval.
+  void Loop() {
+    const bool follow = options_.interval > absl::ZeroDuration();
+    absl::Time next_poll =
+        follow ? absl::Now() + options_.interval : absl::InfiniteFuture();
+    while (true) {
+      std::vector<ServingSnapshot*> retired;
+      {
+        absl::MutexLock l(&retire_->mu);
+        retire_->mu.AwaitWithDeadline(
+            absl::Condition(&RetireQueue::Wake, retire_.get()), next_poll);
+        if (retire_->stop) return;
+        retired.swap(retire_->queue);
+      }
+      for (ServingSnapshot* s : retired) delete s;
+      if (absl::Now() >= next_poll) {
+        absl::StatusOr<bool> polled = Poll();
+        if (!polled.ok()) Log(polled.status().ToString());
+        next_poll = absl::Now() + options_.interval;
+      }
+    }
+  }
+
+  const FollowerOptions options_;
+  const std::shared_ptr<RetireQueue> retire_;
+  absl::Mutex poll_mu_;  // one Poll at a time
+  absl::flat_hash_set<std::string> refused_ids_ ABSL_GUARDED_BY(poll_mu_);
+  mutable absl::Mutex mu_;
+  std::shared_ptr<ServingSnapshot> current_ ABSL_GUARDED_BY(mu_);
+  ServingStatus status_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+absl::StatusOr<std::unique_ptr<CheckpointFollower>> CheckpointFollower::Start(
+    const FollowerOptions& options) {
+  if (options.root.empty()) {
+    return absl::InvalidArgumentError("serving: the checkpoint root is empty");
+  }
+  if (options.shard_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("serving: shard id ", options.shard_id, " < 0"));
+  }
+  if (options.interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("serving: negative follow interval");
+  }
+  auto impl = std::make_unique<Impl>(options);
+  PSDB_RETURN_IF_ERROR(impl->Poll().status());
+  impl->StartThread();
+  return std::unique_ptr<CheckpointFollower>(
+      new CheckpointFollower(std::move(impl)));
+}
+
+CheckpointFollower::CheckpointFollower(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+CheckpointFollower::~CheckpointFollower() = default;
+
+std::shared_ptr<ServingSnapshot> CheckpointFollower::Acquire() const {
+  return impl_->Acquire();
+}
+
+absl::StatusOr<bool> CheckpointFollower::Poll() { return impl_->Poll(); }
+
+ServingStatus CheckpointFollower::status() const { return impl_->status(); }
+
+}  // namespace psdb::rpc

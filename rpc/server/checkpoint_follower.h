@@ -1,0 +1,128 @@
+// CheckpointFollower: the data of a read-only serving replica
+// (`ps-server --serve_from=ROOT`). It serves one shard of the newest
+// complete checkpoint under a checkpoint root that training keeps writing
+// into, and follows the root: when a newer complete checkpoint (its
+// MANIFEST.json written) appears, it verifies it, opens it beside the
+// current one, warms the rows the current one holds in memory, and swaps.
+//
+//   FollowerOptions options;
+//   options.root = "/shared/ckpt";
+//   options.store.memory_budget_bytes = 8ull << 30;
+//   PSDB_ASSIGN_OR_RETURN(auto follower, CheckpointFollower::Start(options));
+//   std::shared_ptr<ServingSnapshot> snap = follower->Acquire();
+//   snap->store->Pull("emb", keys, out);  // wholly from one checkpoint
+//
+// Semantics:
+//  - A checkpoint is served only after store/checkpoint_verify.h passes on
+//    it (block checksums, every row decodes, row counts, ring ownership).
+//    One that fails (corrupt, half-written files) is refused with a logged
+//    reason, remembered (not re-verified every interval) and skipped; the
+//    replica keeps serving what it has. Directories without a manifest do
+//    not exist (store/manifest.h) and are never looked at.
+//  - Newest means highest checkpoint seq. Among those newer than the one
+//    served, the newest that verifies is taken.
+//  - Atomic swap: Acquire() hands out the current snapshot; a caller holds
+//    it for one request, so a response comes wholly from one checkpoint and
+//    in-flight requests finish on the old one. The old checkpoint's store is
+//    closed once its last holder lets go (on the follower's thread, not the
+//    request's). While a swap is under way both checkpoints' memory tiers
+//    exist: plan for twice the budget.
+//  - Warming: for every table of the new checkpoint that the old one also
+//    has, the keys resident in the old store's memory tier (up to
+//    options.warm_max_keys per table) are pulled from the new store before
+//    the swap, so the hot set is in memory when requests arrive.
+//  - Files are never modified (Store::OpenCheckpoint, CheckpointReader).
+//
+// Thread-safety: Acquire, Poll and status may be called from any thread;
+// Poll calls are serialized internally. Start/destroy from one thread; the
+// destructor waits for the follow thread and closes the retired snapshots,
+// and must run after every Acquire()d snapshot has been released.
+#ifndef PSDB_RPC_SERVER_CHECKPOINT_FOLLOWER_H_
+#define PSDB_RPC_SERVER_CHECKPOINT_FOLLOWER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "shard/ring.h"
+#include "store/store.h"
+
+namespace psdb::rpc {
+
+struct FollowerOptions {
+  // The checkpoint root training writes into (store/manifest.h layout).
+  // REQUIRES: non-empty.
+  std::string root;
+  // Which shard of a cluster checkpoint to serve; an embedded checkpoint
+  // has the one shard its store was given (0 by default). Default: 0
+  int shard_id = 0;
+  // Options of the read-only stores (memory_budget_bytes, eviction,
+  // index_stripes, max_batch_keys, rocksdb_block_cache_bytes).
+  StoreOptions store;
+  // How often the root is looked at. Zero: never by itself (call Poll).
+  // Default: 10 s
+  absl::Duration interval = absl::Seconds(10);
+  // Keys per table warmed into the next checkpoint before a swap.
+  // Default: 1 << 22
+  size_t warm_max_keys = size_t{1} << 22;
+};
+
+// One opened checkpoint shard, as requests see it. Immutable but for the
+// store's own (thread-safe) state.
+struct ServingSnapshot {
+  std::string checkpoint_id;  // e.g. "ckpt-000000001200-000003"
+  std::string dir;            // <root>/<checkpoint_id>
+  uint64_t seq = 0;
+  int64_t step = 0;    // the manifest's step
+  absl::Time created;  // the manifest's creation time
+  int shard_id = 0;
+  // The ring the checkpoint was written under (cluster checkpoints with
+  // more than one shard); a key it places on another shard is not here.
+  std::optional<Ring> ring;
+  std::unique_ptr<Store> store;  // Store::OpenCheckpoint, read-only
+};
+
+struct ServingStatus {
+  std::string checkpoint_id;
+  int64_t step = 0;
+  absl::Time created;        // the served checkpoint's creation time
+  absl::Time opened;         // when the replica started serving it
+  uint64_t swaps = 0;        // checkpoints swapped in after the first
+  uint64_t refused = 0;      // checkpoints that failed verification
+  std::string last_refusal;  // why the last refused one was refused
+};
+
+class CheckpointFollower {
+ public:
+  // Opens the newest complete checkpoint under options.root that verifies
+  // and starts following (options.interval). NotFound if the root has no
+  // complete checkpoint; FailedPrecondition listing the reasons if none
+  // verifies; InvalidArgument on bad options.
+  static absl::StatusOr<std::unique_ptr<CheckpointFollower>> Start(
+      const FollowerOptions& options);
+  ~CheckpointFollower();
+  CheckpointFollower(const CheckpointFollower&) = delete;
+  CheckpointFollower& operator=(const CheckpointFollower&) = delete;
+
+  // The snapshot requests run against now. Never null.
+  std::shared_ptr<ServingSnapshot> Acquire() const;
+
+  // Looks at the root once: swaps in the newest newer checkpoint that
+  // verifies. True if it swapped. An error only when the root cannot be
+  // listed; refused checkpoints are reported through status().
+  absl::StatusOr<bool> Poll();
+
+  ServingStatus status() const;
+
+ private:
+  class Impl;
+  explicit CheckpointFollower(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_SERVER_CHECKPOINT_FOLLOWER_H_

@@ -1,0 +1,454 @@
+// Read-only serving replicas (rpc/server/checkpoint_follower.h, PsServer::
+// StartServing) over checkpoints a real training Store writes: the values
+// served are the checkpoint's, newer checkpoints are swapped in (warm),
+// half-written ones are ignored and corrupt ones refused, concurrent
+// readers never see a mix of two checkpoints, writes are refused and no
+// file of the checkpoint root changes.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/client/client_url.h"
+#include "rpc/server/checkpoint_follower.h"
+#include "rpc/server/server.h"
+#include "store/manifest.h"
+#include "store/store.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb::rpc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::psdb::testing::ScratchDir;
+using ::psdb::testing::WaitFor;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 8;
+constexpr int kKeys = 64;
+
+TableSpec Spec() {
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = kDim;
+  spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
+  spec.optimizer.learning_rate = 0.1f;
+  return spec;
+}
+
+std::vector<uint64_t> Keys() {
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < kKeys; ++i) keys.push_back(1000 + 7 * i);
+  return keys;
+}
+
+// A training store under dir/train writing checkpoints into dir/ckpt.
+class Trainer {
+ public:
+  explicit Trainer(const ScratchDir& dir) : root_(dir.Sub("ckpt")) {
+    auto store = Store::Open({}, dir.Sub("train"));
+    EXPECT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    EXPECT_TRUE(store_->CreateTable(Spec()).ok());
+  }
+
+  // One push of gradient g to every key (every row changes), then a
+  // checkpoint; returns the rows as the checkpoint holds them.
+  std::vector<float> StepAndCheckpoint(float g) {
+    const std::vector<uint64_t> keys = Keys();
+    std::vector<float> grads(keys.size() * kDim);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = g * (1 + i % 5);
+    PushOptions push;
+    push.step = ++step_;
+    EXPECT_TRUE(store_->Push("emb", keys, grads, push).ok());
+    auto info = store_->Checkpoint(root_);
+    EXPECT_TRUE(info.ok()) << info.status();
+    last_dir_ = info->path;
+    return Values(*store_);
+  }
+
+  static std::vector<float> Values(Store& store) {
+    std::vector<float> out(kKeys * kDim);
+    PullOptions serving;
+    serving.serving = true;
+    EXPECT_TRUE(store.Pull("emb", Keys(), absl::MakeSpan(out), serving).ok());
+    return out;
+  }
+
+  const std::string& root() const { return root_; }
+  const std::string& last_dir() const { return last_dir_; }
+  int64_t step() const { return step_; }
+
+ private:
+  std::string root_;
+  std::unique_ptr<Store> store_;
+  int64_t step_ = 0;
+  std::string last_dir_;
+};
+
+FollowerOptions Follow(const std::string& root) {
+  FollowerOptions options;
+  options.root = root;
+  options.interval = absl::ZeroDuration();  // the tests call Poll
+  options.store.memory_budget_bytes = 64ull << 20;
+  return options;
+}
+
+std::vector<float> Served(CheckpointFollower& f) {
+  return Trainer::Values(*f.Acquire()->store);
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Path -> (size, mtime ns, contents) of every regular file under `root`.
+std::map<std::string, std::string> Fingerprint(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (!e.is_regular_file()) continue;
+    struct stat st {};
+    stat(e.path().c_str(), &st);
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    out[e.path().string()] =
+        absl::StrCat(st.st_size, "/", st.st_mtim.tv_sec, ".",
+                     st.st_mtim.tv_nsec, "/", bytes.str());
+  }
+  return out;
+}
+
+TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  EXPECT_TRUE(SameBits(Served(*follower), v1));
+  ServingStatus status = follower->status();
+  EXPECT_EQ(status.step, 1);
+  EXPECT_EQ(status.swaps, 0u);
+  EXPECT_EQ(status.checkpoint_id, fs::path(trainer.last_dir()).filename());
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  EXPECT_FALSE(swapped);  // nothing newer
+
+  // The first pulls read every row from the files.
+  TableStats before = follower->Acquire()->store->Stats().tables.at(0);
+  EXPECT_EQ(before.misses, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(before.created, 0u);
+  EXPECT_EQ(before.step, 1);
+
+  const std::vector<float> v2 = trainer.StepAndCheckpoint(-0.25f);
+  ASSERT_FALSE(SameBits(v1, v2));
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  EXPECT_TRUE(swapped);
+  status = follower->status();
+  EXPECT_EQ(status.step, 2);
+  EXPECT_EQ(status.swaps, 1u);
+  // Warmed: the rows the old checkpoint held in memory were loaded before
+  // the swap, so the next pulls are all hits.
+  const TableStats warmed = follower->Acquire()->store->Stats().tables.at(0);
+  EXPECT_EQ(warmed.memory_rows, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(warmed.step, 2);
+  EXPECT_TRUE(SameBits(Served(*follower), v2));
+  const TableStats after = follower->Acquire()->store->Stats().tables.at(0);
+  EXPECT_EQ(after.hits - warmed.hits, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(after.misses, warmed.misses);
+}
+
+TEST(CheckpointFollowerTest, MissingKeysGetTheServingDefaultAndCreateNothing) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  trainer.StepAndCheckpoint(0.5f);
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  std::shared_ptr<ServingSnapshot> snap = follower->Acquire();
+  const std::vector<uint64_t> missing = {5, 6};
+  std::vector<float> got(2 * kDim), want(2 * kDim);
+  // A non-serving pull is served as a serving one by a read-only store.
+  ASSERT_OK(snap->store->Pull("emb", missing, absl::MakeSpan(got)));
+  for (int i = 0; i < 2; ++i) {
+    DefaultRow(Spec(), missing[i],
+               absl::MakeSpan(want).subspan(i * kDim, kDim));
+  }
+  EXPECT_TRUE(SameBits(got, want));
+  RowBatch rows;
+  ASSERT_OK(snap->store->PullRows("emb", missing, &rows));
+  EXPECT_EQ(rows.values, want);
+  const TableStats stats = snap->store->Stats().tables.at(0);
+  EXPECT_EQ(stats.created, 0u);
+  EXPECT_EQ(stats.memory_rows, 0u);
+}
+
+// Breaks the hard link and flips one byte in the middle of the newest SST
+// of `ckpt_dir` that `older_dir` does not share, so only this checkpoint
+// is damaged.
+void CorruptNewSst(const std::string& ckpt_dir, const std::string& older_dir) {
+  std::string victim;
+  for (const auto& e : fs::directory_iterator(ckpt_dir + "/shard-0")) {
+    const std::string name = e.path().filename();
+    if (!absl::EndsWith(name, ".sst")) continue;
+    if (fs::exists(older_dir + "/shard-0/" + name)) continue;
+    if (victim.empty() || name > fs::path(victim).filename().string()) {
+      victim = e.path();
+    }
+  }
+  ASSERT_FALSE(victim.empty()) << "no SST of its own in " << ckpt_dir;
+  std::string bytes;
+  {
+    std::ifstream in(victim, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    bytes = ss.str();
+  }
+  ASSERT_GT(bytes.size(), 100u);
+  bytes[bytes.size() / 3] ^= 0x5a;
+  const std::string tmp = victim + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << bytes;
+  }
+  fs::rename(tmp, victim);
+}
+
+TEST(CheckpointFollowerTest, IgnoresHalfWrittenAndRefusesCorruptCheckpoints) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::string first = trainer.last_dir();
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+
+  // Half-written: a checkpoint directory with no manifest.
+  fs::create_directories(trainer.root() + "/ckpt-000000000099-000099/shard-0");
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  EXPECT_FALSE(swapped);
+  EXPECT_EQ(follower->status().refused, 0u);
+  fs::remove_all(trainer.root() + "/ckpt-000000000099-000099");
+
+  // Corrupt: a flipped byte in an SST only the new checkpoint has.
+  trainer.StepAndCheckpoint(-0.25f);
+  const std::string corrupt = trainer.last_dir();
+  CorruptNewSst(corrupt, first);
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  EXPECT_FALSE(swapped);
+  ServingStatus status = follower->status();
+  EXPECT_EQ(status.refused, 1u);
+  EXPECT_THAT(status.last_refusal, HasSubstr(corrupt));
+  EXPECT_EQ(status.step, 1);
+  EXPECT_TRUE(SameBits(Served(*follower), v1));
+  // Refused once, not re-verified at every look.
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  EXPECT_FALSE(swapped);
+  EXPECT_EQ(follower->status().refused, 1u);
+
+  // A good newer one is taken.
+  const std::vector<float> v3 = trainer.StepAndCheckpoint(0.125f);
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  EXPECT_TRUE(swapped);
+  EXPECT_EQ(follower->status().step, 3);
+  EXPECT_TRUE(SameBits(Served(*follower), v3));
+}
+
+TEST(CheckpointFollowerTest, StartRefusesARootWithNothingToServe) {
+  ScratchDir dir;
+  FollowerOptions options = Follow(dir.Sub("nothing"));
+  EXPECT_THAT(CheckpointFollower::Start(options).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  options.root = "";
+  EXPECT_THAT(CheckpointFollower::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// 4 reader threads pull all keys through gRPC while 5 checkpoints are
+// swapped in: no request fails and every response is exactly one
+// checkpoint's rows.
+TEST(ServingServerTest, ConcurrentReadersSeeWholeCheckpointsAcrossSwaps) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  std::vector<std::vector<float>> versions;
+  versions.push_back(trainer.StepAndCheckpoint(0.5f));
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  ServerOptions options;
+  options.num_threads = 4;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       PsServer::StartServing(options, follower.get()));
+  // Every version the readers may see, computed before the swap that
+  // makes it visible (the vector is only appended to under `mu`).
+  absl::Mutex mu;
+  std::atomic<int> failed{0}, mixed{0}, pulls{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      auto client = OpenParameterClient("servers:" + server->address());
+      if (!client.ok()) {
+        failed.fetch_add(1);
+        return;
+      }
+      std::vector<float> out(kKeys * kDim);
+      for (int i = 0; i < 100000 && !stop.load(); ++i) {
+        if (!(*client)->Pull("emb", Keys(), absl::MakeSpan(out), {}).ok()) {
+          failed.fetch_add(1);
+          continue;
+        }
+        pulls.fetch_add(1);
+        absl::MutexLock l(&mu);
+        bool one = false;
+        for (const auto& v : versions) one = one || SameBits(out, v);
+        if (!one) mixed.fetch_add(1);
+      }
+    });
+  }
+  for (int swap = 0; swap < 5; ++swap) {
+    const int seen = pulls.load();
+    ASSERT_TRUE(WaitFor([&] { return pulls.load() >= seen + 8; }));
+    std::vector<float> next = trainer.StepAndCheckpoint(0.1f * (swap + 2));
+    {
+      absl::MutexLock l(&mu);
+      versions.push_back(std::move(next));
+    }
+    ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+    ASSERT_TRUE(swapped);
+  }
+  const int seen = pulls.load();
+  ASSERT_TRUE(WaitFor([&] { return pulls.load() >= seen + 8; }));
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(mixed.load(), 0);
+  EXPECT_EQ(follower->status().swaps, 5u);
+  EXPECT_EQ(follower->status().step, 6);
+  server->Shutdown(absl::Seconds(5));
+}
+
+TEST(ServingServerTest, EveryWriteIsRefusedAndNoFileChanges) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::map<std::string, std::string> files = Fingerprint(trainer.root());
+  {
+    ASSERT_OK_AND_ASSIGN(auto follower,
+                         CheckpointFollower::Start(Follow(trainer.root())));
+    ASSERT_OK_AND_ASSIGN(auto server,
+                         PsServer::StartServing({}, follower.get()));
+    ASSERT_OK_AND_ASSIGN(auto client,
+                         OpenParameterClient("servers:" + server->address()));
+    const std::vector<uint64_t> keys = Keys();
+    std::vector<float> grads(keys.size() * kDim, 1.0f);
+    RowBatch rows;
+    ASSERT_OK(client->PullRows("emb", keys, &rows));
+    TableSpec other = Spec();
+    other.name = "other";
+    const std::vector<absl::Status> refused = {
+        client->Push("emb", keys, grads, {}),
+        client->PutRows("emb", keys, rows),
+        client->CreateTable(other),
+        client->DropTable("emb"),
+        client->Checkpoint(dir.Sub("elsewhere"), {}).status(),
+    };
+    for (const absl::Status& s : refused) {
+      EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
+      EXPECT_THAT(std::string(s.message()),
+                  HasSubstr("read-only serving replica"));
+    }
+    std::vector<float> out(keys.size() * kDim);
+    ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(out), {}));
+    EXPECT_TRUE(SameBits(out, v1));
+    // Serving pulls of unknown ids create nothing.
+    std::vector<float> one(kDim);
+    ASSERT_OK(client->Pull("emb", std::vector<uint64_t>{99},
+                           absl::MakeSpan(one), {}));
+    ASSERT_OK_AND_ASSIGN(StoreStats stats, client->Stats());
+    EXPECT_EQ(stats.tables.at(0).created, 0u);
+    EXPECT_FALSE(fs::exists(dir.Sub("elsewhere")));
+    server->Shutdown(absl::Seconds(5));
+  }
+  EXPECT_EQ(Fingerprint(trainer.root()), files);
+}
+
+// `ps-dump export CKPT --table=emb` parsed back: key -> values.
+std::map<uint64_t, std::vector<float>> Export(const std::string& ckpt) {
+  const testing::ShellResult r =
+      testing::RunShell(testing::BuiltBinary("tools/ps-dump") + " export " +
+                            ckpt + " --table=emb",
+                        /*merge_stderr=*/false);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::map<uint64_t, std::vector<float>> rows;
+  std::vector<std::string> lines = absl::StrSplit(r.output, '\n');
+  for (size_t i = 1; i < lines.size(); ++i) {  // line 0 is the header
+    if (lines[i].empty()) continue;
+    std::vector<std::string> cols = absl::StrSplit(lines[i], '\t');
+    EXPECT_EQ(cols.size(), static_cast<size_t>(kDim + 1));
+    uint64_t key = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(cols[0], &key));
+    std::vector<float>& v = rows[key];
+    for (int j = 1; j < static_cast<int>(cols.size()); ++j) {
+      float x = 0;
+      EXPECT_TRUE(absl::SimpleAtof(cols[j], &x));
+      v.push_back(x);
+    }
+  }
+  return rows;
+}
+
+// The ps-server binary as a replica: what it serves is, bit for bit, what
+// ps-dump exports from the checkpoint; a newer checkpoint is served within
+// the follow interval and the served step moves.
+TEST(ServingBinaryTest, ServesWhatPsDumpExportsAndFollows) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  trainer.StepAndCheckpoint(0.5f);
+  trainer.StepAndCheckpoint(0.25f);  // "a few steps"
+  ASSERT_OK_AND_ASSIGN(
+      auto replica,
+      testing::StartPsServer({"--serve_from=" + trainer.root(),
+                              "--follow_interval_s=1", "--threads=2",
+                              "--memory_budget_mb=16"}));
+  ASSERT_OK_AND_ASSIGN(
+      auto client, OpenParameterClient("servers:" + replica->ready_value()));
+  auto check = [&](const std::string& ckpt) {
+    const std::map<uint64_t, std::vector<float>> exported = Export(ckpt);
+    ASSERT_EQ(exported.size(), static_cast<size_t>(kKeys));
+    std::vector<uint64_t> keys;
+    std::vector<float> want;
+    for (const auto& [k, v] : exported) {
+      keys.push_back(k);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    std::vector<float> got(want.size());
+    ASSERT_OK(client->Pull("emb", keys, absl::MakeSpan(got), {}));
+    EXPECT_TRUE(SameBits(got, want)) << ckpt;
+  };
+  auto served_step = [&]() -> int64_t {
+    absl::StatusOr<StoreStats> stats = client->Stats();
+    return stats.ok() ? stats->tables.at(0).step : -1;
+  };
+  check(trainer.last_dir());
+  EXPECT_EQ(served_step(), 2);
+
+  trainer.StepAndCheckpoint(-0.5f);
+  EXPECT_TRUE(WaitFor([&] { return served_step() == 3; }, absl::Seconds(20)));
+  check(trainer.last_dir());
+  EXPECT_OK(replica->Stop());
+}
+
+}  // namespace
+}  // namespace psdb::rpc
