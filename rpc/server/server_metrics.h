@@ -1,7 +1,8 @@
 // ServerMetrics: what a ps-server (training or serving) exposes to
 // Prometheus (rpc/wire/metrics_http.h serves it at GET /metrics).
 //
-// Two sources, so that no figure is counted twice:
+// Each figure is recorded where it happens or read where it already lives,
+// so none is counted twice:
 //  - Requests are recorded in the request path (PsServer's one dispatch
 //    point calls RecordRequest once per finished call):
 //      psdb_server_requests_total{method,code}        counter; errors are
@@ -32,8 +33,8 @@
 //    quantiles: _count checkpoints, _sum their total duration) and
 //    psdb_store_last_checkpoint_duration_seconds (gauge).
 //  - Serving (read-only replicas, rpc/server/checkpoint_follower.h): the
-//    store figures above are the served checkpoint's, and from the
-//    follower's status() at scrape time
+//    store figures above are the served checkpoint's, and at scrape time,
+//    from the served snapshot and the follower's status()
 //      psdb_serving_step                          the served checkpoint's step
 //      psdb_serving_checkpoint_timestamp_seconds  its creation time (unix)
 //      psdb_serving_checkpoint_age_seconds        now - its creation time
