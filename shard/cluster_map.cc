@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -21,7 +22,8 @@ absl::Status ValidateAddress(absl::string_view address) {
   if (address.empty() || colon == absl::string_view::npos || colon == 0 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port == 0 ||
       port > 65535 || std::any_of(address.begin(), address.end(), [](char c) {
-        return absl::ascii_isspace(static_cast<unsigned char>(c)) || c == ',';
+        return absl::ascii_isspace(static_cast<unsigned char>(c)) || c == ',' ||
+               c == '|';
       })) {
     return absl::InvalidArgumentError(absl::StrCat(
         "address \"", address, "\" is not host:port with a port in 1..65535"));
@@ -59,6 +61,8 @@ absl::StatusOr<ClusterMap> ClusterMap::Create(ClusterMapSpec spec) {
       [](const ServerInfo& a, const ServerInfo& b) { return a.id < b.id; });
   std::vector<RingMember> members;
   std::vector<uint32_t> ring_to_server;
+  // Address -> the server naming it, to refuse an address named twice.
+  absl::flat_hash_map<absl::string_view, ServerId> address_owner;
   for (size_t i = 0; i < spec.servers.size(); ++i) {
     const ServerInfo& s = spec.servers[i];
     if (s.id < 0) {
@@ -69,8 +73,17 @@ absl::StatusOr<ClusterMap> ClusterMap::Create(ClusterMapSpec spec) {
       return absl::InvalidArgumentError(
           absl::StrCat("cluster map: duplicate server id ", s.id));
     }
-    if (absl::Status st = ValidateAddress(s.address); !st.ok()) {
-      return Annotate(st, absl::StrCat("cluster map: server ", s.id));
+    for (size_t r = 0; r < s.num_replicas(); ++r) {
+      const std::string& address = s.replica_address(r);
+      if (absl::Status st = ValidateAddress(address); !st.ok()) {
+        return Annotate(st, absl::StrCat("cluster map: server ", s.id));
+      }
+      auto [it, inserted] = address_owner.try_emplace(address, s.id);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cluster map: address ", address, " is named twice (servers ",
+            it->second, " and ", s.id, ")"));
+      }
     }
     if (!std::isfinite(s.weight) || s.weight <= 0.0f) {
       return absl::InvalidArgumentError(
@@ -96,18 +109,37 @@ absl::StatusOr<ClusterMap> ClusterMap::Create(ClusterMapSpec spec) {
   return map;
 }
 
-absl::StatusOr<std::vector<std::string>> ParseServerList(
+absl::StatusOr<std::vector<std::vector<std::string>>> ParseReplicatedServerList(
     absl::string_view list) {
   if (absl::StripAsciiWhitespace(list).empty()) {
     return absl::InvalidArgumentError("server list is empty");
   }
-  std::vector<std::string> addresses;
+  std::vector<std::vector<std::string>> shards;
   for (absl::string_view entry : absl::StrSplit(list, ',')) {
-    entry = absl::StripAsciiWhitespace(entry);
-    if (absl::Status st = ValidateAddress(entry); !st.ok()) {
-      return Annotate(st, absl::StrCat("server list \"", list, "\""));
+    std::vector<std::string>& replicas = shards.emplace_back();
+    for (absl::string_view address : absl::StrSplit(entry, '|')) {
+      address = absl::StripAsciiWhitespace(address);
+      if (absl::Status st = ValidateAddress(address); !st.ok()) {
+        return Annotate(st, absl::StrCat("server list \"", list, "\""));
+      }
+      replicas.emplace_back(address);
     }
-    addresses.emplace_back(entry);
+  }
+  return shards;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseServerList(
+    absl::string_view list) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> shards,
+                        ParseReplicatedServerList(list));
+  std::vector<std::string> addresses;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i].size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server list \"", list, "\": shard ", i, " names ", shards[i].size(),
+          " replicas ('|'); this list takes one address per server"));
+    }
+    addresses.push_back(std::move(shards[i][0]));
   }
   return addresses;
 }
@@ -115,16 +147,29 @@ absl::StatusOr<std::vector<std::string>> ParseServerList(
 absl::StatusOr<ClusterMap> ClusterMap::FromAddresses(
     absl::Span<const std::string> addresses, uint64_t epoch,
     const RingOptions& ring_options) {
-  if (addresses.empty()) {
+  std::vector<std::vector<std::string>> shards;
+  for (const std::string& address : addresses) shards.push_back({address});
+  return FromReplicatedAddresses(shards, epoch, ring_options);
+}
+
+absl::StatusOr<ClusterMap> ClusterMap::FromReplicatedAddresses(
+    absl::Span<const std::vector<std::string>> shards, uint64_t epoch,
+    const RingOptions& ring_options) {
+  if (shards.empty()) {
     return absl::InvalidArgumentError("server list is empty");
   }
   ClusterMapSpec spec;
   spec.epoch = epoch;
   spec.ring = ring_options;
-  for (const std::string& address : addresses) {
+  for (const std::vector<std::string>& replicas : shards) {
     ServerInfo server;
     server.id = static_cast<ServerId>(spec.servers.size());
-    server.address = address;
+    if (replicas.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server list: shard ", server.id, " has no address"));
+    }
+    server.address = replicas[0];
+    server.replicas.assign(replicas.begin() + 1, replicas.end());
     spec.servers.push_back(std::move(server));
   }
   return Create(std::move(spec));
@@ -132,9 +177,9 @@ absl::StatusOr<ClusterMap> ClusterMap::FromAddresses(
 
 absl::StatusOr<ClusterMap> ClusterMap::FromServerList(
     absl::string_view list, const RingOptions& ring_options) {
-  PSDB_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
-                        ParseServerList(list));
-  return FromAddresses(addresses, 1, ring_options);
+  PSDB_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> shards,
+                        ParseReplicatedServerList(list));
+  return FromReplicatedAddresses(shards, 1, ring_options);
 }
 
 ClusterMap ClusterMap::Empty(uint64_t epoch) {
@@ -189,14 +234,23 @@ absl::StatusOr<ClusterMap> ClusterMap::WithState(ServerId id,
   return WithServer(server);
 }
 
+bool ClusterMap::has_replicas() const {
+  return std::any_of(spec_.servers.begin(), spec_.servers.end(),
+                     [](const ServerInfo& s) { return !s.replicas.empty(); });
+}
+
 std::string ClusterMap::DebugString() const {
   return absl::StrCat(
       "epoch ", spec_.epoch, ": ",
-      absl::StrJoin(
-          spec_.servers, ", ", [](std::string* out, const ServerInfo& s) {
-            absl::StrAppend(out, s.id, "@", s.address, " ",
-                            ServerStateName(s.state), " w=", s.weight);
-          }));
+      absl::StrJoin(spec_.servers, ", ",
+                    [](std::string* out, const ServerInfo& s) {
+                      absl::StrAppend(out, s.id, "@", s.address);
+                      for (const std::string& r : s.replicas) {
+                        absl::StrAppend(out, "|", r);
+                      }
+                      absl::StrAppend(out, " ", ServerStateName(s.state),
+                                      " w=", s.weight);
+                    }));
 }
 
 }  // namespace psdb

@@ -26,6 +26,16 @@
 //   kJoining - registered, not yet serving; not on the ring. No psdb
 //              process produces this state yet (see Epochs above).
 //
+// Replicas: a shard (one ServerInfo, one id on the ring) may be served by
+// several read-only replicas, servers that hold the same rows: `address`
+// and then `replicas`. They are a property of the shard, not ring members:
+// the ring, and so the owner of every key, is the same with or without
+// them. Clients spread a shard's reads over its replicas and fail over
+// between them; writes to a shard with replicas are refused
+// (rpc/client/remote_client.h). Only a static list names replicas
+// ("h1:p1|h2:p2,h3:p3" in ParseReplicatedServerList); the scheduler's map
+// has none.
+//
 // Wire form: ClusterMapSpec is a plain struct for rpc/ to map to and from
 // its proto field by field; Create(spec) validates and rebuilds the ring.
 // Two maps compare equal iff their canonical specs (servers sorted by id)
@@ -77,6 +87,18 @@ struct ServerInfo {
   // The node id it registered with (PS_NODE_ID), for messages; empty for
   // a static server list. Default: ""
   std::string node_id;
+  // The shard's other replicas, besides `address`, in list order (see
+  // Replicas above). REQUIRES: each host:port; every address in a map is
+  // distinct. Default: none
+  std::vector<std::string> replicas;
+
+  // 1 + replicas.size().
+  size_t num_replicas() const { return 1 + replicas.size(); }
+  // Replica `r` of the shard: `address` for 0, else replicas[r - 1].
+  // REQUIRES: r < num_replicas().
+  const std::string& replica_address(size_t r) const {
+    return r == 0 ? address : replicas[r - 1];
+  }
 
   friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
 };
@@ -94,7 +116,8 @@ struct ClusterMapSpec {
 
 class ClusterMap {
  public:
-  // Validates `spec` (ids, addresses, weights, ring options) and builds the
+  // Validates `spec` (ids; addresses, replicas included, each host:port and
+  // named once in the map; weights; ring options) and builds the
   // ring of its kAlive and kDead servers. InvalidArgument names the server
   // at fault.
   static absl::StatusOr<ClusterMap> Create(ClusterMapSpec spec);
@@ -105,8 +128,16 @@ class ClusterMap {
   static absl::StatusOr<ClusterMap> FromAddresses(
       absl::Span<const std::string> addresses, uint64_t epoch = 1,
       const RingOptions& ring_options = {});
-  // FromAddresses(ParseServerList(list), 1, ring_options): the
-  // "h1:p1,h2:p2" of --servers= and of "servers:" URLs.
+  // The same with replicas: shards[i] are the replicas of server id i (the
+  // first its `address`). The ring equals FromAddresses' for as many
+  // shards. InvalidArgument also on a shard with no address or an address
+  // named twice.
+  static absl::StatusOr<ClusterMap> FromReplicatedAddresses(
+      absl::Span<const std::vector<std::string>> shards, uint64_t epoch = 1,
+      const RingOptions& ring_options = {});
+  // FromReplicatedAddresses(ParseReplicatedServerList(list), 1,
+  // ring_options): the "h1:p1,h2:p2" (or "h1:p1|h1b:p1,h2:p2") of
+  // "servers:" URLs.
   static absl::StatusOr<ClusterMap> FromServerList(
       absl::string_view list, const RingOptions& ring_options = {});
   // A map with no servers at `epoch` (what a ps-server that is alone routes
@@ -146,7 +177,12 @@ class ClusterMap {
   absl::StatusOr<ClusterMap> WithoutServer(ServerId id) const;
   absl::StatusOr<ClusterMap> WithState(ServerId id, ServerState state) const;
 
-  // One line, e.g. "epoch 3: 0@h:1 alive w=1, 1@h:2 dead w=2".
+  // Whether any server has more than one replica (the map is read-only
+  // for clients).
+  bool has_replicas() const;
+
+  // One line, e.g. "epoch 3: 0@h:1 alive w=1, 1@h:2|h:3 dead w=2" (a
+  // shard's replicas joined by '|').
   std::string DebugString() const;
 
   friend bool operator==(const ClusterMap& a, const ClusterMap& b) {
@@ -160,9 +196,17 @@ class ClusterMap {
   std::vector<uint32_t> ring_to_server_;
 };
 
-// Splits "h1:p1,h2:p2" into addresses (whitespace around entries ignored);
-// InvalidArgument naming the list on an empty list, an empty entry or an
-// entry that is not host:port with a port in 1..65535.
+// Splits "h1:p1|h1b:p1,h2:p2" into shards (split at ',', in rank order)
+// and each shard into its replicas (split at '|'); whitespace around
+// addresses is ignored. InvalidArgument naming the list on an empty list,
+// an empty shard or replica (",,", "h:1|", "|h:1") or an address that is
+// not host:port with a port in 1..65535. (An address named twice is
+// refused by ClusterMap::Create.)
+absl::StatusOr<std::vector<std::vector<std::string>>> ParseReplicatedServerList(
+    absl::string_view list);
+
+// The same for a list without replicas ("h1:p1,h2:p2", as ps-server
+// --servers takes): one address per shard; InvalidArgument also on '|'.
 absl::StatusOr<std::vector<std::string>> ParseServerList(
     absl::string_view list);
 

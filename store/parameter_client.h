@@ -93,6 +93,12 @@ struct StoreStats {
   absl::Duration total_checkpoint_duration;
 };
 
+// The stats of several stores as one (a cluster's servers, a replica's
+// shards): per table (by name, ordered by name) counters and sizes summed,
+// the step the maximum, compaction pending if any is; budgets, use and
+// running compactions summed; checkpoint count and durations the maximum.
+StoreStats MergeStoreStats(absl::Span<const StoreStats> parts);
+
 class ParameterClient {
  public:
   virtual ~ParameterClient() = default;

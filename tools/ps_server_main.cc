@@ -23,7 +23,8 @@
 // K of the newest complete checkpoint under ROOT that verifies, with a
 // memory tier of --memory_budget_mb over the checkpoint's files, and swaps
 // in each newer one (looked for every --follow_interval_s seconds):
-//   ps-server --serve_from=/shared/ckpt [--shard_id=K] --port=7400
+//   ps-server --serve_from=/shared/ckpt [--shard_id=K | --serve_all_shards]
+//             --port=7400  (one command)
 // No --data_dir and no scheduler: replicas are outside the training cluster.
 //
 // Admin call: a cluster checkpoint (rpc/control/admin_checkpoint.h). Every
@@ -76,6 +77,9 @@ ABSL_FLAG(std::string, restore_from, "",
 ABSL_FLAG(std::string, serve_from, "",
           "Serve read-only: the checkpoint root to serve and follow (the "
           "newest complete checkpoint that verifies; shard --shard_id).");
+ABSL_FLAG(bool, serve_all_shards, false,
+          "With --serve_from: serve every shard of a cluster checkpoint "
+          "(a model small enough for one replica) instead of --shard_id.");
 ABSL_FLAG(int, follow_interval_s, 10,
           "With --serve_from: seconds between looks for a newer checkpoint; "
           "0 = serve the first one only.");
@@ -184,7 +188,9 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
   }
   psdb::rpc::FollowerOptions follow;
   follow.root = root;
-  follow.shard_id = options.shard_id;
+  follow.shard_id = absl::GetFlag(FLAGS_serve_all_shards)
+                        ? psdb::rpc::kAllShards
+                        : options.shard_id;
   follow.interval = absl::Seconds(absl::GetFlag(FLAGS_follow_interval_s));
   follow.store.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;

@@ -13,6 +13,7 @@ worker vocab cache), reached through one URL:
         client.push("user", ids, np.ones_like(rows))       # server-side Adagrad
 
     psdb.open("servers:h1:p1,h2:p2")   # a static list of ps-server processes
+    psdb.open("servers:h1:p1|h2:p2,h3:p3|h4:p4")  # read-only replicas per shard
     psdb.open("scheduler:host:port")   # a cluster formed by ps-scheduler
 
 Arrays: ids are any 1-D integer array (uint64 or int64; C-contiguous ones
@@ -52,7 +53,9 @@ def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
     """Opens a psdb client for `url` and returns a psdb.Client.
 
     url: "local:DIR" (an embedded store under DIR), "servers:h:p,..." (a
-    static list of ps-server processes) or "scheduler:HOST:PORT".
+    static list of ps-server processes; "a|b" names read-only serving
+    replicas of one shard: reads fail over between them, writes are
+    refused) or "scheduler:HOST:PORT".
 
     Options for local: URLs (StoreOptions, store/store.h):
       memory_budget_bytes, eviction ("clock" | "sampled_lru"),
@@ -60,7 +63,8 @@ def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
       rocksdb_block_cache_bytes, create_if_missing, restore_from, shard_id.
     Options for servers: and scheduler: URLs (RemoteClientOptions,
     rpc/client/remote_client.h; durations in seconds):
-      call_timeout_s, max_attempts, initial_backoff_s, max_backoff_s,
+      call_timeout_s, replica_attempt_timeout_s, replica_avoid_time_s,
+      max_attempts, initial_backoff_s, max_backoff_s,
       max_batch_keys, push_to_every_server, worker_id, tls_ca_file,
       tls_cert_file, tls_key_file, tls_server_name_override, tls_insecure.
     Omitted options keep the C++ defaults. An unknown option, or one that

@@ -103,6 +103,16 @@ OpenOptions ParseOpenOptions(const std::string& url, const py::kwargs& kwargs) {
         [](OpenOptions* o, const std::string& n, const py::handle& v) {
           o->remote.call_timeout = CastSeconds(n, v);
         }}},
+      {"replica_attempt_timeout_s",
+       {Field::kRemote,
+        [](OpenOptions* o, const std::string& n, const py::handle& v) {
+          o->remote.replica_attempt_timeout = CastSeconds(n, v);
+        }}},
+      {"replica_avoid_time_s",
+       {Field::kRemote,
+        [](OpenOptions* o, const std::string& n, const py::handle& v) {
+          o->remote.replica_avoid_time = CastSeconds(n, v);
+        }}},
       {"max_attempts",
        {Field::kRemote,
         [](OpenOptions* o, const std::string& n, const py::handle& v) {

@@ -57,10 +57,10 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
                           OpenSchedulerRemoteClient(rest, remote));
     return std::unique_ptr<ParameterClient>(std::move(client));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("URL '", url,
-                   "': expected local:DIR, servers:host:port,... or "
-                   "scheduler:host:port"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "URL '", url,
+      "': expected local:DIR, servers:host:port[|host:port],... or "
+      "scheduler:host:port"));
 }
 
 }  // namespace psdb::rpc

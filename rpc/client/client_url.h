@@ -3,6 +3,9 @@
 // (DESIGN.md):
 //   "local:./psdb-data"        LocalClient on an in-process Store
 //   "servers:h1:p1,h2:p2,..."  RemoteClient over a static server list
+//   "servers:h1:p1|h1b:p1,..." the same with read-only replicas of a server
+//                              ('|'): reads spread and fail over, writes
+//                              refused (rpc/client/remote_client.h)
 //   "scheduler:host:port"      RemoteClient routed by ps-scheduler's map
 //                              (waits up to 5 min for the cluster to form;
 //                              joins as a worker, rpc/client/cluster_worker.h,

@@ -1,18 +1,31 @@
 // FanOut: how RemoteClient reaches its servers. Internal to psdb_client.
 //
 // It holds the map the client routes with (a ClusterMap and one gRPC stub
-// per server), splits a batch into per-server chunks (shard::Partitioner's
-// parts, cut at max_batch_keys), issues one fan-out of calls in parallel,
-// retries idempotent calls on UNAVAILABLE with backoff within the call's
-// deadline, and refreshes the map from RemoteClientOptions::map_source when
-// a server answers FAILED_PRECONDITION (routed with a stale map).
+// per replica of every server), splits a batch into per-server chunks
+// (shard::Partitioner's parts, cut at max_batch_keys), issues one fan-out of
+// calls in parallel, retries idempotent calls on UNAVAILABLE with backoff
+// within the call's deadline, and refreshes the map from
+// RemoteClientOptions::map_source when a server answers FAILED_PRECONDITION
+// (routed with a stale map).
 //
-// Thread-safety: thread-safe. A RoutedMap is immutable and shared; a call
-// keeps the one it started with even if the map is replaced meanwhile.
+// Replicas (ServerInfo::replicas): each attempt of a call goes to one
+// replica of its shard, taken round-robin across the client's calls,
+// skipping replicas that failed within the last replica_avoid_time. An
+// attempt that fails with UNAVAILABLE, or outlives replica_attempt_timeout
+// (every attempt but the one on the last untried replica gets that limit),
+// marks its replica failed and, for idempotent calls, is sent again at once
+// to a replica the call has not tried; only when every replica has failed
+// does the call back off as above.
+//
+// Thread-safety: thread-safe. A RoutedMap is shared and immutable but for
+// its replicas' failure times and round-robin cursors (atomics); a call
+// keeps the map it started with even if the map is replaced meanwhile.
 #ifndef PSDB_RPC_CLIENT_FAN_OUT_H_
 #define PSDB_RPC_CLIENT_FAN_OUT_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -35,18 +48,38 @@ namespace psdb::rpc::internal {
 using Stub = v1::ParameterService::Stub;
 using DoneFn = std::function<void(grpc::Status)>;
 
-// A cluster map and a stub per server, indexed like cluster.servers().
-struct RoutedMap {
-  ClusterMap cluster;
-  std::vector<std::unique_ptr<Stub>> stubs;
+// One replica of a server: its stub and when it last failed.
+struct Replica {
+  std::unique_ptr<Stub> stub;
+  // absl::ToUnixNanos of the time until which calls prefer the server's
+  // other replicas (it failed); 0 while it answers.
+  mutable std::atomic<int64_t> avoid_until_ns{0};
 };
 
-// One RPC of a fan-out: `start` issues it on the stub of server `server`
-// (an index into cluster.servers()) with a fresh context.
+// A server's replicas (replicas[r] is its ServerInfo::replica_address(r))
+// and the cursor that spreads calls over them.
+struct RoutedServer {
+  std::vector<Replica> replicas;
+  mutable std::atomic<uint64_t> next_replica{0};
+};
+
+// A cluster map and a stub per replica of every server, servers[s] for
+// cluster.servers()[s].
+struct RoutedMap {
+  ClusterMap cluster;
+  std::vector<RoutedServer> servers;
+
+  size_t num_servers() const { return servers.size(); }
+};
+
+// One RPC of a fan-out: `start` issues it on the stub of a replica of server
+// `server` (an index into cluster.servers()) with a fresh context.
 struct Call {
   size_t server = 0;
   std::function<void(Stub*, grpc::ClientContext*, DoneFn)> start;
   grpc::Status status;
+  // The replica of `server` it was last sent to (set by Run).
+  size_t replica = 0;
 };
 
 // A run of one part's keys in the partitioner's sent order:
@@ -96,9 +129,16 @@ class FanOut {
   absl::Status WithMap(bool reroute,
                        const std::function<absl::Status(const RoutedMap&)>& fn);
 
+  // FailedPrecondition, before anything is sent, when the map has a server
+  // with replicas: replicas are read-only, so the client refuses writes
+  // (`operation`, e.g. "Push") to the whole cluster. Outside WithMap: it is
+  // no stale-map signal.
+  absl::Status RefuseWriteToReplicas(absl::string_view operation) const;
+
   // Issues every call in parallel and waits for all; retries those that
   // failed with UNAVAILABLE when `idempotent`, with backoff, within
-  // `deadline`. Returns the first failure in call order, naming its server.
+  // `deadline`, failing over between a server's replicas (see above).
+  // Returns the first failure in call order, naming its server.
   absl::Status Run(const RoutedMap& map, std::vector<Call>& calls,
                    bool idempotent, absl::Time deadline) const;
 
@@ -142,7 +182,7 @@ class FanOut {
   static std::vector<Call> EveryServer(const RoutedMap& map,
                                        MakeStart make_start) {
     std::vector<Call> calls;
-    for (size_t s = 0; s < map.stubs.size(); ++s) {
+    for (size_t s = 0; s < map.num_servers(); ++s) {
       calls.push_back(Call{s, make_start(s), {}});
     }
     return calls;
@@ -155,6 +195,14 @@ class FanOut {
   explicit FanOut(const RemoteClientOptions& options) : options_(options) {}
   absl::StatusOr<std::shared_ptr<const RoutedMap>> Connect(
       const ClusterMap& cluster) const;
+  // A stub on a new channel to `address` (every replica its own).
+  absl::StatusOr<std::unique_ptr<Stub>> NewStub(
+      const std::string& address) const;
+  // The replica of `server` to send an attempt to: the next one round-robin
+  // that `tried` does not hold and that is not being avoided, else the
+  // untried one whose avoidance ends first. REQUIRES: an untried replica.
+  static size_t PickReplica(const RoutedMap& map, size_t server,
+                            absl::Span<const uint32_t> tried);
 
   const RemoteClientOptions options_;
   mutable absl::Mutex mu_;

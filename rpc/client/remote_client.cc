@@ -41,13 +41,14 @@ class RemoteClient::Impl {
   uint64_t epoch() const { return fan_out_->map()->cluster.epoch(); }
 
   absl::Status CreateTable(const TableSpec& spec) {
+    PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("CreateTable"));
     PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
     const absl::Time deadline = Deadline();
     v1::CreateTableRequest req;
     *req.mutable_spec() = TableSpecToProto(spec);
     PSDB_RETURN_IF_ERROR(fan_out_->WithMap(true, [&](const RoutedMap& map) {
       req.set_cluster_epoch(map.cluster.epoch());
-      std::vector<v1::CreateTableResponse> resps(map.stubs.size());
+      std::vector<v1::CreateTableResponse> resps(map.num_servers());
       std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
         return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
                                         DoneFn done) {
@@ -62,6 +63,7 @@ class RemoteClient::Impl {
   }
 
   absl::Status DropTable(absl::string_view name) {
+    PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("DropTable"));
     PSDB_RETURN_IF_ERROR(ValidateTableName(name));
     const absl::Time deadline = Deadline();
     {
@@ -73,7 +75,7 @@ class RemoteClient::Impl {
     req.set_name(std::string(name));
     return fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
       req.set_cluster_epoch(map.cluster.epoch());
-      std::vector<v1::DropTableResponse> resps(map.stubs.size());
+      std::vector<v1::DropTableResponse> resps(map.num_servers());
       std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
         return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
                                         DoneFn done) {
@@ -101,7 +103,7 @@ class RemoteClient::Impl {
         fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
           v1::ListTablesRequest req;
           req.set_cluster_epoch(map.cluster.epoch());
-          std::vector<v1::ListTablesResponse> resps(map.stubs.size());
+          std::vector<v1::ListTablesResponse> resps(map.num_servers());
           std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
             return [&req, resp = &resps[s]](
                        Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
@@ -195,6 +197,7 @@ class RemoteClient::Impl {
 
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<const float> grads, const PushOptions& options) {
+    PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("Push"));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
     const size_t dim = spec.dim;
     if (grads.size() != keys.size() * dim) {
@@ -301,6 +304,7 @@ class RemoteClient::Impl {
 
   absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
                        const RowBatch& rows) {
+    PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("PutRows"));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
     const int dim = spec.dim;
     const int state_size = optim::StateSize(spec.optimizer, dim);
@@ -357,6 +361,7 @@ class RemoteClient::Impl {
 
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view root_dir,
                                             const CheckpointOptions& options) {
+    PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("Checkpoint"));
     const absl::Time deadline = Deadline();
     CheckpointInfo merged;
     PSDB_RETURN_IF_ERROR(
@@ -365,7 +370,7 @@ class RemoteClient::Impl {
           req.set_cluster_epoch(map.cluster.epoch());
           req.set_root_dir(std::string(root_dir));
           req.set_keep_last(options.keep_last);
-          std::vector<v1::CheckpointResponse> resps(map.stubs.size());
+          std::vector<v1::CheckpointResponse> resps(map.num_servers());
           std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
             return [&req, resp = &resps[s]](
                        Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
@@ -395,7 +400,7 @@ class RemoteClient::Impl {
         fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
           v1::StatsRequest req;
           req.set_cluster_epoch(map.cluster.epoch());
-          std::vector<v1::StatsResponse> resps(map.stubs.size());
+          std::vector<v1::StatsResponse> resps(map.num_servers());
           std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
             return [&req, resp = &resps[s]](
                        Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
@@ -403,37 +408,11 @@ class RemoteClient::Impl {
             };
           });
           PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
-          merged = StoreStats{};
-          std::map<std::string, TableStats> tables;
+          std::vector<StoreStats> parts;
           for (const v1::StatsResponse& resp : resps) {
-            const StoreStats s = FromProto(resp);
-            for (const TableStats& t : s.tables) {
-              TableStats& m = tables[t.name];
-              m.name = t.name;
-              m.memory_rows += t.memory_rows;
-              m.memory_bytes += t.memory_bytes;
-              m.disk_rows += t.disk_rows;
-              m.disk_bytes += t.disk_bytes;
-              m.hits += t.hits;
-              m.misses += t.misses;
-              m.created += t.created;
-              m.evictions += t.evictions;
-              m.background_evictions += t.background_evictions;
-              m.disk_compaction_pending |= t.disk_compaction_pending;
-              m.dirty_writes += t.dirty_writes;
-              m.not_admitted += t.not_admitted;
-              m.step = std::max(m.step, t.step);
-            }
-            merged.memory_budget_bytes += s.memory_budget_bytes;
-            merged.memory_used_bytes += s.memory_used_bytes;
-            merged.disk_running_compactions += s.disk_running_compactions;
-            merged.checkpoints = std::max(merged.checkpoints, s.checkpoints);
-            merged.last_checkpoint_duration = std::max(
-                merged.last_checkpoint_duration, s.last_checkpoint_duration);
-            merged.total_checkpoint_duration = std::max(
-                merged.total_checkpoint_duration, s.total_checkpoint_duration);
+            parts.push_back(FromProto(resp));
           }
-          for (auto& [name, t] : tables) merged.tables.push_back(std::move(t));
+          merged = MergeStoreStats(parts);
           return absl::OkStatus();
         }));
     return merged;

@@ -6,7 +6,8 @@
 //   PSDB_ASSIGN_OR_RETURN(auto client, psdb::rpc::RemoteClient::Open(options));
 //
 // or, through a URL (rpc/client/client_url.h):
-// "servers:10.0.0.1:7000,10.0.0.2:7000".
+// "servers:10.0.0.1:7000,10.0.0.2:7000" (read-only replicas:
+// "servers:10.0.0.1:7000|10.0.0.3:7000,10.0.0.2:7000|10.0.0.4:7000").
 //
 // Routing: a key is owned by the server the client's map names (first
 // options.cluster, then what map_source returns after a refresh;
@@ -36,6 +37,22 @@
 // options.map_source for the current map; if its epoch changed the call is
 // routed again, otherwise the error is returned. A dead server makes the call
 // fail with UNAVAILABLE or DEADLINE_EXCEEDED within the deadline.
+//
+// Replicas (a map whose servers name replicas, e.g. the URL
+// "servers:h1:p1|h2:p2,h3:p3|h4:p4"; shard/cluster_map.h): the client reads
+// and never writes. Pull, PullRows, ListTables, GetTable and Stats send each
+// request to one replica of its server, round-robin over the replicas (so
+// ListTables and Stats count each server once). A replica that answers
+// UNAVAILABLE, or not within replica_attempt_timeout, is skipped for
+// replica_avoid_time and the request goes at once to another replica, so no
+// error reaches the caller while one replica of every server answers
+// (rpc/client/fan_out.h). Push, PutRows, CreateTable, DropTable and
+// Checkpoint fail with FAILED_PRECONDITION, naming the server and its
+// replicas, before anything is sent: replicas serve copies of the same
+// rows (a serving ps-server follows a checkpoint), and a write to one would
+// make them disagree. FAILED_PRECONDITION, not INVALID_ARGUMENT, because the
+// request is valid and would succeed against a writable cluster; this
+// refusal never triggers a map refresh.
 //
 // Thread-safety: thread-safe; calls from many threads run concurrently.
 #ifndef PSDB_RPC_CLIENT_REMOTE_CLIENT_H_
@@ -68,6 +85,15 @@ struct RemoteClientOptions {
   // Default: 20 ms, 1 s
   absl::Duration initial_backoff = absl::Milliseconds(20);
   absl::Duration max_backoff = absl::Seconds(1);
+  // A server with replicas: the longest one attempt waits for a replica
+  // before the request moves to another one (the last untried replica
+  // gets the rest of call_timeout), so a replica that hangs rather than
+  // refusing connections costs this once per replica_avoid_time.
+  // Default: 2 s
+  absl::Duration replica_attempt_timeout = absl::Seconds(2);
+  // How long requests avoid a replica after it failed; then it is tried
+  // again. Default: 5 s
+  absl::Duration replica_avoid_time = absl::Seconds(5);
   // Most keys one RPC carries; larger sub-batches are split. Must not exceed
   // the servers' --max_batch_keys. Default: 65536
   size_t max_batch_keys = 65536;

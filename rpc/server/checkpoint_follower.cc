@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "shard/partitioner.h"
 #include "store/checkpoint_reader.h"
 #include "store/checkpoint_verify.h"
 #include "store/manifest.h"
@@ -41,7 +42,7 @@ struct RetireQueue {
   }
 };
 
-// Verifies the checkpoint and opens its shard read-only.
+// Verifies the checkpoint and opens the shard(s) served read-only.
 absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
     const FollowerOptions& options, const CheckpointRef& ref) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointReader> reader,
@@ -59,16 +60,31 @@ absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
   snap->step = reader->manifest().step();
   snap->created =
       absl::FromUnixMicros(reader->manifest().created_unix_micros());
-  snap->shard_id = options.shard_id;
+  if (options.shard_id == kAllShards) {
+    for (const ckpt::ShardInfo& shard : reader->shards()) {
+      snap->shard_ids.push_back(shard.shard_id);
+    }
+    std::sort(snap->shard_ids.begin(), snap->shard_ids.end());
+  } else {
+    snap->shard_ids.push_back(options.shard_id);
+  }
   if (reader->shards().size() > 1) {
     PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::RingOwnershipCheck> ring,
                           ckpt::RingOwnershipCheck::Create(*reader));
-    if (ring != nullptr) snap->ring = ring->ring();
+    if (ring == nullptr) {
+      return absl::DataLossError(absl::StrCat(
+          ref.path, ": ", reader->shards().size(),
+          " shards but the manifest records no ring to route keys by"));
+    }
+    snap->ring = ring->ring();
   }
   reader.reset();
-  PSDB_ASSIGN_OR_RETURN(
-      snap->store,
-      Store::OpenCheckpoint(options.store, ref.path, options.shard_id));
+  for (int shard_id : snap->shard_ids) {
+    PSDB_ASSIGN_OR_RETURN(
+        std::unique_ptr<Store> store,
+        Store::OpenCheckpoint(options.store, ref.path, shard_id));
+    snap->stores.push_back(std::move(store));
+  }
   return snap;
 }
 
@@ -96,7 +112,107 @@ void Warm(Store& from, Store& to, size_t max_keys) {
   }
 }
 
+// Every shard `next` shares with `old`, warmed from it.
+void WarmShards(const ServingSnapshot& old, const ServingSnapshot& next,
+                size_t max_keys) {
+  for (size_t i = 0; i < next.shard_ids.size(); ++i) {
+    for (size_t j = 0; j < old.shard_ids.size(); ++j) {
+      if (old.shard_ids[j] == next.shard_ids[i]) {
+        Warm(*old.stores[j], *next.stores[i], max_keys);
+      }
+    }
+  }
+}
+
+// A partitioner per thread for multi-shard snapshots (shard/partitioner.h).
+Partitioner& ThreadPartitioner() {
+  thread_local Partitioner partitioner;
+  return partitioner;
+}
+
 }  // namespace
+
+bool ServingSnapshot::Holds(uint64_t key) const {
+  if (!ring.has_value()) return true;
+  return std::binary_search(shard_ids.begin(), shard_ids.end(),
+                            ring->Owner(key));
+}
+
+absl::Status ServingSnapshot::Pull(absl::string_view table,
+                                   absl::Span<const uint64_t> keys,
+                                   absl::Span<float> out) const {
+  PullOptions serving;
+  serving.serving = true;
+  if (stores.size() == 1) return stores[0]->Pull(table, keys, out, serving);
+  PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+  const size_t dim = static_cast<size_t>(spec.dim);
+  if (out.size() != keys.size() * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", table, ": pull of ", keys.size(), " keys of dim ", dim,
+        " needs ", keys.size() * dim, " output floats, got ", out.size()));
+  }
+  Partitioner& partitioner = ThreadPartitioner();
+  PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));
+  std::vector<float> sent(partitioner.num_sent() * dim);
+  for (uint32_t p : partitioner.nonempty_parts()) {
+    const size_t i = std::lower_bound(shard_ids.begin(), shard_ids.end(),
+                                      partitioner.part_server(p)) -
+                     shard_ids.begin();
+    const absl::Span<const uint64_t> part = partitioner.part_keys(p);
+    PSDB_RETURN_IF_ERROR(stores[i]->Pull(
+        table, part,
+        absl::MakeSpan(sent).subspan(partitioner.part_offset(p) * dim,
+                                     part.size() * dim),
+        serving));
+  }
+  return partitioner.Scatter<float>(sent, dim, out);
+}
+
+absl::Status ServingSnapshot::PullRows(absl::string_view table,
+                                       absl::Span<const uint64_t> keys,
+                                       RowBatch* out) const {
+  if (stores.size() == 1) return stores[0]->PullRows(table, keys, out);
+  if (out == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", table, ": PullRows output is null"));
+  }
+  Partitioner& partitioner = ThreadPartitioner();
+  PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));
+  // Each part's rows, then every position copied from its key's part row.
+  std::vector<RowBatch> parts(partitioner.num_parts());
+  std::vector<std::pair<uint32_t, uint32_t>> where(partitioner.num_sent());
+  for (uint32_t p : partitioner.nonempty_parts()) {
+    const size_t i = std::lower_bound(shard_ids.begin(), shard_ids.end(),
+                                      partitioner.part_server(p)) -
+                     shard_ids.begin();
+    PSDB_RETURN_IF_ERROR(
+        stores[i]->PullRows(table, partitioner.part_keys(p), &parts[p]));
+    for (size_t j = 0; j < parts[p].size(); ++j) {
+      where[partitioner.part_offset(p) + j] = {p, static_cast<uint32_t>(j)};
+    }
+  }
+  const RowBatch& any = parts[partitioner.nonempty_parts().empty()
+                                  ? 0
+                                  : partitioner.nonempty_parts().front()];
+  PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+  const size_t d = static_cast<size_t>(spec.dim);
+  const size_t ss = static_cast<size_t>(any.state_size);
+  out->Resize(spec.dim, any.state_size, keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto [p, j] = where[partitioner.inverse()[k]];
+    const RowBatch& src = parts[p];
+    std::copy_n(src.values.data() + j * d, d, out->values.data() + k * d);
+    std::copy_n(src.state.data() + j * ss, ss, out->state.data() + k * ss);
+    out->headers[k] = src.headers[j];
+  }
+  return absl::OkStatus();
+}
+
+StoreStats ServingSnapshot::Stats() const {
+  std::vector<StoreStats> parts;
+  for (const auto& store : stores) parts.push_back(store->Stats());
+  return MergeStoreStats(parts);
+}
 
 class CheckpointFollower::Impl {
  public:
@@ -161,8 +277,7 @@ class CheckpointFollower::Impl {
         status_.last_refusal = why;
         continue;
       }
-      if (old != nullptr)
-        Warm(*old->store, *(*next)->store, options_.warm_max_keys);
+      if (old != nullptr) WarmShards(*old, **next, options_.warm_max_keys);
       std::shared_ptr<ServingSnapshot> shared = Share(*std::move(next));
       {
         absl::MutexLock l(&mu_);
@@ -174,7 +289,8 @@ class CheckpointFollower::Impl {
         if (old != nullptr) ++status_.swaps;
       }
       Log(absl::StrCat("serving checkpoint ", shared->dir, " (step ",
-                       shared->step, ", shard ", shared->shard_id, ")"));
+                       shared->step, ", shard ",
+                       absl::StrJoin(shared->shard_ids, ","), ")"));
       return true;
     }
     if (old == nullptr) {
@@ -242,9 +358,9 @@ absl::StatusOr<std::unique_ptr<CheckpointFollower>> CheckpointFollower::Start(
   if (options.root.empty()) {
     return absl::InvalidArgumentError("serving: the checkpoint root is empty");
   }
-  if (options.shard_id < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("serving: shard id ", options.shard_id, " < 0"));
+  if (options.shard_id < 0 && options.shard_id != kAllShards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "serving: shard id ", options.shard_id, " (use kAllShards for all)"));
   }
   if (options.interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("serving: negative follow interval");

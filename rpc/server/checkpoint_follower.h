@@ -27,10 +27,13 @@
 //    closed once its last holder lets go (on the follower's thread, not the
 //    request's). While a swap is under way both checkpoints' memory tiers
 //    exist: plan for twice the budget.
-//  - Warming: for every table of the new checkpoint that the old one also
-//    has, the keys resident in the old store's memory tier (up to
-//    options.warm_max_keys per table) are pulled from the new store before
-//    the swap, so the hot set is in memory when requests arrive.
+//  - Warming: for every shard and every table of the new checkpoint that
+//    the old one also has, the keys resident in the old store's memory tier
+//    (up to options.warm_max_keys per table) are pulled from the new store
+//    before the swap, so the hot set is in memory when requests arrive.
+//  - Each served shard is a store of its own with the whole
+//    options.store.memory_budget_bytes (serving every shard of an N-shard
+//    checkpoint: N budgets).
 //  - Files are never modified (Store::OpenCheckpoint, CheckpointReader).
 //
 // Thread-safety: Acquire, Poll and status may be called from any thread;
@@ -44,20 +47,26 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "shard/ring.h"
 #include "store/store.h"
 
 namespace psdb::rpc {
 
+// FollowerOptions::shard_id serving every shard of the checkpoint.
+inline constexpr int kAllShards = -1;
+
 struct FollowerOptions {
   // The checkpoint root training writes into (store/manifest.h layout).
   // REQUIRES: non-empty.
   std::string root;
-  // Which shard of a cluster checkpoint to serve; an embedded checkpoint
-  // has the one shard its store was given (0 by default). Default: 0
+  // Which shard of a cluster checkpoint to serve (kAllShards: every shard,
+  // for a model small enough for one replica); an embedded checkpoint has
+  // the one shard its store was given (0 by default). Default: 0
   int shard_id = 0;
   // Options of the read-only stores (memory_budget_bytes, eviction,
   // index_stripes, max_batch_keys, rocksdb_block_cache_bytes).
@@ -70,19 +79,39 @@ struct FollowerOptions {
   size_t warm_max_keys = size_t{1} << 22;
 };
 
-// One opened checkpoint shard, as requests see it. Immutable but for the
-// store's own (thread-safe) state.
+// One opened checkpoint, as requests see it: the shard(s) a replica serves.
+// Immutable but for the stores' own (thread-safe) state.
 struct ServingSnapshot {
   std::string checkpoint_id;  // e.g. "ckpt-000000001200-000003"
   std::string dir;            // <root>/<checkpoint_id>
   uint64_t seq = 0;
   int64_t step = 0;    // the manifest's step
   absl::Time created;  // the manifest's creation time
-  int shard_id = 0;
-  // The ring the checkpoint was written under (cluster checkpoints with
-  // more than one shard); a key it places on another shard is not here.
+  // The shards served, ascending (one, or every shard of the checkpoint),
+  // and their read-only stores (Store::OpenCheckpoint), index for index.
+  std::vector<int> shard_ids;
+  std::vector<std::unique_ptr<Store>> stores;
+  // The ring the checkpoint was written under when it has several shards
+  // (a cluster checkpoint): keys are routed to the shard it names.
   std::optional<Ring> ring;
-  std::unique_ptr<Store> store;  // Store::OpenCheckpoint, read-only
+
+  // Whether this snapshot holds the shard `ring` places `key` on.
+  bool Holds(uint64_t key) const;
+  // Serving reads (store/store.h) over the held shards, each key answered
+  // by its shard's store. REQUIRES: Holds(key) for every key.
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out) const;
+  absl::Status PullRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys, RowBatch* out) const;
+  // Specs are the same in every shard.
+  absl::StatusOr<TableSpec> GetTable(absl::string_view table) const {
+    return stores.front()->GetTable(table);
+  }
+  std::vector<TableSpec> ListTables() const {
+    return stores.front()->ListTables();
+  }
+  // Every held shard's stats merged (MergeStoreStats).
+  StoreStats Stats() const;
 };
 
 struct ServingStatus {

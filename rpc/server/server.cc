@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -81,11 +82,40 @@ RpcMethod MethodOf(const v1::CheckpointRequest&) {
 }
 RpcMethod MethodOf(const v1::StatsRequest&) { return RpcMethod::kStats; }
 
-// The store one request runs against, held until it is answered: the
-// training store, or the serving replica's current checkpoint.
-struct Lease {
-  std::shared_ptr<ServingSnapshot> snapshot;  // null when training
-  Store* store = nullptr;
+// What one request reads, held until it is answered: the training store,
+// or the serving replica's current checkpoint (reads are serving reads).
+class Lease {
+ public:
+  explicit Lease(Store* store) : store_(store) {}
+  explicit Lease(std::shared_ptr<ServingSnapshot> snapshot)
+      : snapshot_(std::move(snapshot)) {}
+
+  // Null when training.
+  const ServingSnapshot* snapshot() const { return snapshot_.get(); }
+
+  absl::StatusOr<TableSpec> GetTable(absl::string_view table) const {
+    return snapshot_ ? snapshot_->GetTable(table) : store_->GetTable(table);
+  }
+  std::vector<TableSpec> ListTables() const {
+    return snapshot_ ? snapshot_->ListTables() : store_->ListTables();
+  }
+  StoreStats Stats() const {
+    return snapshot_ ? snapshot_->Stats() : store_->Stats();
+  }
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out, const PullOptions& options) const {
+    return snapshot_ ? snapshot_->Pull(table, keys, out)
+                     : store_->Pull(table, keys, out, options);
+  }
+  absl::Status PullRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys, RowBatch* out) const {
+    return snapshot_ ? snapshot_->PullRows(table, keys, out)
+                     : store_->PullRows(table, keys, out);
+  }
+
+ private:
+  Store* store_ = nullptr;
+  std::shared_ptr<ServingSnapshot> snapshot_;
 };
 
 class ServiceImpl final : public v1::ParameterService::CallbackService {
@@ -153,7 +183,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       const Lease lease = Acquire();
-      std::vector<TableSpec> tables = lease.store->ListTables();
+      std::vector<TableSpec> tables = lease.ListTables();
       std::sort(tables.begin(), tables.end(),
                 [](const TableSpec& a, const TableSpec& b) {
                   return a.name < b.name;
@@ -175,7 +205,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       const Lease lease = Acquire();
-      StoreStats stats = lease.store->Stats();
+      StoreStats stats = lease.Stats();
       std::sort(stats.tables.begin(), stats.tables.end(),
                 [](const TableStats& a, const TableStats& b) {
                   return a.name < b.name;
@@ -186,13 +216,15 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
       if (follower_ != nullptr) {
         const ServingStatus status = follower_->status();
         v1::ServingStats* serving = resp->mutable_serving();
-        serving->set_checkpoint_id(lease.snapshot->checkpoint_id);
-        serving->set_step(lease.snapshot->step);
-        serving->set_created_unix_micros(
-            absl::ToUnixMicros(lease.snapshot->created));
+        const ServingSnapshot& snap = *lease.snapshot();
+        serving->set_checkpoint_id(snap.checkpoint_id);
+        serving->set_step(snap.step);
+        serving->set_created_unix_micros(absl::ToUnixMicros(snap.created));
         serving->set_swaps(status.swaps);
         serving->set_refused(status.refused);
-        resp->set_shard_id(lease.snapshot->shard_id);
+        serving->mutable_shard_ids()->Assign(snap.shard_ids.begin(),
+                                             snap.shard_ids.end());
+        if (snap.shard_ids.size() == 1) resp->set_shard_id(snap.shard_ids[0]);
       }
       return absl::OkStatus();
     });
@@ -252,10 +284,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
   // The store this request runs against (see Lease).
   Lease Acquire() const {
-    if (follower_ == nullptr) return Lease{nullptr, store_};
-    std::shared_ptr<ServingSnapshot> snapshot = follower_->Acquire();
-    Store* store = snapshot->store.get();
-    return Lease{std::move(snapshot), store};
+    if (follower_ == nullptr) return Lease(store_);
+    return Lease(follower_->Acquire());
   }
 
   // A serving replica refuses every write.
@@ -287,15 +317,14 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
           "table '", table, "': request has ", keys.size(),
           " keys, more than the server's limit of ", options_.max_batch_keys));
     }
-    if (lease.snapshot != nullptr) {
-      if (!lease.snapshot->ring.has_value()) return absl::OkStatus();
+    if (const ServingSnapshot* snap = lease.snapshot(); snap != nullptr) {
       for (uint64_t key : keys) {
-        const ServerId owner = lease.snapshot->ring->Owner(key);
-        if (owner != lease.snapshot->shard_id) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "table '", table, "': key ", key, " is on shard ", owner,
-              " of checkpoint ", lease.snapshot->checkpoint_id,
-              "; this replica serves shard ", lease.snapshot->shard_id));
+        if (!snap->Holds(key)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("table '", table, "': key ", key, " is on shard ",
+                           snap->ring->Owner(key), " of checkpoint ",
+                           snap->checkpoint_id, "; this replica serves shard ",
+                           absl::StrJoin(snap->shard_ids, ",")));
         }
       }
     } else if (!alone()) {
@@ -316,16 +345,16 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     const Lease lease = Acquire();
     PSDB_RETURN_IF_ERROR(
         CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
-    PSDB_ASSIGN_OR_RETURN(TableSpec spec, lease.store->GetTable(req.table()));
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, lease.GetTable(req.table()));
     std::string* values = resp->mutable_values();
     values->resize(keys.size() * spec.dim * sizeof(float));
     PullOptions options;
-    options.serving = req.serving() || follower_ != nullptr;
-    PSDB_RETURN_IF_ERROR(lease.store->Pull(
-        req.table(), keys,
-        absl::MakeSpan(reinterpret_cast<float*>(values->data()),
-                       keys.size() * spec.dim),
-        options));
+    options.serving = req.serving();
+    PSDB_RETURN_IF_ERROR(
+        lease.Pull(req.table(), keys,
+                   absl::MakeSpan(reinterpret_cast<float*>(values->data()),
+                                  keys.size() * spec.dim),
+                   options));
     resp->set_dim(spec.dim);
     return absl::OkStatus();
   }
@@ -374,7 +403,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     PSDB_RETURN_IF_ERROR(
         CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
     RowBatch rows;
-    PSDB_RETURN_IF_ERROR(lease.store->PullRows(req.table(), keys, &rows));
+    PSDB_RETURN_IF_ERROR(lease.PullRows(req.table(), keys, &rows));
     ToProto(rows, resp->mutable_rows());
     return absl::OkStatus();
   }

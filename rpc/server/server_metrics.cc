@@ -65,7 +65,7 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
     if (follower_ != nullptr) {
       // Hold the served snapshot while its store is read.
       const std::shared_ptr<ServingSnapshot> snapshot = follower_->Acquire();
-      CollectStore(snapshot->store->Stats(), &out);
+      CollectStore(snapshot->Stats(), &out);
       CollectServing(*snapshot, follower_->status(), &out);
     } else {
       CollectStore(store_->Stats(), &out);

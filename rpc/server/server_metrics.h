@@ -33,7 +33,8 @@
 //    quantiles: _count checkpoints, _sum their total duration) and
 //    psdb_store_last_checkpoint_duration_seconds (gauge).
 //  - Serving (read-only replicas, rpc/server/checkpoint_follower.h): the
-//    store figures above are the served checkpoint's, and at scrape time,
+//    store figures above are the served checkpoint's (every shard it holds,
+//    merged by MergeStoreStats), and at scrape time,
 //    from the served snapshot and the follower's status()
 //      psdb_serving_step                          the served checkpoint's step
 //      psdb_serving_checkpoint_timestamp_seconds  its creation time (unix)

@@ -79,3 +79,37 @@ class Cluster:
                 process.kill()
                 process.wait()
         self.processes = []
+
+
+class Replica:
+    """A read-only serving replica: ps-server --serve_from=`root` on a free
+    loopback port; `address` is its host:port."""
+
+    def __init__(self, root, *args, timeout_s=120):
+        self.process = subprocess.Popen(
+            [built_binary("tools/ps-server"), f"--serve_from={root}", "--port=0",
+             "--threads=2", "--memory_budget_mb=16", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line = self.process.stdout.readline()
+            if line.startswith("listening on "):
+                self.address = line[len("listening on "):].strip()
+                break
+            if not line or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"replica did not start (exit {self.process.poll()})")
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -14,7 +14,20 @@ namespace {
 
 ServerInfo Server(ServerId id, ServerState state = ServerState::kAlive,
                   float weight = 1.0f) {
-  return {id, absl::StrCat("10.0.0.", id, ":7000"), weight, state};
+  ServerInfo server;
+  server.id = id;
+  server.address = absl::StrCat("10.0.0.", id, ":7000");
+  server.weight = weight;
+  server.state = state;
+  return server;
+}
+
+// `result` failed with InvalidArgument and a message containing `text`.
+template <typename T>
+void ExpectInvalidArgument(const T& result, const std::string& text) {
+  const absl::Status status = ::psdb::testing::ToStatus(result);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(text));
 }
 
 ClusterMapSpec Spec(uint64_t epoch, std::vector<ServerInfo> servers) {
@@ -206,6 +219,80 @@ TEST(ParseServerListTest, ParsesHostPortLists) {
                 StatusIs(absl::StatusCode::kInvalidArgument))
         << bad;
   }
+}
+
+TEST(ParseServerListTest, RefusesReplicas) {
+  ExpectInvalidArgument(ParseServerList("h1:1|h2:2,h3:3"),
+                        "shard 0 names 2 replicas");
+}
+
+TEST(ParseReplicatedServerListTest, SplitsShardsAndReplicas) {
+  ASSERT_OK_AND_ASSIGN(auto shards,
+                       ParseReplicatedServerList("h1:1|h2:2, h3:3 | [::1]:4"));
+  EXPECT_EQ(shards, (std::vector<std::vector<std::string>>{
+                        {"h1:1", "h2:2"}, {"h3:3", "[::1]:4"}}));
+  ASSERT_OK_AND_ASSIGN(shards, ParseReplicatedServerList("h1:1,h2:2"));
+  EXPECT_EQ(shards,
+            (std::vector<std::vector<std::string>>{{"h1:1"}, {"h2:2"}}));
+  for (const char* bad : {"", " ", "h1:1|", "|h2:2", "h1:1||h2:2", "h1:1|,h2:2",
+                          "h1:1,|h2:2", "h1:1,,h2:2"}) {
+    ExpectInvalidArgument(ParseReplicatedServerList(bad), "");
+  }
+  ExpectInvalidArgument(ParseReplicatedServerList("h1:1|h2"),
+                        "\"h2\" is not host:port");
+}
+
+TEST(ClusterMapTest, ReplicasAreAPropertyOfTheShard) {
+  ASSERT_OK_AND_ASSIGN(ClusterMap map,
+                       ClusterMap::FromServerList("h1:1|h2:2,h3:3|h4:4|h5:5"));
+  ASSERT_EQ(map.servers().size(), 2u);
+  EXPECT_EQ(map.ring().num_servers(), 2u);
+  const ServerInfo& s0 = map.servers()[0];
+  EXPECT_EQ(s0.id, 0);
+  EXPECT_EQ(s0.address, "h1:1");
+  EXPECT_EQ(s0.replicas, (std::vector<std::string>{"h2:2"}));
+  ASSERT_EQ(s0.num_replicas(), 2u);
+  EXPECT_EQ(s0.replica_address(0), "h1:1");
+  EXPECT_EQ(s0.replica_address(1), "h2:2");
+  const ServerInfo& s1 = map.servers()[1];
+  EXPECT_EQ(s1.id, 1);
+  ASSERT_EQ(s1.num_replicas(), 3u);
+  EXPECT_EQ(s1.replica_address(2), "h5:5");
+  EXPECT_TRUE(map.has_replicas());
+  EXPECT_EQ(map.DebugString(),
+            "epoch 1: 0@h1:1|h2:2 alive w=1, 1@h3:3|h4:4|h5:5 alive w=1");
+
+  // The same shards without replicas route every key to the same shard id.
+  ASSERT_OK_AND_ASSIGN(ClusterMap plain,
+                       ClusterMap::FromServerList("h1:1,h3:3"));
+  EXPECT_FALSE(plain.has_replicas());
+  std::vector<int> counts(2, 0);
+  for (uint64_t key = 0; key < 20000; ++key) {
+    ASSERT_EQ(map.Owner(key), plain.Owner(key)) << key;
+    ++counts[map.Owner(key)];
+  }
+  EXPECT_GT(counts[0], 8000);
+  EXPECT_GT(counts[1], 8000);
+  // Replicas take part in equality, and a map rebuilt from its spec keeps
+  // them.
+  EXPECT_NE(map, plain);
+  ASSERT_OK_AND_ASSIGN(ClusterMap again, ClusterMap::Create(map.spec()));
+  EXPECT_EQ(again, map);
+  EXPECT_EQ(again.servers()[1].replicas,
+            (std::vector<std::string>{"h4:4", "h5:5"}));
+}
+
+TEST(ClusterMapTest, RefusesAnAddressNamedTwice) {
+  for (const char* list :
+       {"h1:1|h1:1", "h1:1,h1:1", "h1:1|h2:2,h3:3|h2:2", "h1:1,h2:2|h1:1"}) {
+    SCOPED_TRACE(list);
+    ExpectInvalidArgument(ClusterMap::FromServerList(list), "is named twice");
+  }
+  ExpectInvalidArgument(ClusterMap::FromReplicatedAddresses({{"h1:1"}, {}}),
+                        "shard 1 has no address");
+  ServerInfo bad_replica = Server(0);
+  bad_replica.replicas = {"h:0"};
+  ExpectInvalidArgument(ClusterMap::Create(Spec(1, {bad_replica})), "server 0");
 }
 
 // What ps-server --servers and a "servers:" client both build: ids are the

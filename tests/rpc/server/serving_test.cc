@@ -4,6 +4,7 @@
 // half-written ones are ignored and corrupt ones refused, concurrent
 // readers never see a mix of two checkpoints, writes are refused and no
 // file of the checkpoint root changes.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -23,12 +24,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/client/client_url.h"
+#include "rpc/control/cluster_checkpoint.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/server.h"
 #include "store/manifest.h"
 #include "store/store.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
+#include "util/status_macros.h"
 
 namespace psdb::rpc {
 namespace {
@@ -109,7 +112,7 @@ FollowerOptions Follow(const std::string& root) {
 }
 
 std::vector<float> Served(CheckpointFollower& f) {
-  return Trainer::Values(*f.Acquire()->store);
+  return Trainer::Values(*f.Acquire()->stores.at(0));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -149,7 +152,7 @@ TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   EXPECT_FALSE(swapped);  // nothing newer
 
   // The first pulls read every row from the files.
-  TableStats before = follower->Acquire()->store->Stats().tables.at(0);
+  TableStats before = follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(before.misses, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(before.created, 0u);
   EXPECT_EQ(before.step, 1);
@@ -163,11 +166,13 @@ TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   EXPECT_EQ(status.swaps, 1u);
   // Warmed: the rows the old checkpoint held in memory were loaded before
   // the swap, so the next pulls are all hits.
-  const TableStats warmed = follower->Acquire()->store->Stats().tables.at(0);
+  const TableStats warmed =
+      follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(warmed.memory_rows, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(warmed.step, 2);
   EXPECT_TRUE(SameBits(Served(*follower), v2));
-  const TableStats after = follower->Acquire()->store->Stats().tables.at(0);
+  const TableStats after =
+      follower->Acquire()->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(after.hits - warmed.hits, static_cast<uint64_t>(kKeys));
   EXPECT_EQ(after.misses, warmed.misses);
 }
@@ -182,16 +187,16 @@ TEST(CheckpointFollowerTest, MissingKeysGetTheServingDefaultAndCreateNothing) {
   const std::vector<uint64_t> missing = {5, 6};
   std::vector<float> got(2 * kDim), want(2 * kDim);
   // A non-serving pull is served as a serving one by a read-only store.
-  ASSERT_OK(snap->store->Pull("emb", missing, absl::MakeSpan(got)));
+  ASSERT_OK(snap->stores.at(0)->Pull("emb", missing, absl::MakeSpan(got)));
   for (int i = 0; i < 2; ++i) {
     DefaultRow(Spec(), missing[i],
                absl::MakeSpan(want).subspan(i * kDim, kDim));
   }
   EXPECT_TRUE(SameBits(got, want));
   RowBatch rows;
-  ASSERT_OK(snap->store->PullRows("emb", missing, &rows));
+  ASSERT_OK(snap->stores.at(0)->PullRows("emb", missing, &rows));
   EXPECT_EQ(rows.values, want);
-  const TableStats stats = snap->store->Stats().tables.at(0);
+  const TableStats stats = snap->stores.at(0)->Stats().tables.at(0);
   EXPECT_EQ(stats.created, 0u);
   EXPECT_EQ(stats.memory_rows, 0u);
 }
@@ -448,6 +453,120 @@ TEST(ServingBinaryTest, ServesWhatPsDumpExportsAndFollows) {
   EXPECT_TRUE(WaitFor([&] { return served_step() == 3; }, absl::Seconds(20)));
   check(trainer.last_dir());
   EXPECT_OK(replica->Stop());
+}
+
+// A 2-server training cluster (in-process, static map) writes one cluster
+// checkpoint; it is then served by real replica processes: two of shard 0
+// and one of shard 1 behind `servers:A|B,C`, and one replica serving both
+// shards. Values equal the training cluster's, a key sent to the wrong
+// shard's replica is refused, and pulls keep succeeding, with exact values,
+// while a replica of shard 0 is SIGKILLed mid-run.
+TEST(ServingClusterTest, ReplicasOfAClusterCheckpointFailOver) {
+  ScratchDir dir;
+  testing::ReservedPort p0, p1;
+  const std::vector<std::string> addrs = {
+      absl::StrCat("127.0.0.1:", p0.port()),
+      absl::StrCat("127.0.0.1:", p1.port())};
+  ASSERT_OK_AND_ASSIGN(ClusterMap map, ClusterMap::FromAddresses(addrs));
+  std::vector<std::unique_ptr<Store>> stores;
+  std::vector<std::unique_ptr<PsServer>> training;
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         Store::Open({}, dir.Sub(absl::StrCat("train", s))));
+    ServerOptions options;
+    options.port = s == 0 ? p0.port() : p1.port();
+    options.cluster = map;
+    options.shard_id = s;
+    options.num_threads = 2;
+    ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
+    stores.push_back(std::move(store));
+    training.push_back(std::move(server));
+  }
+  ASSERT_OK_AND_ASSIGN(auto trainer, OpenParameterClient(absl::StrCat(
+                                         "servers:", addrs[0], ",", addrs[1])));
+  ASSERT_OK(trainer->CreateTable(Spec()));
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 300; ++k) keys.push_back(k * 7919 + 3);
+  std::vector<float> grads(keys.size() * kDim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * (i % 13);
+  PushOptions push;
+  push.step = 1;
+  ASSERT_OK(trainer->Push("emb", keys, grads, push));
+  const std::string root = dir.Sub("ckpt");
+  ASSERT_OK(WriteClusterCheckpoint(map, root, 1).status());
+  std::vector<float> want(keys.size() * kDim);
+  PullOptions serving;
+  serving.serving = true;
+  ASSERT_OK(trainer->Pull("emb", keys, absl::MakeSpan(want), serving));
+  trainer.reset();
+  for (auto& server : training) server->Shutdown(absl::Seconds(5));
+
+  auto replica = [&](std::vector<std::string> args) {
+    args.push_back("--serve_from=" + root);
+    args.push_back("--threads=2");
+    args.push_back("--memory_budget_mb=16");
+    return testing::StartPsServer(args);
+  };
+  ASSERT_OK_AND_ASSIGN(auto a, replica({"--shard_id=0"}));
+  ASSERT_OK_AND_ASSIGN(auto b, replica({"--shard_id=0"}));
+  ASSERT_OK_AND_ASSIGN(auto c, replica({"--shard_id=1"}));
+  ASSERT_OK_AND_ASSIGN(auto all, replica({"--serve_all_shards"}));
+
+  auto pull_all = [&](ParameterClient& client) -> absl::Status {
+    std::vector<float> got(want.size());
+    PSDB_RETURN_IF_ERROR(client.Pull("emb", keys, absl::MakeSpan(got), {}));
+    if (!SameBits(got, want)) return absl::InternalError("wrong values");
+    return absl::OkStatus();
+  };
+  // One replica with every shard.
+  ASSERT_OK_AND_ASSIGN(auto one,
+                       OpenParameterClient("servers:" + all->ready_value()));
+  EXPECT_OK(pull_all(*one));
+  RowBatch rows;
+  ASSERT_OK(one->PullRows("emb", keys, &rows));
+  EXPECT_EQ(rows.values, want);
+  ASSERT_OK_AND_ASSIGN(StoreStats stats, one->Stats());
+  EXPECT_EQ(stats.tables.at(0).step, 1);
+  // Both shards' stats, merged: the Pull read every row from the files, the
+  // PullRows found them in memory.
+  EXPECT_EQ(stats.tables.at(0).misses, keys.size());
+  EXPECT_EQ(stats.tables.at(0).hits, keys.size());
+
+  // A shard-0 replica asked for every key (as its only server) refuses the
+  // keys of shard 1.
+  ASSERT_OK_AND_ASSIGN(auto lone,
+                       OpenParameterClient("servers:" + a->ready_value()));
+  std::vector<float> got(want.size());
+  const absl::Status misrouted =
+      lone->Pull("emb", keys, absl::MakeSpan(got), {});
+  EXPECT_THAT(misrouted, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(misrouted.message()),
+              HasSubstr("this replica serves shard 0"));
+
+  // Replicas per shard, one of them killed mid-run.
+  ASSERT_OK_AND_ASSIGN(
+      auto client, OpenParameterClient(
+                       absl::StrCat("servers:", a->ready_value(), "|",
+                                    b->ready_value(), ",", c->ready_value())));
+  EXPECT_OK(pull_all(*client));
+  std::atomic<int> done{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 60; ++i) {
+        if (!pull_all(*client).ok()) failed.fetch_add(1);
+        done.fetch_add(1);
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return done.load() >= 40; }));
+  a->Signal(SIGKILL);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), 240);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_OK(b->Stop());
+  EXPECT_OK(c->Stop());
+  EXPECT_OK(all->Stop());
 }
 
 }  // namespace
