@@ -16,6 +16,11 @@ PACKAGES=(
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
   libssl-dev openssl redis-server libhiredis-dev gnuplot-nox python3
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
+  prometheus-cpp-dev
+  # Not linked: the metrics tests scrape /metrics with curl and read it back
+  # through a real Prometheus server (tests/rpc/server/metrics_*_test.cc);
+  # tests/deploy/check_deploy.py reads deploy/'s YAML.
+  prometheus curl python3-yaml
 )
 
 JOBS="${PSDB_JOBS:-2}"

@@ -5,7 +5,9 @@
 //   ps-scheduler --server_num=2 --worker_num=0 --sched_host=0.0.0.0
 //                --sched_port=7100 --insecure   (one command line)
 //
-// Prints "scheduler listening on HOST:PORT" once it serves, then one line
+// Prints "scheduler listening on HOST:PORT" once it serves (after "metrics
+// on HOST:PORT" with --metrics_port: Prometheus text at /metrics,
+// rpc/control/scheduler_metrics.h), then one line
 // per assignment on stderr ("server node id:<id> addr:<host:port> assigned
 // rank 0", "cluster ready: 2 servers, 2 workers, epoch 1", deaths,
 // recoveries). SIGTERM or SIGINT stops it (exit 0); a bad or missing
@@ -35,6 +37,11 @@ ABSL_FLAG(bool, require_client_cert, false,
           "Mutual TLS: refuse clients without a certificate from --tls_ca.");
 ABSL_FLAG(bool, insecure, false,
           "Allow plaintext on a non-loopback --sched_host.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics over HTTP at /metrics on this port; "
+          "0 picks a free one, -1 = off.");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the metrics endpoint binds; default --sched_host.");
 
 namespace {
 
@@ -76,11 +83,16 @@ int main(int argc, char** argv) {
   options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 
   auto server = psdb::rpc::SchedulerServer::Start(options);
   if (!server.ok()) return Fail(server.status());
   std::fprintf(stderr, "ps-scheduler: waiting for %d servers and %d workers\n",
                options.server_num, options.worker_num);
+  if ((*server)->metrics_port() >= 0) {
+    std::cout << "metrics on " << (*server)->metrics_address() << std::endl;
+  }
   std::cout << "scheduler listening on " << (*server)->address() << std::endl;
 
   int signal_number = 0;

@@ -16,6 +16,8 @@
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
 // flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+// With --metrics_port (training or serving) it first prints "metrics on
+// HOST:PORT": Prometheus text at /metrics (rpc/server/server_metrics.h).
 //
 // Read-only serving replica (rpc/server/checkpoint_follower.h): serves shard
 // K of the newest complete checkpoint under ROOT that verifies, with a
@@ -89,6 +91,11 @@ ABSL_FLAG(bool, require_client_cert, false,
 ABSL_FLAG(int, cert_expiry_warning_days, 90,
           "Warn when the server certificate expires within this many days.");
 ABSL_FLAG(bool, insecure, false, "Allow plaintext on a non-loopback --host.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics over HTTP at /metrics on this port; "
+          "0 picks a free one, -1 = off.");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the metrics endpoint binds; default --host.");
 ABSL_FLAG(std::string, sync_mode, "async",
           "async: each push applied on arrival; sync (BSP): a step's pushes "
           "from all workers are aggregated and applied once.");
@@ -146,6 +153,15 @@ int RunCheckpoint() {
   return 0;
 }
 
+// The ready lines: "metrics on HOST:PORT" (with --metrics_port), then
+// "listening on HOST:PORT", which launchers wait for.
+void AnnounceServing(const psdb::rpc::PsServer& server) {
+  if (server.metrics_port() >= 0) {
+    std::cout << "metrics on " << server.metrics_address() << std::endl;
+  }
+  std::cout << "listening on " << server.address() << std::endl;
+}
+
 // --serve_from: a read-only replica until SIGTERM/SIGINT.
 int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
           const sigset_t& signals) {
@@ -183,7 +199,7 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
   if (!follower.ok()) return Fail(follower.status());
   auto server = psdb::rpc::PsServer::StartServing(options, follower->get());
   if (!server.ok()) return Fail(server.status());
-  std::cout << "listening on " << (*server)->address() << std::endl;
+  AnnounceServing(**server);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -258,6 +274,8 @@ int main(int argc, char** argv) {
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 
   if (!serve_from.empty()) return Serve(serve_from, options, signals);
 
@@ -351,7 +369,7 @@ int main(int argc, char** argv) {
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());
   if (held_port_fd >= 0) close(held_port_fd);
-  std::cout << "listening on " << (*server)->address() << std::endl;
+  AnnounceServing(**server);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -14,7 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/control/node_config.h"
+#include "rpc/control/scheduler_metrics.h"
 #include "rpc/wire/convert.h"
+#include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "util/status_macros.h"
 
@@ -43,6 +45,10 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("port out of range: ", options.port));
+  }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_port out of range: ", options.metrics_port));
   }
   if (options.heartbeat_interval <= absl::ZeroDuration() ||
       options.heartbeat_timeout <= options.heartbeat_interval) {
@@ -530,6 +536,9 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
   bool stopping ABSL_GUARDED_BY(mu) = false;
   std::thread monitor;
   bool shut_down = false;
+  // Metrics (null when off); the endpoint stops before the scheduler goes.
+  std::shared_ptr<prometheus::Collectable> collector;
+  std::unique_ptr<MetricsHttpServer> metrics;
 };
 
 SchedulerServer::SchedulerServer(std::unique_ptr<Impl> impl)
@@ -547,6 +556,16 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       options.host.find(':') != std::string::npos && options.host[0] != '['
           ? absl::StrCat("[", options.host, "]")
           : options.host;
+  // Metrics first: a bad metrics address fails Start before anything serves.
+  if (options.metrics_port >= 0) {
+    PSDB_ASSIGN_OR_RETURN(
+        impl->metrics,
+        MetricsHttpServer::Start(
+            options.metrics_host.empty() ? options.host : options.metrics_host,
+            options.metrics_port));
+    impl->collector = NewSchedulerCollector(&impl->scheduler);
+    impl->metrics->Register(impl->collector);
+  }
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
                            &impl->port);
@@ -564,11 +583,18 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 
 int SchedulerServer::port() const { return impl_->port; }
 std::string SchedulerServer::address() const { return impl_->address; }
+int SchedulerServer::metrics_port() const {
+  return impl_->metrics != nullptr ? impl_->metrics->port() : -1;
+}
+std::string SchedulerServer::metrics_address() const {
+  return impl_->metrics != nullptr ? impl_->metrics->address() : "";
+}
 Scheduler* SchedulerServer::scheduler() { return &impl_->scheduler; }
 
 void SchedulerServer::Shutdown() {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
+  impl_->metrics.reset();  // waits for a running scrape
   impl_->scheduler.Close();
   {
     absl::MutexLock lock(&impl_->mu);

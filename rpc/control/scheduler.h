@@ -78,6 +78,12 @@ struct SchedulerOptions {
   // Default: null
   std::function<void(absl::string_view)> log;
   ServerTlsOptions tls;
+  // Prometheus metrics over HTTP at GET /metrics (scheduler_metrics.h):
+  // -1 = off, 0 = a free port (see SchedulerServer::metrics_port()).
+  // Default: -1
+  int metrics_port = -1;
+  // Address the metrics endpoint binds; empty = `host`. Default: ""
+  std::string metrics_host;
 };
 
 // The membership state machine, without transport.
@@ -157,7 +163,8 @@ class Scheduler {
 absl::Status ValidateSchedulerOptions(const SchedulerOptions& options);
 
 // A Scheduler behind gRPC, with a thread that checks heartbeats every
-// heartbeat_interval / 4.
+// heartbeat_interval / 4, and (when options.metrics_port >= 0) its
+// membership as Prometheus metrics over HTTP.
 class SchedulerServer {
  public:
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
@@ -169,6 +176,10 @@ class SchedulerServer {
   int port() const;
   // host:port (IPv6 hosts in brackets).
   std::string address() const;
+  // The bound metrics port, -1 when options.metrics_port was -1.
+  int metrics_port() const;
+  // host:port of the metrics endpoint; empty when off.
+  std::string metrics_address() const;
   Scheduler* scheduler();
 
   // Releases blocked calls with UNAVAILABLE, stops serving. Idempotent.

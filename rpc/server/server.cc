@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -17,8 +18,10 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/server/server_metrics.h"
 #include "rpc/server/thread_pool.h"
 #include "rpc/wire/convert.h"
+#include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "store/manifest.h"
 #include "util/status_macros.h"
@@ -59,6 +62,26 @@ absl::Status ValidateRootDir(absl::string_view root) {
   return absl::OkStatus();
 }
 
+// The method a request belongs to, for metrics (one overload per request
+// type, so ServiceImpl::Run needs no extra argument).
+RpcMethod MethodOf(const v1::PullRequest&) { return RpcMethod::kPull; }
+RpcMethod MethodOf(const v1::PushRequest&) { return RpcMethod::kPush; }
+RpcMethod MethodOf(const v1::PullRowsRequest&) { return RpcMethod::kPullRows; }
+RpcMethod MethodOf(const v1::PutRowsRequest&) { return RpcMethod::kPutRows; }
+RpcMethod MethodOf(const v1::CreateTableRequest&) {
+  return RpcMethod::kCreateTable;
+}
+RpcMethod MethodOf(const v1::DropTableRequest&) {
+  return RpcMethod::kDropTable;
+}
+RpcMethod MethodOf(const v1::ListTablesRequest&) {
+  return RpcMethod::kListTables;
+}
+RpcMethod MethodOf(const v1::CheckpointRequest&) {
+  return RpcMethod::kCheckpoint;
+}
+RpcMethod MethodOf(const v1::StatsRequest&) { return RpcMethod::kStats; }
+
 // What one request reads, held until it is answered: the training store,
 // or the serving replica's current checkpoint (reads are serving reads).
 class Lease {
@@ -98,9 +121,15 @@ class Lease {
 class ServiceImpl final : public v1::ParameterService::CallbackService {
  public:
   // Exactly one of `store` (training) and `follower` (serving) is set.
+  // `metrics` may be null (metrics off).
   ServiceImpl(const ServerOptions& options, Store* store,
-              CheckpointFollower* follower, ThreadPool* pool)
-      : options_(options), store_(store), follower_(follower), pool_(pool) {
+              CheckpointFollower* follower, ThreadPool* pool,
+              ServerMetrics* metrics)
+      : options_(options),
+        store_(store),
+        follower_(follower),
+        pool_(pool),
+        metrics_(metrics) {
     if (options_.sync.num_workers > 0 && store != nullptr) {
       sync_ = std::make_unique<SyncAggregator>(
           options_.sync,
@@ -116,32 +145,32 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   ServerUnaryReactor* Pull(CallbackServerContext* ctx,
                            const v1::PullRequest* req,
                            v1::PullResponse* resp) override {
-    return Run(ctx, [this, req, resp] { return DoPull(*req, resp); });
+    return Run(ctx, req, [this, req, resp] { return DoPull(*req, resp); });
   }
   ServerUnaryReactor* Push(CallbackServerContext* ctx,
                            const v1::PushRequest* req,
                            v1::PushResponse*) override {
-    return Run(ctx, [this, req] { return DoPush(*req); });
+    return Run(ctx, req, [this, req] { return DoPush(*req); });
   }
   ServerUnaryReactor* PullRows(CallbackServerContext* ctx,
                                const v1::PullRowsRequest* req,
                                v1::PullRowsResponse* resp) override {
-    return Run(ctx, [this, req, resp] { return DoPullRows(*req, resp); });
+    return Run(ctx, req, [this, req, resp] { return DoPullRows(*req, resp); });
   }
   ServerUnaryReactor* PutRows(CallbackServerContext* ctx,
                               const v1::PutRowsRequest* req,
                               v1::PutRowsResponse*) override {
-    return Run(ctx, [this, req] { return DoPutRows(*req); });
+    return Run(ctx, req, [this, req] { return DoPutRows(*req); });
   }
   ServerUnaryReactor* CreateTable(CallbackServerContext* ctx,
                                   const v1::CreateTableRequest* req,
                                   v1::CreateTableResponse*) override {
-    return Run(ctx, [this, req] { return DoCreateTable(*req); });
+    return Run(ctx, req, [this, req] { return DoCreateTable(*req); });
   }
   ServerUnaryReactor* DropTable(CallbackServerContext* ctx,
                                 const v1::DropTableRequest* req,
                                 v1::DropTableResponse*) override {
-    return Run(ctx, [this, req]() -> absl::Status {
+    return Run(ctx, req, [this, req]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       PSDB_RETURN_IF_ERROR(ValidateTableName(req->name()));
@@ -151,7 +180,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   ServerUnaryReactor* ListTables(CallbackServerContext* ctx,
                                  const v1::ListTablesRequest* req,
                                  v1::ListTablesResponse* resp) override {
-    return Run(ctx, [this, req, resp]() -> absl::Status {
+    return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       const Lease lease = Acquire();
       std::vector<TableSpec> tables = lease.ListTables();
@@ -167,12 +196,13 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   ServerUnaryReactor* Checkpoint(CallbackServerContext* ctx,
                                  const v1::CheckpointRequest* req,
                                  v1::CheckpointResponse* resp) override {
-    return Run(ctx, [this, req, resp] { return DoCheckpoint(*req, resp); });
+    return Run(ctx, req,
+               [this, req, resp] { return DoCheckpoint(*req, resp); });
   }
   ServerUnaryReactor* Stats(CallbackServerContext* ctx,
                             const v1::StatsRequest* req,
                             v1::StatsResponse* resp) override {
-    return Run(ctx, [this, req, resp]() -> absl::Status {
+    return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
       const Lease lease = Acquire();
       StoreStats stats = lease.Stats();
@@ -202,19 +232,38 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
  private:
   // Hands the request to the pool; answers without running it when the
-  // client has gone or the deadline has passed meanwhile.
-  template <typename Fn>
-  ServerUnaryReactor* Run(CallbackServerContext* ctx, Fn fn) {
+  // client has gone or the deadline has passed meanwhile. Every handler
+  // comes through here, so this is where each call is counted and timed
+  // (from its arrival, queueing included), under the method its request
+  // type names, with its key count when the request has keys.
+  template <typename Request, typename Fn>
+  ServerUnaryReactor* Run(CallbackServerContext* ctx, const Request* req,
+                          Fn fn) {
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    pool_->Schedule([this, ctx, reactor, fn = std::move(fn)]() mutable {
+    const absl::Time arrived = absl::Now();
+    std::optional<size_t> keys;
+    if constexpr (requires { req->keys_size(); }) {
+      keys = static_cast<size_t>(req->keys_size());
+    }
+    pool_->Schedule([this, ctx, reactor, method = MethodOf(*req), keys, arrived,
+                     fn = std::move(fn)]() mutable {
+      const auto finish = [&](const grpc::Status& status) {
+        if (metrics_ != nullptr) {
+          const absl::Time now = absl::Now();
+          metrics_->RecordRequest(
+              method, static_cast<absl::StatusCode>(status.error_code()),
+              now - arrived, keys, now);
+        }
+        reactor->Finish(status);
+      };
       if (ctx->IsCancelled()) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                                     "request cancelled before it ran"));
+        finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                            "request cancelled before it ran"));
         return;
       }
       if (ctx->deadline() <= std::chrono::system_clock::now()) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                     "deadline passed before the request ran"));
+        finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "deadline passed before the request ran"));
         return;
       }
       const absl::Status status = fn();
@@ -222,7 +271,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
         ctx->AddTrailingMetadata(kServerEpochMetadataKey,
                                  absl::StrCat(options_.cluster.epoch()));
       }
-      reactor->Finish(ToGrpcStatus(status));
+      finish(ToGrpcStatus(status));
     });
     return reactor;
   }
@@ -437,6 +486,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   Store* const store_;                  // training; null when serving
   CheckpointFollower* const follower_;  // serving; null when training
   ThreadPool* const pool_;
+  ServerMetrics* const metrics_;          // null: metrics off
   std::unique_ptr<SyncAggregator> sync_;  // null: async
 };
 
@@ -449,6 +499,10 @@ class PsServer::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<ServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
+  // Null when options.metrics_port is -1. Members go in reverse order:
+  // the endpoint (waiting for a running scrape) before the metrics.
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<MetricsHttpServer> http;
   absl::Mutex mu;
   bool shut_down ABSL_GUARDED_BY(mu) = false;
 };
@@ -478,6 +532,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
     return absl::InvalidArgumentError(
         absl::StrCat("port ", options.port, " out of range"));
   }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics_port ", options.metrics_port, " out of range"));
+  }
   if (options.max_batch_keys == 0 || options.max_dim < 1) {
     return absl::InvalidArgumentError(
         "max_batch_keys and max_dim must be positive");
@@ -498,8 +556,22 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
   impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->service =
-      std::make_unique<ServiceImpl>(options, store, follower, impl->pool.get());
+  if (options.metrics_port >= 0) {
+    // Before gRPC serves: a bad metrics address fails Start with nothing
+    // serving, and no call goes uncounted.
+    impl->metrics = store != nullptr
+                        ? std::make_unique<ServerMetrics>(store)
+                        : std::make_unique<ServerMetrics>(follower);
+    PSDB_ASSIGN_OR_RETURN(
+        impl->http,
+        MetricsHttpServer::Start(
+            options.metrics_host.empty() ? options.host : options.metrics_host,
+            options.metrics_port));
+    impl->http->Register(impl->metrics->requests());
+    impl->http->Register(impl->metrics->store_collector());
+  }
+  impl->service = std::make_unique<ServiceImpl>(
+      options, store, follower, impl->pool.get(), impl->metrics.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -537,6 +609,14 @@ std::string PsServer::address() const {
              : absl::StrCat(host, ":", impl_->port);
 }
 
+int PsServer::metrics_port() const {
+  return impl_->http != nullptr ? impl_->http->port() : -1;
+}
+
+std::string PsServer::metrics_address() const {
+  return impl_->http != nullptr ? impl_->http->address() : "";
+}
+
 void PsServer::Shutdown(absl::Duration grace) {
   {
     absl::MutexLock lock(&impl_->mu);
@@ -550,6 +630,8 @@ void PsServer::Shutdown(absl::Duration grace) {
                           absl::ToChronoMilliseconds(grace));
   impl_->server->Wait();
   impl_->pool.reset();
+  // The store may be closed once Shutdown returns: no scrape may read it.
+  impl_->http.reset();
 }
 
 }  // namespace psdb::rpc

@@ -31,6 +31,11 @@
 // cluster epoch: replicas do not take part in membership changes. Stats
 // reports the serving checkpoint (StatsResponse.serving).
 //
+// Metrics (options.metrics_port >= 0): every call is counted by method and
+// status code and timed, and the store's figures (a replica's: the served
+// checkpoint's, with its step and age) are exposed, in the Prometheus text
+// format over HTTP (rpc/server/server_metrics.h).
+//
 // Thread-safety: Start/Shutdown/Wait from one controlling thread; the server
 // serves any number of concurrent requests. `store` (or `follower`) must
 // outlive the server.
@@ -78,6 +83,11 @@ struct ServerOptions {
   // gradients are reduced and applied once (rpc/server/sync_aggregator.h).
   // Default: async (num_workers 0)
   SyncOptions sync;
+  // Prometheus metrics over HTTP at GET /metrics (server_metrics.h):
+  // -1 = off, 0 = a free port (see PsServer::metrics_port()). Default: -1
+  int metrics_port = -1;
+  // Address the metrics endpoint binds; empty = `host`. Default: ""
+  std::string metrics_host;
 };
 
 // Largest gRPC message ps-server accepts (and sends): a request of
@@ -104,10 +114,16 @@ class PsServer {
   int port() const;
   // host:port (IPv6 hosts in brackets).
   std::string address() const;
+  // The bound metrics port; -1 when options.metrics_port was -1 or after
+  // Shutdown (which stops the endpoint).
+  int metrics_port() const;
+  // host:port of the metrics endpoint; empty when there is none.
+  std::string metrics_address() const;
 
   // Stops accepting requests; requests already running finish (until
   // `grace` passes, after which they are cancelled), then the handler pool
-  // drains. Idempotent. The store is left open for the caller to close.
+  // drains, then the metrics endpoint stops. Idempotent. The store is left
+  // open for the caller to close.
   void Shutdown(absl::Duration grace);
 
  private:

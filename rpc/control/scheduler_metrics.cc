@@ -1,0 +1,74 @@
+#include "rpc/control/scheduler_metrics.h"
+
+#include <vector>
+
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+#include "rpc/wire/metric_families.h"
+
+namespace psdb::rpc {
+namespace {
+
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+class SchedulerCollector final : public prometheus::Collectable {
+ public:
+  explicit SchedulerCollector(const Scheduler* scheduler)
+      : scheduler_(scheduler) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const v1::ClusterMap map = scheduler_->Map();
+    MetricFamily live = NewMetricFamily(
+        "psdb_scheduler_live_nodes",
+        "Registered nodes whose heartbeats arrive in time, by role.",
+        MetricType::Gauge);
+    MetricFamily dead = NewMetricFamily(
+        "psdb_scheduler_dead_nodes",
+        "Nodes marked dead (missed heartbeats), by role; they keep their "
+        "ranks.",
+        MetricType::Gauge);
+    MetricFamily expected = NewMetricFamily(
+        "psdb_scheduler_expected_nodes",
+        "Nodes the cluster is configured for, by role.", MetricType::Gauge);
+    const auto add = [&](const char* role, const auto& nodes, int want) {
+      int alive = 0;
+      for (const v1::NodeEntry& n : nodes) {
+        if (n.state() == v1::NODE_STATE_ALIVE) ++alive;
+      }
+      AddMetricSample(&live, {{"role", role}}, alive);
+      AddMetricSample(&dead, {{"role", role}}, nodes.size() - alive);
+      AddMetricSample(&expected, {{"role", role}}, want);
+    };
+    add("server", map.servers(), map.server_num());
+    add("worker", map.workers(), map.worker_num());
+
+    std::vector<MetricFamily> out;
+    out.push_back(std::move(live));
+    out.push_back(std::move(dead));
+    out.push_back(std::move(expected));
+    AddGaugeFamily(&out, "psdb_scheduler_cluster_ready",
+                   "1 once every server and worker rank has registered.",
+                   map.ready() ? 1 : 0);
+    AddGaugeFamily(
+        &out, "psdb_scheduler_cluster_epoch",
+        "The cluster epoch servers and clients route with (0 until ready).",
+        static_cast<double>(map.epoch()));
+    AddGaugeFamily(&out, "psdb_scheduler_map_version",
+                   "Increases with every membership change.",
+                   static_cast<double>(map.version()));
+    return out;
+  }
+
+ private:
+  const Scheduler* const scheduler_;
+};
+
+}  // namespace
+
+std::shared_ptr<prometheus::Collectable> NewSchedulerCollector(
+    const Scheduler* scheduler) {
+  return std::make_shared<SchedulerCollector>(scheduler);
+}
+
+}  // namespace psdb::rpc

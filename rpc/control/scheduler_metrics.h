@@ -1,0 +1,32 @@
+// What ps-scheduler exposes to Prometheus (rpc/wire/metrics_http.h serves
+// it at GET /metrics): the membership, read from Scheduler::Map() at scrape
+// time, so the figures are the scheduler's own and never a second copy.
+//
+//   psdb_scheduler_live_nodes{role}      registered nodes that beat in time
+//   psdb_scheduler_dead_nodes{role}      nodes marked dead (they keep ranks)
+//   psdb_scheduler_expected_nodes{role}  the configured server_num/worker_num
+//   psdb_scheduler_cluster_ready         1 once every rank has registered
+//   psdb_scheduler_cluster_epoch         the epoch servers route with
+//   psdb_scheduler_map_version           bumps with every membership change
+//
+// role is "server" or "worker"; all are gauges.
+//
+// Thread-safety: the collector is thread-safe (Scheduler is). `scheduler`
+// must outlive the collector's scrapes (stop the MetricsHttpServer first).
+#ifndef PSDB_RPC_CONTROL_SCHEDULER_METRICS_H_
+#define PSDB_RPC_CONTROL_SCHEDULER_METRICS_H_
+
+#include <memory>
+
+#include "prometheus/collectable.h"
+#include "rpc/control/scheduler.h"
+
+namespace psdb::rpc {
+
+// REQUIRES: scheduler != nullptr.
+std::shared_ptr<prometheus::Collectable> NewSchedulerCollector(
+    const Scheduler* scheduler);
+
+}  // namespace psdb::rpc
+
+#endif  // PSDB_RPC_CONTROL_SCHEDULER_METRICS_H_
