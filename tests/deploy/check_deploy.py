@@ -95,6 +95,8 @@ def main():
 
     check_scrape_annotations(os.path.join(deploy, "servers.yaml"),
                              "StatefulSet", "ps-server")
+    check_scrape_annotations(os.path.join(deploy, "serving.yaml"),
+                             "StatefulSet", "ps-server")
     check_scrape_annotations(os.path.join(deploy, "scheduler.yaml"),
                              "Deployment", "ps-scheduler")
 
