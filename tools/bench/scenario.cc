@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tools/bench/cache_bench.h"
+#include "tools/bench/serve_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
 #include "tools/bench/train_bench.h"
@@ -22,6 +23,11 @@ constexpr Scenario kScenarios[] = {
      "psdb over loopback (ps-server + RemoteClient) vs Redis pipelined "
      "MGET/MSET vs a raw-TCP gather server (the limit)",
      &RunServerBench},
+    {"serve",
+     "read-only serving replicas (whole table / 10% in memory) vs Redis: "
+     "peak rows/s, p50/p99/p999 at a fixed load, p99 through a checkpoint "
+     "swap",
+     &RunServeBench},
     {"cache",
      "cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) "
      "and CPU-backend gather throughput vs a plain indexed copy",

@@ -31,17 +31,17 @@ absl::Status ServerSystem::Push(int, absl::Span<const uint64_t>) {
   return absl::UnimplementedError(absl::StrCat(id_, " does not push"));
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-TableSpec EmbSpec(const ServerSystemOptions& o) {
+TableSpec BenchTableSpec(const ServerSystemOptions& o) {
   TableSpec spec;
   spec.name = "emb";
   spec.dim = o.dim;
   spec.seed = o.seed;
   return spec;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // Loads all rows: load(thread, begin, end) over [0, rows) in batch_keys
 // chunks shared out across the threads; returns the wall time.
@@ -61,6 +61,21 @@ absl::StatusOr<double> LoadAll(
 
 // ---- psdb ------------------------------------------------------------------
 
+// `n` RemoteClients of the one server at `address`, one connection each.
+absl::StatusOr<std::vector<std::unique_ptr<rpc::RemoteClient>>> ConnectClients(
+    const std::string& address, int n) {
+  std::vector<std::unique_ptr<rpc::RemoteClient>> clients;
+  for (int t = 0; t < n; ++t) {
+    rpc::RemoteClientOptions options;
+    PSDB_ASSIGN_OR_RETURN(options.cluster,
+                          ClusterMap::FromAddresses({address}));
+    options.call_timeout = absl::Seconds(120);
+    PSDB_ASSIGN_OR_RETURN(auto client, rpc::RemoteClient::Open(options));
+    clients.push_back(std::move(client));
+  }
+  return clients;
+}
+
 class PsdbSystem : public ServerSystem {
  public:
   PsdbSystem() : ServerSystem("psdb", "psdb: ps-server + RemoteClient") {}
@@ -78,16 +93,9 @@ class PsdbSystem : public ServerSystem {
     server.ready_prefix = "listening on ";
     server.destroy_signal = SIGTERM;  // it closes its store
     PSDB_ASSIGN_OR_RETURN(server_, tools::ChildProcess::Start(server));
-    const std::string address = server_->ready_value();
-    for (int t = 0; t < o.threads; ++t) {
-      rpc::RemoteClientOptions options;
-      PSDB_ASSIGN_OR_RETURN(options.cluster,
-                            ClusterMap::FromAddresses({address}));
-      options.call_timeout = absl::Seconds(120);
-      PSDB_ASSIGN_OR_RETURN(auto client, rpc::RemoteClient::Open(options));
-      clients_.push_back(std::move(client));
-    }
-    TableSpec spec = EmbSpec(o);
+    PSDB_ASSIGN_OR_RETURN(clients_,
+                          ConnectClients(server_->ready_value(), o.threads));
+    TableSpec spec = BenchTableSpec(o);
     spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
     spec.optimizer.learning_rate = 0.05f;
     for (auto& c : clients_) PSDB_RETURN_IF_ERROR(c->CreateTable(spec));
@@ -123,6 +131,53 @@ class PsdbSystem : public ServerSystem {
   std::vector<std::unique_ptr<rpc::RemoteClient>> clients_;
   std::vector<std::vector<float>> out_;  // per thread
   std::vector<float> grads_;
+  int dim_ = 0;
+};
+
+// The serving replica: `ps-server --serve_from`, read with serving pulls.
+class ServingReplicaSystem : public ServingReplica {
+ public:
+  ServingReplicaSystem(std::string id, std::string label)
+      : ServingReplica(std::move(id), std::move(label)) {}
+
+  absl::Status Open(const ServerSystemOptions& o,
+                    const ServingReplicaOptions& r) {
+    tools::ChildOptions server;
+    server.binary = o.ps_server;
+    server.args = {absl::StrCat("--serve_from=", r.root), "--port=0",
+                   absl::StrCat("--memory_budget_mb=", r.memory_budget_mb),
+                   absl::StrCat("--follow_interval_s=", r.follow_interval_s),
+                   absl::StrCat("--max_batch_keys=",
+                                std::max<uint64_t>(65536, o.batch_keys))};
+    server.ready_prefix = "listening on ";
+    // It verifies every row of the checkpoint before it serves.
+    server.timeout = absl::Minutes(10);
+    server.destroy_signal = SIGTERM;
+    const auto t0 = Clock::now();
+    PSDB_ASSIGN_OR_RETURN(server_, tools::ChildProcess::Start(server));
+    load_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    // One more client than threads: the last one asks for Stats.
+    PSDB_ASSIGN_OR_RETURN(
+        clients_, ConnectClients(server_->ready_value(), o.threads + 1));
+    out_.assign(o.threads, std::vector<float>(o.batch_keys * o.dim));
+    dim_ = o.dim;
+    return absl::OkStatus();
+  }
+
+  absl::Status Pull(int thread, absl::Span<const uint64_t> keys) override {
+    return clients_[thread]->Pull(
+        "emb", keys, absl::MakeSpan(out_[thread]).first(keys.size() * dim_),
+        {.serving = true});
+  }
+  absl::StatusOr<StoreStats> Stats() override {
+    return clients_.back()->Stats();
+  }
+
+ private:
+  // Declared before the clients so that they close before it stops.
+  std::unique_ptr<tools::ChildProcess> server_;
+  std::vector<std::unique_ptr<rpc::RemoteClient>> clients_;
+  std::vector<std::vector<float>> out_;  // per thread
   int dim_ = 0;
 };
 
@@ -237,7 +292,7 @@ class RedisSystem : public ServerSystem {
     chunk_ = o.redis_chunk;
     rows_.assign(o.threads, std::vector<float>(o.batch_keys * o.dim));
     // The same initial values psdb creates, written with MSET.
-    const TableSpec spec = EmbSpec(o);
+    const TableSpec spec = BenchTableSpec(o);
     PSDB_ASSIGN_OR_RETURN(
         load_s_, LoadAll(o, [&](int t, uint64_t begin, uint64_t end) {
           std::vector<uint64_t> keys;
@@ -313,7 +368,7 @@ class TcpLimitSystem : public ServerSystem {
   absl::Status Open(const ServerSystemOptions& o) {
     dim_ = o.dim;
     row_bytes_ = o.dim * sizeof(float);
-    const TableSpec spec = EmbSpec(o);
+    const TableSpec spec = BenchTableSpec(o);
     index_.reserve(o.rows);
     table_.resize(o.rows * o.dim);
     const auto t0 = Clock::now();
@@ -449,6 +504,14 @@ absl::StatusOr<std::unique_ptr<ServerSystem>> OpenSystem(
 absl::StatusOr<std::unique_ptr<ServerSystem>> OpenPsdbSystem(
     const ServerSystemOptions& options) {
   return OpenSystem<PsdbSystem>(options);
+}
+
+absl::StatusOr<std::unique_ptr<ServingReplica>> OpenServingReplica(
+    const ServerSystemOptions& options, const ServingReplicaOptions& replica) {
+  auto system =
+      std::make_unique<ServingReplicaSystem>(replica.id, replica.label);
+  PSDB_RETURN_IF_ERROR(system->Open(options, replica));
+  return system;
 }
 
 absl::StatusOr<std::unique_ptr<ServerSystem>> OpenRedisSystem(

@@ -1,9 +1,11 @@
-// The three systems `ps-bench server` compares (server_bench.h says what it
+// The systems `ps-bench server` compares (server_bench.h says what it
 // measures and why): psdb over loopback gRPC, Redis, and a raw-TCP gather
-// server with no RPC layer (the limit). Each is opened once — its server
-// started, one connection per client thread made, every row loaded — and
-// then measured by the scenario in several alternating rounds, so all three
-// stay up together for the whole run. Destroying one stops its server.
+// server with no RPC layer (the limit); and the read-only psdb serving
+// replica `ps-bench serve` compares with the same Redis (serve_bench.h). Each
+// is opened once — its server started, one connection per client thread made,
+// every row loaded — and then measured by the scenario in several alternating
+// rounds, so all three stay up together for the whole run. Destroying one stops
+// its server.
 //
 // Thread-safety: after Open, Pull and Push may be called from
 // `options.threads` threads at once, each with its own `thread` index in
@@ -19,6 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "store/parameter_client.h"
+#include "store/table_spec.h"
 
 namespace psdb::bench {
 
@@ -34,6 +38,12 @@ struct ServerSystemOptions {
   std::string redis_server;  // redis-server binary
   std::string dir;           // scratch directory (exists)
 };
+
+// The table every system holds: "emb", options.dim floats per row, rows
+// initialized from options.seed (InitializeRow). Redis and the limit load
+// exactly these rows; a checkpoint a serving replica reads must hold them
+// too for the comparison to be of the same bytes.
+TableSpec BenchTableSpec(const ServerSystemOptions& options);
 
 class ServerSystem {
  public:
@@ -70,6 +80,38 @@ class ServerSystem {
 // uses Adagrad, so a push runs the optimizer server-side.
 absl::StatusOr<std::unique_ptr<ServerSystem>> OpenPsdbSystem(
     const ServerSystemOptions& options);
+
+// A read-only psdb serving replica: what `ps-server --serve_from` serves
+// (rpc/server/checkpoint_follower.h), read through one RemoteClient per
+// thread with serving pulls of table "emb".
+class ServingReplica : public ServerSystem {
+ public:
+  // The replica's store stats through a connection of its own: each
+  // table's step (that of the checkpoint it serves now) and its memory
+  // tier's hits and misses.
+  virtual absl::StatusOr<StoreStats> Stats() = 0;
+
+ protected:
+  using ServerSystem::ServerSystem;
+};
+
+struct ServingReplicaOptions {
+  std::string id;     // ServerSystem::id()
+  std::string label;  // ServerSystem::label()
+  // The checkpoint root it follows (--serve_from).
+  std::string root;
+  // Its memory tier (--memory_budget_mb).
+  uint64_t memory_budget_mb = 0;
+  // Seconds between its looks for a newer checkpoint (--follow_interval_s).
+  int follow_interval_s = 1;
+};
+
+// Starts `ps-server --serve_from` (options.ps_server) on a free loopback
+// port and connects options.threads clients; load_s() is the time until it
+// served (it verifies the checkpoint first). Loads nothing: the rows come
+// from the checkpoint under replica.root.
+absl::StatusOr<std::unique_ptr<ServingReplica>> OpenServingReplica(
+    const ServerSystemOptions& options, const ServingReplicaOptions& replica);
 
 // Debian's redis-server on a free loopback port, no persistence; rows stored
 // as dim*4-byte values, read and written with pipelined MGET / MSET through
