@@ -1,7 +1,11 @@
 #include "rpc/server/checkpoint_follower.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -21,6 +25,24 @@ namespace {
 
 // Keys per warming pull.
 constexpr size_t kWarmBatch = 4096;
+
+// Runs fn() on a thread of its own under SCHED_IDLE (Linux: it runs only
+// on CPU no other thread wants, and any waking thread preempts it at once)
+// and returns its result. Verifying and warming a large
+// checkpoint take seconds of CPU, which must not come out of the requests'
+// share: on a busy machine the swap takes longer instead. A thread of its
+// own, because a thread cannot raise its priority back without privilege
+// and threads it starts (a store's evictor) would inherit the low one.
+template <typename Fn>
+auto AtLowPriority(Fn fn) -> decltype(fn()) {
+  std::optional<decltype(fn())> result;
+  std::thread([&] {
+    sched_param param{};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+    result.emplace(fn());
+  }).join();
+  return *std::move(result);
+}
 
 void Log(const std::string& line) {
   std::fprintf(stderr, "ps-server: %s\n", line.c_str());
@@ -47,7 +69,8 @@ absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
     const FollowerOptions& options, const CheckpointRef& ref) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointReader> reader,
                         ckpt::CheckpointReader::Open(ref.path));
-  PSDB_ASSIGN_OR_RETURN(ckpt::VerifyReport report, ckpt::Verify(*reader));
+  PSDB_ASSIGN_OR_RETURN(ckpt::VerifyReport report,
+                        AtLowPriority([&] { return ckpt::Verify(*reader); }));
   if (!report.ok()) {
     return absl::DataLossError(
         absl::StrCat("verify found ", report.error_count, " error(s), first: ",
@@ -277,7 +300,12 @@ class CheckpointFollower::Impl {
         status_.last_refusal = why;
         continue;
       }
-      if (old != nullptr) WarmShards(*old, **next, options_.warm_max_keys);
+      if (old != nullptr) {
+        AtLowPriority([&] {
+          WarmShards(*old, **next, options_.warm_max_keys);
+          return true;
+        });
+      }
       std::shared_ptr<ServingSnapshot> shared = Share(*std::move(next));
       {
         absl::MutexLock l(&mu_);
@@ -334,7 +362,13 @@ class CheckpointFollower::Impl {
         if (retire_->stop) return;
         retired.swap(retire_->queue);
       }
-      for (ServingSnapshot* s : retired) delete s;
+      if (!retired.empty()) {
+        // Closing frees a whole memory tier and a RocksDB instance.
+        AtLowPriority([&] {
+          for (ServingSnapshot* s : retired) delete s;
+          return true;
+        });
+      }
       if (absl::Now() >= next_poll) {
         absl::StatusOr<bool> polled = Poll();
         if (!polled.ok()) Log(polled.status().ToString());

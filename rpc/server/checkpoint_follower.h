@@ -24,8 +24,8 @@
 //  - Atomic swap: Acquire() hands out the current snapshot; a caller holds
 //    it for one request, so a response comes wholly from one checkpoint and
 //    in-flight requests finish on the old one. The old checkpoint's store is
-//    closed once its last holder lets go (on the follower's thread, not the
-//    request's). While a swap is under way both checkpoints' memory tiers
+//    closed once its last holder lets go (on the follower's side, not the
+//    request's thread). While a swap is under way both checkpoints' memory tiers
 //    exist: plan for twice the budget.
 //  - Warming: for every shard and every table of the new checkpoint that
 //    the old one also has, the keys resident in the old store's memory tier
@@ -34,6 +34,10 @@
 //  - Each served shard is a store of its own with the whole
 //    options.store.memory_budget_bytes (serving every shard of an N-shard
 //    checkpoint: N budgets).
+//  - Verifying, warming and closing a retired checkpoint run under
+//    SCHED_IDLE: they take only CPU that requests leave, so requests keep
+//    their latency during a swap and on a busy machine the swap takes
+//    longer.
 //  - Files are never modified (Store::OpenCheckpoint, CheckpointReader).
 //
 // Thread-safety: Acquire, Poll and status may be called from any thread;
