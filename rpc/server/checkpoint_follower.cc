@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "optim/optimizer.h"
 #include "shard/partitioner.h"
 #include "store/checkpoint_reader.h"
 #include "store/checkpoint_verify.h"
@@ -153,6 +154,12 @@ Partitioner& ThreadPartitioner() {
   return partitioner;
 }
 
+// Index into ServingSnapshot::stores of `shard`. REQUIRES: it is held.
+size_t StoreIndex(const std::vector<int>& shard_ids, ServerId shard) {
+  return std::lower_bound(shard_ids.begin(), shard_ids.end(), shard) -
+         shard_ids.begin();
+}
+
 }  // namespace
 
 bool ServingSnapshot::Holds(uint64_t key) const {
@@ -178,9 +185,7 @@ absl::Status ServingSnapshot::Pull(absl::string_view table,
   PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));
   std::vector<float> sent(partitioner.num_sent() * dim);
   for (uint32_t p : partitioner.nonempty_parts()) {
-    const size_t i = std::lower_bound(shard_ids.begin(), shard_ids.end(),
-                                      partitioner.part_server(p)) -
-                     shard_ids.begin();
+    const size_t i = StoreIndex(shard_ids, partitioner.part_server(p));
     const absl::Span<const uint64_t> part = partitioner.part_keys(p);
     PSDB_RETURN_IF_ERROR(stores[i]->Pull(
         table, part,
@@ -205,22 +210,18 @@ absl::Status ServingSnapshot::PullRows(absl::string_view table,
   std::vector<RowBatch> parts(partitioner.num_parts());
   std::vector<std::pair<uint32_t, uint32_t>> where(partitioner.num_sent());
   for (uint32_t p : partitioner.nonempty_parts()) {
-    const size_t i = std::lower_bound(shard_ids.begin(), shard_ids.end(),
-                                      partitioner.part_server(p)) -
-                     shard_ids.begin();
+    const size_t i = StoreIndex(shard_ids, partitioner.part_server(p));
     PSDB_RETURN_IF_ERROR(
         stores[i]->PullRows(table, partitioner.part_keys(p), &parts[p]));
     for (size_t j = 0; j < parts[p].size(); ++j) {
       where[partitioner.part_offset(p) + j] = {p, static_cast<uint32_t>(j)};
     }
   }
-  const RowBatch& any = parts[partitioner.nonempty_parts().empty()
-                                  ? 0
-                                  : partitioner.nonempty_parts().front()];
   PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
+  const int state_size = optim::StateSize(spec.optimizer, spec.dim);
   const size_t d = static_cast<size_t>(spec.dim);
-  const size_t ss = static_cast<size_t>(any.state_size);
-  out->Resize(spec.dim, any.state_size, keys.size());
+  const size_t ss = static_cast<size_t>(state_size);
+  out->Resize(spec.dim, state_size, keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
     const auto [p, j] = where[partitioner.inverse()[k]];
     const RowBatch& src = parts[p];
