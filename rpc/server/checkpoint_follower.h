@@ -25,8 +25,8 @@
 //    it for one request, so a response comes wholly from one checkpoint and
 //    in-flight requests finish on the old one. The old checkpoint's store is
 //    closed once its last holder lets go (on the follower's side, not the
-//    request's thread). While a swap is under way both checkpoints' memory tiers
-//    exist: plan for twice the budget.
+//    request's thread). While a swap is under way both checkpoints' memory
+//    tiers exist: plan for twice the budget.
 //  - Warming: for every shard and every table of the new checkpoint that
 //    the old one also has, the keys resident in the old store's memory tier
 //    (up to options.warm_max_keys per table) are pulled from the new store

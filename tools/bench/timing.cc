@@ -49,19 +49,19 @@ absl::StatusOr<PhaseTiming> RunTimedPhase(
   std::atomic<uint64_t> total{0};
   PhaseTiming timing;
   PSDB_RETURN_IF_ERROR(RunThreads(threads, [&](int t) -> absl::Status {
-    uint64_t i = 0;
-    for (; !failed.load(std::memory_order_relaxed) &&
-           (i < min_batches || Clock::now() < deadline);
-         ++i) {
-      const absl::Status status = batch(t, i);
-      if (!status.ok()) {
-        failed.store(true, std::memory_order_relaxed);
-        return status;
-      }
-    }
-    total.fetch_add(i, std::memory_order_relaxed);
-    return absl::OkStatus();
-  }).status());
+                         uint64_t i = 0;
+                         for (; !failed.load(std::memory_order_relaxed) &&
+                                (i < min_batches || Clock::now() < deadline);
+                              ++i) {
+                           const absl::Status status = batch(t, i);
+                           if (!status.ok()) {
+                             failed.store(true, std::memory_order_relaxed);
+                             return status;
+                           }
+                         }
+                         total.fetch_add(i, std::memory_order_relaxed);
+                         return absl::OkStatus();
+                       }).status());
   timing.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   timing.batches = total.load();
   return timing;
