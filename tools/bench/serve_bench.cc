@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "store/row.h"
 #include "store/store.h"
+#include "tools/bench/bench_dir.h"
 #include "tools/bench/latency.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
@@ -665,23 +666,11 @@ void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
-  std::string dir = p.dir;
-  bool remove_dir = false;
-  if (dir.empty()) {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl =
-        absl::StrCat(base != nullptr ? base : "/tmp", "/ps-bench-serve-XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError("mkdtemp failed");
-    }
-    dir = tmpl;
-    remove_dir = true;
-  }
   signal(SIGPIPE, SIG_IGN);  // a dead peer is an error, not a crash
-  absl::StatusOr<Results> results = MeasureAll(p, dir, log);
-  if (remove_dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+  absl::StatusOr<Results> results;
+  {
+    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "serve"));
+    results = MeasureAll(p, dir.path(), log);
   }
   PSDB_RETURN_IF_ERROR(results.status());
   const std::vector<Ratio> ratios = Ratios(p, *results);

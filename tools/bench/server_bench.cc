@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -332,23 +333,11 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
-  std::string dir = p.dir;
-  bool remove_dir = false;
-  if (dir.empty()) {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp",
-                                    "/ps-bench-server-XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return absl::InternalError("mkdtemp failed");
-    }
-    dir = tmpl;
-    remove_dir = true;
-  }
   signal(SIGPIPE, SIG_IGN);  // a dead peer is an error, not a crash
-  absl::StatusOr<std::vector<SystemResult>> results = MeasureAll(p, dir, log);
-  if (remove_dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+  absl::StatusOr<std::vector<SystemResult>> results;
+  {
+    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "server"));
+    results = MeasureAll(p, dir.path(), log);
   }
   PSDB_RETURN_IF_ERROR(results.status());
   const SystemResult& psdb = (*results)[0];

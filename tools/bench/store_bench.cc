@@ -19,6 +19,7 @@
 #include "store/row.h"
 #include "store/store.h"
 #include "store/table_spec.h"
+#include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -478,17 +479,6 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   out << j;
 }
 
-// A fresh directory under $TMPDIR (or /tmp).
-absl::StatusOr<std::string> MakeTempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/ps-bench-store-XXXXXX");
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, " failed"));
-  }
-  return tmpl;
-}
-
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   TableSpec spec;
   spec.name = "emb";
@@ -505,22 +495,9 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
       static_cast<uint64_t>(std::llround(table_bytes * p.budget_fraction));
   const MachineInfo machine = DescribeMachine();
 
-  std::string dir = p.dir;
-  const bool own_dir = dir.empty();
-  if (own_dir) {
-    PSDB_ASSIGN_OR_RETURN(dir, MakeTempDir());
-  } else {
-    std::filesystem::create_directories(dir);
-  }
+  PSDB_ASSIGN_OR_RETURN(const BenchDir scratch, BenchDir::Make(p.dir, "store"));
+  const std::string& dir = scratch.path();
   log << "ps-bench store: scratch directory " << dir << "\n";
-  struct Cleanup {
-    std::string dir;
-    bool own;
-    ~Cleanup() {
-      std::error_code ec;
-      if (own) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{dir, own_dir};
   auto fresh = [&](const std::string& name) {
     const std::string sub = dir + "/" + name;
     std::error_code ec;

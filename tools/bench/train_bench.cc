@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -337,14 +338,8 @@ void PrintJson(const Params& p, const MachineInfo& m,
 
 // Generates the data, runs the three trainings, reports.
 absl::Status RunAll(Params& p, std::ostream& out) {
-  bool remove_dir = false;
-  if (p.dir.empty()) {
-    char tmpl[] = "/tmp/ps-bench-train-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
-    p.dir = tmpl;
-    remove_dir = true;
-  }
-  std::filesystem::create_directories(p.dir);
+  PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "train"));
+  p.dir = dir.path();
   auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
     const std::string data = p.dir + "/data";
     PSDB_ASSIGN_OR_RETURN(
@@ -365,10 +360,6 @@ absl::Status RunAll(Params& p, std::ostream& out) {
     return runs;
   };
   absl::StatusOr<std::vector<Run>> runs = run_all();
-  if (remove_dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(p.dir, ec);
-  }
   PSDB_RETURN_IF_ERROR(runs.status());
   // One round, no targets: the trainings are too long to repeat by default.
   const std::vector<Ratio> ratios = {
