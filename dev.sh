@@ -17,6 +17,10 @@ PACKAGES=(
   libssl-dev openssl redis-server libhiredis-dev gnuplot-nox python3
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
   prometheus-cpp-dev
+  # etcd's v3 API protos (rpc/control/etcd_client.h generates its stubs from
+  # them) and the etcd server the control-plane tests start.
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev
+  golang-github-grpc-ecosystem-grpc-gateway-dev etcd-server etcd-client
   # Not linked: the metrics tests scrape /metrics with curl and read it back
   # through a real Prometheus server (tests/rpc/server/metrics_*_test.cc);
   # tests/deploy/check_deploy.py reads deploy/'s YAML.
