@@ -17,15 +17,23 @@
 // running nodes (they reconnect on their own).
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/control/etcd_client.h"
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler.h"
+#include "rpc/wire/convert.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 
 ABSL_FLAG(int, heartbeat_interval_ms, 1000, "How often nodes beat.");
 ABSL_FLAG(int, heartbeat_timeout_ms, 5000,
@@ -42,12 +50,94 @@ ABSL_FLAG(int, metrics_port, -1,
           "0 picks a free one, -1 = off.");
 ABSL_FLAG(std::string, metrics_host, "",
           "Address the metrics endpoint binds; default --sched_host.");
+ABSL_FLAG(std::string, etcd, "",
+          "etcd client endpoints HOST:PORT[,HOST:PORT...]: keep the cluster "
+          "state in etcd (overrides PS_ETCD_ENDPOINTS); empty = in this "
+          "process.");
+ABSL_FLAG(std::string, cluster, "",
+          "Cluster name: its state lives under /psdb/NAME/ in etcd "
+          "(overrides PS_CLUSTER_NAME; default 'default').");
+ABSL_FLAG(int, lease_ttl_s, 10,
+          "etcd lease TTL of nodes and schedulers: a killed node is dead, "
+          "and a standby leads, this long after the kill.");
+ABSL_FLAG(std::string, advertise_address, "",
+          "HOST:PORT other schedulers see as this one's (default: the bound "
+          "address).");
+ABSL_FLAG(std::string, etcd_tls_ca, "", "PEM CA of etcd's certificate.");
+ABSL_FLAG(std::string, etcd_tls_cert, "", "PEM client certificate for etcd.");
+ABSL_FLAG(std::string, etcd_tls_key, "", "PEM key of --etcd_tls_cert.");
+ABSL_FLAG(bool, dry_run, false,
+          "Resolve and check every setting, print them, exit 0 (1 with the "
+          "reason) without serving.");
+ABSL_FLAG(bool, health, false,
+          "Ask the scheduler at --sched_host (default 127.0.0.1) and "
+          "--sched_port for its status; exit 0 when healthy, 1 otherwise.");
 
 namespace {
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "ps-scheduler: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// The flag, else the environment variable, else "".
+std::string FlagOrEnv(const std::string& flag, const char* variable) {
+  if (!flag.empty()) return flag;
+  const char* value = std::getenv(variable);
+  return value != nullptr ? value : "";
+}
+
+// --health: GetStatus of the scheduler at --sched_host/--sched_port.
+int Health() {
+  psdb::rpc::SettingMap flags = psdb::rpc::NodeConfigFlags();
+  std::string host = FlagOrEnv(flags["PS_SCHED_HOST"], "PS_SCHED_HOST");
+  if (host.empty()) host = "127.0.0.1";
+  const std::string port = FlagOrEnv(flags["PS_SCHED_PORT"], "PS_SCHED_PORT");
+  if (port.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--health needs --sched_port (or PS_SCHED_PORT)"));
+  }
+  const std::string address =
+      host.find(':') != std::string::npos && host[0] != '['
+          ? absl::StrCat("[", host, "]:", port)
+          : absl::StrCat(host, ":", port);
+  psdb::rpc::ClientTlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  if (absl::GetFlag(FLAGS_require_client_cert)) {
+    tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+    tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  }
+  tls.insecure = absl::GetFlag(FLAGS_insecure);
+  auto channel = psdb::rpc::MakeChannel(tls, address);
+  if (!channel.ok()) return Fail(channel.status());
+  auto stub = psdb::v1::SchedulerService::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  psdb::v1::SchedulerStatus status;
+  const absl::Status call = psdb::rpc::FromGrpcStatus(
+      stub->GetStatus(&ctx, psdb::v1::GetSchedulerStatusRequest(), &status));
+  if (!call.ok()) {
+    std::cout << "unhealthy: scheduler " << address
+              << " does not answer: " << call << std::endl;
+    return 1;
+  }
+  const std::string role = status.leader()
+                               ? "leader"
+                               : absl::StrCat("standby (leader: ",
+                                              status.leader_address().empty()
+                                                  ? "none"
+                                                  : status.leader_address(),
+                                              ")");
+  if (!status.healthy()) {
+    std::cout << "unhealthy: scheduler " << address << " (" << status.backend()
+              << "): " << status.reason() << std::endl;
+    return 1;
+  }
+  std::cout << "healthy: scheduler " << address << " (" << status.backend()
+            << (status.cluster().empty() ? "" : " cluster '")
+            << status.cluster() << (status.cluster().empty() ? "" : "'") << ", "
+            << role << ")" << std::endl;
+  return 0;
 }
 
 }  // namespace
@@ -58,6 +148,7 @@ int main(int argc, char** argv) {
       "[--sched_host=H] (or PS_SERVER_NUM, PS_WORKER_NUM, PS_SCHED_PORT, "
       "PS_SCHED_HOST)");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_health)) return Health();
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -85,6 +176,40 @@ int main(int argc, char** argv) {
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  const std::string etcd =
+      FlagOrEnv(absl::GetFlag(FLAGS_etcd), "PS_ETCD_ENDPOINTS");
+  if (!etcd.empty()) {
+    auto endpoints = psdb::rpc::ParseEtcdEndpoints(etcd);
+    if (!endpoints.ok()) return Fail(endpoints.status());
+    options.etcd_endpoints = *std::move(endpoints);
+  }
+  const std::string cluster =
+      FlagOrEnv(absl::GetFlag(FLAGS_cluster), "PS_CLUSTER_NAME");
+  if (!cluster.empty()) options.cluster = cluster;
+  options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
+  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_tls_ca);
+  options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_tls_cert);
+  options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_tls_key);
+  options.etcd_tls.insecure = absl::GetFlag(FLAGS_insecure);
+  if (absl::Status valid = psdb::rpc::ValidateSchedulerOptions(options);
+      !valid.ok()) {
+    return Fail(valid);
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::cout << "ps-scheduler (dry run): " << options.server_num
+              << " servers, " << options.worker_num << " workers, listen on "
+              << options.host << ":" << options.port << ", state "
+              << (options.etcd_endpoints.empty()
+                      ? std::string("in this process")
+                      : absl::StrCat("in etcd ",
+                                     absl::StrJoin(options.etcd_endpoints, ","),
+                                     " under /psdb/", options.cluster,
+                                     "/, lease ttl ",
+                                     absl::FormatDuration(options.lease_ttl)))
+              << std::endl;
+    return 0;
+  }
 
   auto server = psdb::rpc::SchedulerServer::Start(options);
   if (!server.ok()) return Fail(server.status());

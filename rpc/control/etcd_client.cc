@@ -396,8 +396,8 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::WaitForEvents(
   create->set_start_revision(start_revision);
   std::vector<EtcdEvent> events;
   bool compacted = false;
-  absl::Status s = impl_->Call(
-      deadline, [&](Impl::Endpoint& e, grpc::ClientContext* ctx) {
+  absl::Status s =
+      impl_->Call(deadline, [&](Impl::Endpoint& e, grpc::ClientContext* ctx) {
         // Without a leader the member cancels the watch instead of
         // leaving it silent (etcd's WithRequireLeader).
         ctx->AddMetadata("hasleader", "true");
@@ -436,8 +436,8 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::WaitForEvents(
       });
   PSDB_RETURN_IF_ERROR(s);
   if (compacted) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "etcd revision ", start_revision, " of '", key, "' was compacted"));
+    return absl::OutOfRangeError(absl::StrCat("etcd revision ", start_revision,
+                                              " of '", key, "' was compacted"));
   }
   return events;
 }
@@ -451,8 +451,7 @@ absl::Status EtcdClient::Health() {
     const grpc::Status s = e.maintenance->Status(&ctx, {}, &resp);
     if (s.ok() && resp.leader() != 0) return absl::OkStatus();
     answers.push_back(absl::StrCat(
-        e.address, ": ",
-        s.ok() ? "member has no leader" : s.error_message()));
+        e.address, ": ", s.ok() ? "member has no leader" : s.error_message()));
   }
   return absl::UnavailableError(
       absl::StrCat("etcd unhealthy: ", absl::StrJoin(answers, "; ")));

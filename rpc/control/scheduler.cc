@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/control/etcd_scheduler.h"
 #include "rpc/control/node_config.h"
 #include "rpc/control/scheduler_metrics.h"
 #include "rpc/wire/convert.h"
@@ -21,7 +22,7 @@
 #include "util/status_macros.h"
 
 namespace psdb::rpc {
-namespace {
+namespace scheduler_internal {
 
 absl::string_view RoleWord(v1::NodeRole role) {
   return role == v1::NODE_ROLE_SERVER ? "server" : "worker";
@@ -31,7 +32,46 @@ std::string Plural(int n, absl::string_view word) {
   return absl::StrCat(n, " ", word, n == 1 ? "" : "s");
 }
 
-}  // namespace
+void LogLine(const SchedulerOptions& options, absl::string_view line) {
+  if (options.log) {
+    options.log(line);
+    return;
+  }
+  std::fprintf(stderr, "ps-scheduler: %.*s\n", static_cast<int>(line.size()),
+               line.data());
+  std::fflush(stderr);
+}
+
+absl::Status ValidateRegistration(const SchedulerOptions& options,
+                                  const v1::RegisterRequest& req) {
+  PSDB_RETURN_IF_ERROR(ValidateNodeId(req.node_id()));
+  if (req.role() != v1::NODE_ROLE_SERVER &&
+      req.role() != v1::NODE_ROLE_WORKER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node id:", req.node_id(), ": role must be server or worker"));
+  }
+  const absl::string_view role = RoleWord(req.role());
+  if (req.role() == v1::NODE_ROLE_SERVER && req.address().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server node id:", req.node_id(), " registered without an address"));
+  }
+  if (req.has_server_num() && req.server_num() != options.server_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role, " node id:", req.node_id(), " has PS_SERVER_NUM=",
+        req.server_num(), " but the scheduler has ", options.server_num));
+  }
+  if (req.has_worker_num() && req.worker_num() != options.worker_num) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role, " node id:", req.node_id(), " has PS_WORKER_NUM=",
+        req.worker_num(), " but the scheduler has ", options.worker_num));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace scheduler_internal
+
+using scheduler_internal::Plural;
+using scheduler_internal::RoleWord;
 
 absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
   if (options.server_num < 1) {
@@ -50,6 +90,28 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics_port out of range: ", options.metrics_port));
   }
+  if (!options.etcd_endpoints.empty()) {
+    if (options.lease_ttl < absl::Seconds(2) ||
+        options.lease_ttl <= 2 * options.heartbeat_interval) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lease_ttl must be >= 2s and > 2 * heartbeat_interval (",
+                       absl::FormatDuration(options.heartbeat_interval),
+                       "), got ", absl::FormatDuration(options.lease_ttl)));
+    }
+    if (!options.recovery_path.empty()) {
+      return absl::InvalidArgumentError(
+          "recovery_path (PS_ENABLE_RECOVERY) and etcd are exclusive: with "
+          "etcd the membership already survives a scheduler restart");
+    }
+  }
+  if (options.cluster.empty() || options.cluster.size() > 64 ||
+      options.cluster.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
+                                        "MNOPQRSTUVWXYZ0123456789_.-") !=
+          std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster name must match [A-Za-z0-9_.-]{1,64}, got '",
+                     options.cluster, "'"));
+  }
   if (options.heartbeat_interval <= absl::ZeroDuration() ||
       options.heartbeat_timeout <= options.heartbeat_interval) {
     return absl::InvalidArgumentError(
@@ -63,13 +125,7 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
 Scheduler::Scheduler(const SchedulerOptions& options) : options_(options) {}
 
 void Scheduler::Log(absl::string_view line) const {
-  if (options_.log) {
-    options_.log(line);
-    return;
-  }
-  std::fprintf(stderr, "ps-scheduler: %.*s\n", static_cast<int>(line.size()),
-               line.data());
-  std::fflush(stderr);
+  scheduler_internal::LogLine(options_, line);
 }
 
 bool Scheduler::ReadyLocked() const {
@@ -176,27 +232,8 @@ v1::ClusterMap Scheduler::Map() const {
 
 absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
     const v1::RegisterRequest& req, absl::Time now) {
-  PSDB_RETURN_IF_ERROR(ValidateNodeId(req.node_id()));
-  if (req.role() != v1::NODE_ROLE_SERVER &&
-      req.role() != v1::NODE_ROLE_WORKER) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node id:", req.node_id(), ": role must be server or worker"));
-  }
+  PSDB_RETURN_IF_ERROR(scheduler_internal::ValidateRegistration(options_, req));
   const absl::string_view role = RoleWord(req.role());
-  if (req.role() == v1::NODE_ROLE_SERVER && req.address().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "server node id:", req.node_id(), " registered without an address"));
-  }
-  if (req.has_server_num() && req.server_num() != options_.server_num) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, " node id:", req.node_id(), " has PS_SERVER_NUM=",
-        req.server_num(), " but the scheduler has ", options_.server_num));
-  }
-  if (req.has_worker_num() && req.worker_num() != options_.worker_num) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, " node id:", req.node_id(), " has PS_WORKER_NUM=",
-        req.worker_num(), " but the scheduler has ", options_.worker_num));
-  }
 
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("scheduler is shutting down");
@@ -225,6 +262,18 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
           absl::StrCat("node id:", node.id, " is registered as a ",
                        RoleWord(node.role), ", not a ", role));
     }
+    if (node.alive && req.incarnation() != 0 &&
+        req.incarnation() == node.incarnation) {
+      // The same process again (its answer was lost): the same answer.
+      node.last_beat = std::max(node.last_beat, now);
+      resp.set_rank(node.rank);
+      *resp.mutable_map() = MapLocked();
+      resp.set_heartbeat_interval_ms(
+          absl::ToInt64Milliseconds(options_.heartbeat_interval));
+      resp.set_heartbeat_timeout_ms(
+          absl::ToInt64Milliseconds(options_.heartbeat_timeout));
+      return resp;
+    }
     if (node.alive) {
       return absl::AlreadyExistsError(absl::StrFormat(
           "refused: %s node id:%s is alive (rank %d, addr:%s, last heartbeat "
@@ -236,6 +285,7 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
     node.alive = true;
     node.address = req.address();
     node.last_beat = now;
+    node.incarnation = req.incarnation();
     ++version_;
     resp.set_rank(node.rank);
     resp.set_recovered(true);
@@ -253,6 +303,7 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
     node.rank = static_cast<int>(ranks.size());
     node.address = req.address();
     node.last_beat = now;
+    node.incarnation = req.incarnation();
     ranks.push_back(node.id);
     resp.set_rank(node.rank);
     ++version_;
@@ -327,8 +378,33 @@ absl::StatusOr<v1::ClusterMap> Scheduler::WaitReady(absl::Time deadline) {
   return MapLocked();
 }
 
+absl::StatusOr<v1::ClusterMap> Scheduler::WaitForMapAfter(
+    uint64_t after_version, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return version_ > after_version || closed_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  if (version_ <= after_version) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("map still at version ", version_));
+  }
+  return MapLocked();
+}
+
+v1::SchedulerStatus Scheduler::Status() {
+  v1::SchedulerStatus status;
+  status.set_backend("memory");
+  status.set_leader(true);
+  absl::MutexLock lock(&mu_);
+  status.set_healthy(!closed_);
+  if (closed_) status.set_reason("scheduler is shutting down");
+  return status;
+}
+
 absl::Status Scheduler::Barrier(absl::string_view name,
-                                absl::string_view node_id,
+                                absl::string_view node_id, int64_t sequence,
                                 absl::Time deadline) {
   if (name.empty() || name.size() > 256) {
     return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
@@ -459,19 +535,18 @@ void Scheduler::Close() {
 
 class SchedulerServer::Impl final : public v1::SchedulerService::Service {
  public:
-  explicit Impl(const SchedulerOptions& options)
-      : options(options), scheduler(options) {}
+  explicit Impl(const SchedulerOptions& options) : options(options) {}
 
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override {
-    auto r = scheduler.Register(*req, absl::Now());
+    auto r = backend->Register(*req, absl::Now());
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *std::move(r);
     return grpc::Status::OK;
   }
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
-    auto r = scheduler.Heartbeat(req->node_id(), absl::Now());
+    auto r = backend->Heartbeat(req->node_id(), absl::Now());
     if (!r.ok()) return ToGrpcStatus(r.status());
     resp->set_map_version(*r);
     return grpc::Status::OK;
@@ -479,11 +554,10 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
   grpc::Status GetClusterMap(grpc::ServerContext* ctx,
                              const v1::GetClusterMapRequest* req,
                              v1::GetClusterMapResponse* resp) override {
-    if (req->wait_ready_ms() <= 0) {
-      *resp->mutable_map() = scheduler.Map();
-      return grpc::Status::OK;
-    }
-    auto r = scheduler.WaitReady(Deadline(ctx, req->wait_ready_ms()));
+    absl::StatusOr<v1::ClusterMap> r =
+        req->wait_ready_ms() <= 0
+            ? backend->CurrentMap()
+            : backend->WaitReady(Deadline(ctx, req->wait_ready_ms()));
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp->mutable_map() = *std::move(r);
     return grpc::Status::OK;
@@ -491,18 +565,41 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
   grpc::Status Barrier(grpc::ServerContext* ctx, const v1::BarrierRequest* req,
                        v1::BarrierResponse*) override {
     const int64_t ms = req->timeout_ms() > 0 ? req->timeout_ms() : 60000;
-    return ToGrpcStatus(
-        scheduler.Barrier(req->name(), req->node_id(), Deadline(ctx, ms)));
+    return ToGrpcStatus(backend->Barrier(req->name(), req->node_id(),
+                                         req->sequence(), Deadline(ctx, ms)));
   }
 
   grpc::Status StepClock(grpc::ServerContext* ctx,
                          const v1::StepClockRequest* req,
                          v1::StepClockResponse* resp) override {
     const int64_t ms = req->timeout_ms() > 0 ? req->timeout_ms() : 60000;
-    auto r = scheduler.StepClock(req->node_id(), req->finished_step(),
-                                 req->staleness(), Deadline(ctx, ms));
+    auto r = backend->StepClock(req->node_id(), req->finished_step(),
+                                req->staleness(), Deadline(ctx, ms));
     if (!r.ok()) return ToGrpcStatus(r.status());
     resp->set_slowest_finished_step(*r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchClusterMap(
+      grpc::ServerContext* ctx, const v1::WatchClusterMapRequest* req,
+      grpc::ServerWriter<v1::ClusterMap>* writer) override {
+    uint64_t after = req->after_version();
+    // Waits in slices so a cancelled call or a shutdown ends the stream.
+    while (!ctx->IsCancelled()) {
+      absl::StatusOr<v1::ClusterMap> map = backend->WaitForMapAfter(
+          after, std::min(Deadline(ctx, 1000), absl::Now() + absl::Seconds(1)));
+      if (absl::IsDeadlineExceeded(map.status())) continue;
+      if (!map.ok()) return ToGrpcStatus(map.status());
+      after = map->version();
+      if (!writer->Write(*map)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetStatus(grpc::ServerContext*,
+                         const v1::GetSchedulerStatusRequest*,
+                         v1::SchedulerStatus* resp) override {
+    *resp = backend->Status();
     return grpc::Status::OK;
   }
 
@@ -522,13 +619,15 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
       mu.AwaitWithTimeout(absl::Condition(&stopping), period);
       if (stopping) break;
       mu.Unlock();
-      scheduler.CheckHeartbeats(absl::Now());
+      backend->Tick(absl::Now());
       mu.Lock();
     }
   }
 
   const SchedulerOptions options;
-  Scheduler scheduler;
+  std::unique_ptr<SchedulerBackend> backend;
+  // The same object as backend when it is one (etcd), else null.
+  EtcdScheduler* etcd = nullptr;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::string address;
@@ -551,7 +650,16 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                         MakeServerCredentials(options.tls, options.host));
   auto impl = std::make_unique<Impl>(options);
-  PSDB_RETURN_IF_ERROR(impl->scheduler.Recover(absl::Now()));
+  if (options.etcd_endpoints.empty()) {
+    auto scheduler = std::make_unique<Scheduler>(options);
+    PSDB_RETURN_IF_ERROR(scheduler->Recover(absl::Now()));
+    impl->backend = std::move(scheduler);
+  } else {
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<EtcdScheduler> etcd,
+                          EtcdScheduler::Open(options));
+    impl->etcd = etcd.get();
+    impl->backend = std::move(etcd);
+  }
   const std::string host =
       options.host.find(':') != std::string::npos && options.host[0] != '['
           ? absl::StrCat("[", options.host, "]")
@@ -563,7 +671,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         MetricsHttpServer::Start(
             options.metrics_host.empty() ? options.host : options.metrics_host,
             options.metrics_port));
-    impl->collector = NewSchedulerCollector(&impl->scheduler);
+    impl->collector = NewSchedulerCollector(impl->backend.get());
     impl->metrics->Register(impl->collector);
   }
   grpc::ServerBuilder builder;
@@ -576,6 +684,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         "ps-scheduler: cannot listen on ", host, ":", options.port));
   }
   impl->address = absl::StrCat(host, ":", impl->port);
+  if (impl->etcd != nullptr) {
+    impl->etcd->StartCampaign(options.advertise_address.empty()
+                                  ? impl->address
+                                  : options.advertise_address);
+  }
   Impl* raw = impl.get();
   impl->monitor = std::thread([raw] { raw->Monitor(); });
   return std::unique_ptr<SchedulerServer>(new SchedulerServer(std::move(impl)));
@@ -589,13 +702,13 @@ int SchedulerServer::metrics_port() const {
 std::string SchedulerServer::metrics_address() const {
   return impl_->metrics != nullptr ? impl_->metrics->address() : "";
 }
-Scheduler* SchedulerServer::scheduler() { return &impl_->scheduler; }
+SchedulerBackend* SchedulerServer::backend() { return impl_->backend.get(); }
 
 void SchedulerServer::Shutdown() {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
   impl_->metrics.reset();  // waits for a running scrape
-  impl_->scheduler.Close();
+  impl_->backend->Close();
   {
     absl::MutexLock lock(&impl_->mu);
     impl_->stopping = true;

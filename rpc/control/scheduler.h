@@ -84,10 +84,71 @@ struct SchedulerOptions {
   int metrics_port = -1;
   // Address the metrics endpoint binds; empty = `host`. Default: ""
   std::string metrics_host;
+
+  // The control plane on etcd (etcd_scheduler.h): etcd's client endpoints
+  // ("host:port"); empty = the membership lives in this process.
+  // Default: {}
+  std::vector<std::string> etcd_endpoints;
+  ClientTlsOptions etcd_tls;
+  // etcd: the cluster's name; its state lives under /psdb/<cluster>/.
+  // [A-Za-z0-9_.-]{1,64}. Default: "default"
+  std::string cluster = "default";
+  // etcd: TTL of each node's lease and of the leader's (a node silent this
+  // long is dead; a standby leads this long after the leader died).
+  // REQUIRED: >= 2 s and > 2 * heartbeat_interval. Default: 10 s
+  absl::Duration lease_ttl = absl::Seconds(10);
+  // etcd: the address this scheduler gives as its own (the leader's
+  // address in GetStatus); empty = the address it binds. Default: ""
+  std::string advertise_address;
 };
 
-// The membership state machine, without transport.
-class Scheduler {
+// What ps-scheduler's service runs on: the in-process state machine
+// (Scheduler, below) or etcd (EtcdScheduler, etcd_scheduler.h). Both give
+// the semantics in this file's header; the etcd one keeps them across the
+// loss of any one scheduler. Times are passed in so the in-process rules
+// can be tested on a fake clock.
+class SchedulerBackend {
+ public:
+  virtual ~SchedulerBackend() = default;
+  virtual absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& req, absl::Time now) = 0;
+  // Records a beat; returns the map version. NOT_FOUND for an unknown id,
+  // FAILED_PRECONDITION for a node marked dead (it must register again).
+  virtual absl::StatusOr<uint64_t> Heartbeat(absl::string_view node_id,
+                                             absl::Time now) = 0;
+  // The map now.
+  virtual absl::StatusOr<v1::ClusterMap> CurrentMap() = 0;
+  // The map once ready; DEADLINE_EXCEEDED naming the missing counts at
+  // `deadline`, UNAVAILABLE when the scheduler closes.
+  virtual absl::StatusOr<v1::ClusterMap> WaitReady(absl::Time deadline) = 0;
+  // The map once its version is above `after_version`; DEADLINE_EXCEEDED at
+  // `deadline`, UNAVAILABLE when the scheduler closes.
+  virtual absl::StatusOr<v1::ClusterMap> WaitForMapAfter(
+      uint64_t after_version, absl::Time deadline) = 0;
+  // `sequence`: which use of `name` by this worker (from 1); 0 = counted
+  // by the scheduler (in-process only).
+  virtual absl::Status Barrier(absl::string_view name,
+                               absl::string_view node_id, int64_t sequence,
+                               absl::Time deadline) = 0;
+  // SSP clock: records that worker `node_id` finished `finished_step`
+  // (never decreasing; the same step again is the same call), then waits
+  // until every worker rank has finished finished_step - staleness (an
+  // unregistered rank has finished 0). Returns the slowest finished step;
+  // DEADLINE_EXCEEDED names the workers behind.
+  virtual absl::StatusOr<int64_t> StepClock(absl::string_view node_id,
+                                            int64_t finished_step,
+                                            int staleness,
+                                            absl::Time deadline) = 0;
+  virtual v1::SchedulerStatus Status() = 0;
+  // Called by the server every heartbeat_interval / 4 (the in-process
+  // backend marks silent nodes dead here).
+  virtual void Tick(absl::Time now) = 0;
+  // Wakes every waiter with UNAVAILABLE; later waits fail at once.
+  virtual void Close() = 0;
+};
+
+// The membership state machine in this process, without transport.
+class Scheduler final : public SchedulerBackend {
  public:
   // REQUIRES: options validated by ValidateSchedulerOptions.
   explicit Scheduler(const SchedulerOptions& options);
@@ -95,32 +156,34 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& req,
-                                                absl::Time now);
-  // Records a beat; returns the map version. NOT_FOUND for an unknown id,
-  // FAILED_PRECONDITION for a node marked dead (it must register again).
-  absl::StatusOr<uint64_t> Heartbeat(absl::string_view node_id, absl::Time now);
+                                                absl::Time now) override;
+  absl::StatusOr<uint64_t> Heartbeat(absl::string_view node_id,
+                                     absl::Time now) override;
   v1::ClusterMap Map() const;
-  // The map once ready; DEADLINE_EXCEEDED naming the missing counts at
-  // `deadline`, UNAVAILABLE when the scheduler closes.
-  absl::StatusOr<v1::ClusterMap> WaitReady(absl::Time deadline);
+  absl::StatusOr<v1::ClusterMap> CurrentMap() override { return Map(); }
+  absl::StatusOr<v1::ClusterMap> WaitReady(absl::Time deadline) override;
+  absl::StatusOr<v1::ClusterMap> WaitForMapAfter(uint64_t after_version,
+                                                 absl::Time deadline) override;
+  // `sequence` is ignored: the n-th call of a name by each worker forms
+  // one barrier.
   absl::Status Barrier(absl::string_view name, absl::string_view node_id,
-                       absl::Time deadline);
-  // SSP clock: records that worker `node_id` finished `finished_step`
-  // (never decreasing), then waits until every worker rank has finished
-  // finished_step - staleness (an unregistered rank has finished 0).
-  // Returns the slowest finished step; DEADLINE_EXCEEDED names the workers
-  // behind.
+                       int64_t sequence, absl::Time deadline) override;
+  absl::Status Barrier(absl::string_view name, absl::string_view node_id,
+                       absl::Time deadline) {
+    return Barrier(name, node_id, 0, deadline);
+  }
   absl::StatusOr<int64_t> StepClock(absl::string_view node_id,
                                     int64_t finished_step, int staleness,
-                                    absl::Time deadline);
+                                    absl::Time deadline) override;
+  v1::SchedulerStatus Status() override;
+  void Tick(absl::Time now) override { CheckHeartbeats(now); }
   // Marks alive nodes whose last beat is before now - heartbeat_timeout
   // dead; returns their ids.
   std::vector<std::string> CheckHeartbeats(absl::Time now);
   // Loads the membership saved under options.recovery_path, if any
   // (InvalidArgument when it contradicts the options: other counts).
   absl::Status Recover(absl::Time now);
-  // Wakes every waiter with UNAVAILABLE; later waits fail at once.
-  void Close();
+  void Close() override;
 
  private:
   struct Node {
@@ -130,6 +193,7 @@ class Scheduler {
     std::string address;
     bool alive = true;
     absl::Time last_beat;
+    uint64_t incarnation = 0;
   };
   struct BarrierState {
     uint64_t generation = 0;
@@ -162,9 +226,24 @@ class Scheduler {
 // InvalidArgument naming the bad field.
 absl::Status ValidateSchedulerOptions(const SchedulerOptions& options);
 
-// A Scheduler behind gRPC, with a thread that checks heartbeats every
-// heartbeat_interval / 4, and (when options.metrics_port >= 0) its
-// membership as Prometheus metrics over HTTP.
+// What both backends share; not for other modules.
+namespace scheduler_internal {
+// "server" or "worker".
+absl::string_view RoleWord(v1::NodeRole role);
+// "1 server", "2 workers".
+std::string Plural(int n, absl::string_view word);
+// One log line through options.log, or "ps-scheduler: <line>" on stderr.
+void LogLine(const SchedulerOptions& options, absl::string_view line);
+// The checks of a registration that need no state: node id, role, a
+// server's address, counts that contradict the scheduler's.
+absl::Status ValidateRegistration(const SchedulerOptions& options,
+                                  const v1::RegisterRequest& req);
+}  // namespace scheduler_internal
+
+// A SchedulerBackend behind gRPC (an EtcdScheduler when
+// options.etcd_endpoints is set, else a Scheduler), with a thread that
+// ticks it every heartbeat_interval / 4, and (when options.metrics_port >=
+// 0) its membership as Prometheus metrics over HTTP.
 class SchedulerServer {
  public:
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
@@ -180,7 +259,7 @@ class SchedulerServer {
   int metrics_port() const;
   // host:port of the metrics endpoint; empty when off.
   std::string metrics_address() const;
-  Scheduler* scheduler();
+  SchedulerBackend* backend();
 
   // Releases blocked calls with UNAVAILABLE, stops serving. Idempotent.
   void Shutdown();

@@ -14,11 +14,22 @@ using prometheus::MetricType;
 
 class SchedulerCollector final : public prometheus::Collectable {
  public:
-  explicit SchedulerCollector(const Scheduler* scheduler)
+  explicit SchedulerCollector(SchedulerBackend* scheduler)
       : scheduler_(scheduler) {}
 
   std::vector<MetricFamily> Collect() const override {
-    const v1::ClusterMap map = scheduler_->Map();
+    std::vector<MetricFamily> out;
+    const v1::SchedulerStatus status = scheduler_->Status();
+    AddGaugeFamily(&out, "psdb_scheduler_leader",
+                   "1 when this scheduler leads the cluster.",
+                   status.leader() ? 1 : 0);
+    AddGaugeFamily(&out, "psdb_scheduler_healthy",
+                   "1 when this scheduler can answer nodes (with etcd: etcd "
+                   "answers).",
+                   status.healthy() ? 1 : 0);
+    absl::StatusOr<v1::ClusterMap> current = scheduler_->CurrentMap();
+    if (!current.ok()) return out;
+    const v1::ClusterMap& map = *current;
     MetricFamily live = NewMetricFamily(
         "psdb_scheduler_live_nodes",
         "Registered nodes whose heartbeats arrive in time, by role.",
@@ -43,7 +54,6 @@ class SchedulerCollector final : public prometheus::Collectable {
     add("server", map.servers(), map.server_num());
     add("worker", map.workers(), map.worker_num());
 
-    std::vector<MetricFamily> out;
     out.push_back(std::move(live));
     out.push_back(std::move(dead));
     out.push_back(std::move(expected));
@@ -61,13 +71,13 @@ class SchedulerCollector final : public prometheus::Collectable {
   }
 
  private:
-  const Scheduler* const scheduler_;
+  SchedulerBackend* const scheduler_;
 };
 
 }  // namespace
 
 std::shared_ptr<prometheus::Collectable> NewSchedulerCollector(
-    const Scheduler* scheduler) {
+    SchedulerBackend* scheduler) {
   return std::make_shared<SchedulerCollector>(scheduler);
 }
 

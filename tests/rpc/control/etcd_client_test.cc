@@ -159,9 +159,9 @@ TEST(EtcdClientTest, WaitForEventsSeesChangesFromARevision) {
     absl::SleepFor(absl::Milliseconds(100));
     EXPECT_OK(client->Delete("/w/a").status());
   });
-  ASSERT_OK_AND_ASSIGN(auto later, client->WaitForEvents(
-                                       "/w/a", false, r1 + 1,
-                                       absl::Now() + absl::Seconds(10)));
+  ASSERT_OK_AND_ASSIGN(auto later,
+                       client->WaitForEvents("/w/a", false, r1 + 1,
+                                             absl::Now() + absl::Seconds(10)));
   writer.join();
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0].type, EtcdEvent::Type::kDelete);

@@ -15,8 +15,7 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
   std::vector<std::string> peers;
   std::vector<std::string> initial;
   for (int i = 0; i < members; ++i) {
-    cluster->clients_.push_back(
-        absl::StrCat("127.0.0.1:", FreeLoopbackPort()));
+    cluster->clients_.push_back(absl::StrCat("127.0.0.1:", FreeLoopbackPort()));
     peers.push_back(absl::StrCat("http://127.0.0.1:", FreeLoopbackPort()));
     initial.push_back(absl::StrCat("m", i, "=", peers.back()));
   }
@@ -71,9 +70,8 @@ absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(
   }
   if (!health.ok()) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "etcd did not become healthy in ", absl::FormatDuration(timeout),
-        ": ", health.message(), "; member 0 log: ",
-        cluster->members_[0]->Stderr()));
+        "etcd did not become healthy in ", absl::FormatDuration(timeout), ": ",
+        health.message(), "; member 0 log: ", cluster->members_[0]->Stderr()));
   }
   return cluster;
 }

@@ -82,7 +82,7 @@ TEST(SchedulerMetricsTest, LiveNodesByRoleAreTheRegistrations) {
   EXPECT_EQ(MetricValue(text, "psdb_scheduler_cluster_epoch"), 1);
 
   // Silence past the timeout: every node is dead, none live.
-  sched->scheduler()->CheckHeartbeats(absl::Now() + absl::Minutes(5));
+  sched->backend()->Tick(absl::Now() + absl::Minutes(5));
   ASSERT_OK_AND_ASSIGN(text, ScrapeMetrics(sched->metrics_address()));
   EXPECT_EQ(
       MetricValue(text, "psdb_scheduler_live_nodes", {{"role", "server"}}), 0);

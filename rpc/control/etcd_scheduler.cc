@@ -1,0 +1,820 @@
+#include "rpc/control/etcd_scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+namespace {
+
+using scheduler_internal::Plural;
+using scheduler_internal::RoleWord;
+
+// A registration, barrier or clock write loses its compare-and-set only
+// when another scheduler wrote the same key in between; this many tries
+// is far beyond any real contention.
+constexpr int kMaxCasAttempts = 64;
+
+// A barrier's key value: "open" or "released", then one arrived node id
+// per line.
+struct BarrierValue {
+  bool released = false;
+  std::vector<std::string> arrived;
+
+  static BarrierValue Parse(absl::string_view text) {
+    BarrierValue out;
+    std::vector<std::string> lines =
+        absl::StrSplit(text, '\n', absl::SkipEmpty());
+    if (!lines.empty()) {
+      out.released = lines[0] == "released";
+      out.arrived.assign(lines.begin() + 1, lines.end());
+    }
+    return out;
+  }
+  std::string Serialize() const {
+    return absl::StrCat(released ? "released" : "open", "\n",
+                        absl::StrJoin(arrived, "\n"));
+  }
+  bool Has(absl::string_view id) const {
+    return std::find(arrived.begin(), arrived.end(), id) != arrived.end();
+  }
+};
+
+std::string RoleKey(v1::NodeRole role) { return std::string(RoleWord(role)); }
+
+}  // namespace
+
+EtcdScheduler::EtcdScheduler(const SchedulerOptions& options,
+                             std::unique_ptr<EtcdClient> etcd)
+    : options_(options),
+      prefix_(absl::StrCat("/psdb/", options.cluster, "/")),
+      etcd_(std::move(etcd)) {}
+
+EtcdScheduler::~EtcdScheduler() { Close(); }
+
+absl::StatusOr<std::unique_ptr<EtcdScheduler>> EtcdScheduler::Open(
+    const SchedulerOptions& options) {
+  EtcdOptions etcd_options;
+  etcd_options.endpoints = options.etcd_endpoints;
+  etcd_options.tls = options.etcd_tls;
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd,
+                        EtcdClient::Open(etcd_options));
+  std::unique_ptr<EtcdScheduler> s(new EtcdScheduler(options, std::move(etcd)));
+  const std::string config = absl::StrCat("server_num=", options.server_num,
+                                          " worker_num=", options.worker_num);
+  PSDB_ASSIGN_OR_RETURN(EtcdTxnResult r,
+                        s->etcd_->Txn({EtcdCompare::Absent(s->Key("config"))},
+                                      {EtcdOp::Put(s->Key("config"), config)},
+                                      {EtcdOp::Get(s->Key("config"))}));
+  if (!r.succeeded && r.gets.size() == 1 && r.gets[0].has_value() &&
+      r.gets[0]->value != config) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster '", options.cluster, "' in etcd was formed with ",
+                     r.gets[0]->value, "; this scheduler has PS_SERVER_NUM=",
+                     options.server_num, " PS_WORKER_NUM=", options.worker_num,
+                     " (another --cluster name starts a new cluster)"));
+  }
+  s->Log(absl::StrCat(r.succeeded ? "created" : "joined", " cluster '",
+                      options.cluster, "' in etcd (",
+                      absl::StrJoin(options.etcd_endpoints, ","), ")"));
+  return s;
+}
+
+std::string EtcdScheduler::Key(absl::string_view suffix) const {
+  return absl::StrCat(prefix_, suffix);
+}
+
+void EtcdScheduler::Log(absl::string_view line) const {
+  scheduler_internal::LogLine(options_, line);
+}
+
+bool EtcdScheduler::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+bool EtcdScheduler::leader() const {
+  absl::MutexLock lock(&mu_);
+  return leader_;
+}
+
+absl::Time EtcdScheduler::Slice(absl::Time deadline) {
+  return std::min(deadline, absl::Now() + absl::Seconds(1));
+}
+
+absl::StatusOr<EtcdScheduler::MapRead> EtcdScheduler::ReadMap() {
+  PSDB_ASSIGN_OR_RETURN(EtcdRange range, etcd_->GetPrefix(Key("members/")));
+  const std::string map_key = Key("members/map");
+  const std::string node_prefix = Key("members/nodes/");
+  std::optional<EtcdKeyValue> ring_kv;
+  absl::flat_hash_map<std::string, v1::NodeEntry> nodes;
+  int64_t version = 0;
+  for (const EtcdKeyValue& kv : range.kvs) {
+    version = std::max(version, kv.mod_revision);
+    if (kv.key == map_key) {
+      ring_kv = kv;
+    } else if (absl::StartsWith(kv.key, node_prefix)) {
+      v1::NodeEntry entry;
+      if (!entry.ParseFromString(kv.value)) {
+        return absl::DataLossError(
+            absl::StrCat("etcd key ", kv.key, " is not a node entry"));
+      }
+      nodes[entry.node_id()] = std::move(entry);
+    }
+  }
+  MapRead out;
+  out.revision = range.revision;
+  v1::ClusterMap& map = out.map;
+  map.set_server_num(options_.server_num);
+  map.set_worker_num(options_.worker_num);
+  map.set_version(static_cast<uint64_t>(version));
+  auto add = [&](const v1::NodeEntry& ring_entry, v1::NodeEntry* out_entry) {
+    auto it = nodes.find(ring_entry.node_id());
+    *out_entry = it != nodes.end() ? it->second : ring_entry;
+  };
+  if (ring_kv.has_value()) {
+    v1::ClusterMap ring;
+    if (!ring.ParseFromString(ring_kv->value)) {
+      return absl::DataLossError(
+          absl::StrCat("etcd key ", map_key, " is not a cluster map"));
+    }
+    map.set_ready(true);
+    map.set_epoch(static_cast<uint64_t>(ring_kv->mod_revision));
+    for (const v1::NodeEntry& e : ring.servers()) add(e, map.add_servers());
+    for (const v1::NodeEntry& e : ring.workers()) add(e, map.add_workers());
+    return out;
+  }
+  // Not ready: the nodes registered so far, in rank order.
+  std::vector<const v1::NodeEntry*> sorted;
+  for (const auto& [id, entry] : nodes) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) {
+    return std::make_pair(a->role(), a->rank()) <
+           std::make_pair(b->role(), b->rank());
+  });
+  for (const v1::NodeEntry* e : sorted) {
+    *(e->role() == v1::NODE_ROLE_SERVER ? map.add_servers()
+                                        : map.add_workers()) = *e;
+  }
+  return out;
+}
+
+absl::Status EtcdScheduler::PublishMapIfComplete() {
+  PSDB_ASSIGN_OR_RETURN(EtcdRange ranks, etcd_->GetPrefix(Key("ranks/")));
+  std::map<int, std::string> servers, workers;
+  const std::string server_prefix = Key("ranks/server/");
+  const std::string worker_prefix = Key("ranks/worker/");
+  for (const EtcdKeyValue& kv : ranks.kvs) {
+    int rank = 0;
+    if (absl::StartsWith(kv.key, server_prefix) &&
+        absl::SimpleAtoi(kv.key.substr(server_prefix.size()), &rank)) {
+      servers[rank] = kv.value;
+    } else if (absl::StartsWith(kv.key, worker_prefix) &&
+               absl::SimpleAtoi(kv.key.substr(worker_prefix.size()), &rank)) {
+      workers[rank] = kv.value;
+    }
+  }
+  if (static_cast<int>(servers.size()) != options_.server_num ||
+      static_cast<int>(workers.size()) != options_.worker_num) {
+    return absl::OkStatus();
+  }
+  v1::ClusterMap ring;
+  ring.set_ready(true);
+  ring.set_server_num(options_.server_num);
+  ring.set_worker_num(options_.worker_num);
+  auto add = [](int rank, const std::string& id, v1::NodeRole role,
+                v1::NodeEntry* e) {
+    e->set_node_id(id);
+    e->set_role(role);
+    e->set_rank(rank);
+  };
+  for (const auto& [rank, id] : servers) {
+    add(rank, id, v1::NODE_ROLE_SERVER, ring.add_servers());
+  }
+  for (const auto& [rank, id] : workers) {
+    add(rank, id, v1::NODE_ROLE_WORKER, ring.add_workers());
+  }
+  PSDB_ASSIGN_OR_RETURN(
+      EtcdTxnResult r,
+      etcd_->Txn({EtcdCompare::Absent(Key("members/map"))},
+                 {EtcdOp::Put(Key("members/map"), ring.SerializeAsString())},
+                 {}));
+  if (r.succeeded) {
+    Log(absl::StrCat("cluster ready: ", Plural(options_.server_num, "server"),
+                     ", ", Plural(options_.worker_num, "worker"), ", epoch ",
+                     r.revision));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
+    const v1::RegisterRequest& req, absl::Time) {
+  PSDB_RETURN_IF_ERROR(scheduler_internal::ValidateRegistration(options_, req));
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  const absl::string_view role = RoleWord(req.role());
+  const std::string node_key =
+      Key(absl::StrCat("members/nodes/", req.node_id()));
+  const std::string alive_key = Key(absl::StrCat("alive/", req.node_id()));
+  const std::string incarnation = absl::StrCat(req.incarnation());
+  const int limit = req.role() == v1::NODE_ROLE_SERVER ? options_.server_num
+                                                       : options_.worker_num;
+  v1::RegisterResponse resp;
+  bool done = false;
+  for (int attempt = 0; attempt < kMaxCasAttempts && !done; ++attempt) {
+    PSDB_ASSIGN_OR_RETURN(EtcdRange nodes,
+                          etcd_->GetPrefix(Key("members/nodes/")));
+    std::optional<EtcdKeyValue> existing_kv;
+    v1::NodeEntry existing;
+    for (const EtcdKeyValue& kv : nodes.kvs) {
+      v1::NodeEntry e;
+      if (!e.ParseFromString(kv.value)) continue;
+      if (e.node_id() == req.node_id()) {
+        existing_kv = kv;
+        existing = e;
+      } else if (req.role() == v1::NODE_ROLE_SERVER &&
+                 e.role() == v1::NODE_ROLE_SERVER &&
+                 e.address() == req.address()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "server node id:", req.node_id(), " addr:", req.address(),
+            ": address already used by server node id:", e.node_id(), " (rank ",
+            e.rank(), ")"));
+      }
+    }
+    v1::NodeEntry entry;
+    entry.set_node_id(req.node_id());
+    entry.set_role(req.role());
+    entry.set_address(req.address());
+    entry.set_state(v1::NODE_STATE_ALIVE);
+    if (existing_kv.has_value()) {
+      if (existing.role() != req.role()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node id:", req.node_id(), " is registered as a ",
+                         RoleWord(existing.role()), ", not a ", role));
+      }
+      PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> alive,
+                            etcd_->Get(alive_key));
+      if (alive.has_value()) {
+        if (req.incarnation() != 0 && alive->value == incarnation) {
+          // The same process again (its answer was lost, or its scheduler
+          // failed over): the same answer.
+          resp.set_rank(existing.rank());
+          done = true;
+          break;
+        }
+        return absl::AlreadyExistsError(absl::StrFormat(
+            "refused: %s node id:%s is alive (rank %d, addr:%s, etcd lease "
+            "%x); a node id may be registered once while it lives",
+            role, req.node_id(), existing.rank(), existing.address(),
+            alive->lease));
+      }
+      PSDB_ASSIGN_OR_RETURN(int64_t lease,
+                            etcd_->LeaseGrant(options_.lease_ttl));
+      entry.set_rank(existing.rank());
+      PSDB_ASSIGN_OR_RETURN(
+          EtcdTxnResult r,
+          etcd_->Txn(
+              {EtcdCompare::ModRevisionIs(node_key, existing_kv->mod_revision),
+               EtcdCompare::Absent(alive_key)},
+              {EtcdOp::Put(node_key, entry.SerializeAsString()),
+               EtcdOp::Put(alive_key, incarnation, lease)},
+              {}));
+      if (!r.succeeded) {
+        (void)etcd_->LeaseRevoke(lease);
+        continue;
+      }
+      resp.set_rank(entry.rank());
+      resp.set_recovered(true);
+      Log(absl::StrCat(role, " node id:", req.node_id(),
+                       req.address().empty() ? "" : " addr:", req.address(),
+                       " took back rank ", entry.rank(), " (recovered)"));
+      done = true;
+      break;
+    }
+    // A new node: the lowest free rank of its role.
+    PSDB_ASSIGN_OR_RETURN(EtcdRange ranks,
+                          etcd_->GetPrefix(Key(absl::StrCat(
+                              "ranks/", RoleKey(req.role()), "/"))));
+    std::set<int> taken;
+    for (const EtcdKeyValue& kv : ranks.kvs) {
+      int rank = 0;
+      if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &rank)) {
+        taken.insert(rank);
+      }
+    }
+    int rank = 0;
+    while (taken.count(rank) > 0) ++rank;
+    if (rank >= limit) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("refused ", role, " node id:", req.node_id(), ": all ",
+                       limit, " ", role, " ranks are taken"));
+    }
+    PSDB_ASSIGN_OR_RETURN(int64_t lease, etcd_->LeaseGrant(options_.lease_ttl));
+    entry.set_rank(rank);
+    const std::string rank_key =
+        Key(absl::StrCat("ranks/", RoleKey(req.role()), "/", rank));
+    PSDB_ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_->Txn(
+            {EtcdCompare::Absent(rank_key), EtcdCompare::Absent(node_key)},
+            {EtcdOp::Put(rank_key, req.node_id()),
+             EtcdOp::Put(node_key, entry.SerializeAsString()),
+             EtcdOp::Put(alive_key, incarnation, lease)},
+            {}));
+    if (!r.succeeded) {  // another scheduler gave that rank or this id
+      (void)etcd_->LeaseRevoke(lease);
+      continue;
+    }
+    resp.set_rank(rank);
+    Log(absl::StrCat(role, " node id:", req.node_id(),
+                     req.address().empty() ? "" : " addr:", req.address(),
+                     " assigned rank ", rank));
+    done = true;
+  }
+  if (!done) {
+    return absl::AbortedError(
+        absl::StrCat("registration of node id:", req.node_id(), " lost ",
+                     kMaxCasAttempts, " compare-and-set races in etcd; retry"));
+  }
+  PSDB_RETURN_IF_ERROR(PublishMapIfComplete());
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  *resp.mutable_map() = std::move(read.map);
+  resp.set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  resp.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(options_.lease_ttl));
+  return resp;
+}
+
+absl::StatusOr<uint64_t> EtcdScheduler::Heartbeat(absl::string_view node_id,
+                                                  absl::Time) {
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> alive,
+                        etcd_->Get(Key(absl::StrCat("alive/", node_id))));
+  absl::Status dead = absl::FailedPreconditionError(
+      absl::StrCat("node id:", node_id,
+                   " was marked dead (its etcd lease expired); "
+                   "register again"));
+  if (!alive.has_value()) {
+    PSDB_ASSIGN_OR_RETURN(
+        std::optional<EtcdKeyValue> node,
+        etcd_->Get(Key(absl::StrCat("members/nodes/", node_id))));
+    if (!node.has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("node id:", node_id, " is not registered"));
+    }
+    return dead;
+  }
+  absl::StatusOr<absl::Duration> ttl = etcd_->LeaseKeepAlive(alive->lease);
+  if (absl::IsNotFound(ttl.status())) return dead;
+  PSDB_RETURN_IF_ERROR(ttl.status());
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  return read.map.version();
+}
+
+absl::StatusOr<v1::ClusterMap> EtcdScheduler::CurrentMap() {
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  return std::move(read.map);
+}
+
+absl::StatusOr<v1::ClusterMap> EtcdScheduler::WaitReady(absl::Time deadline) {
+  while (true) {
+    PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+    if (read.map.ready()) return std::move(read.map);
+    if (closed()) return absl::UnavailableError("scheduler is shutting down");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "cluster not ready: %d of %d servers and %d of %d workers "
+          "registered",
+          read.map.servers_size(), options_.server_num, read.map.workers_size(),
+          options_.worker_num));
+    }
+    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
+        Key("members/map"), false, read.revision + 1, Slice(deadline));
+    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
+        !absl::IsOutOfRange(events.status())) {
+      return events.status();
+    }
+  }
+}
+
+absl::StatusOr<v1::ClusterMap> EtcdScheduler::WaitForMapAfter(
+    uint64_t after_version, absl::Time deadline) {
+  while (true) {
+    PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+    if (read.map.version() > after_version) return std::move(read.map);
+    if (closed()) return absl::UnavailableError("scheduler is shutting down");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("map still at version ", read.map.version()));
+    }
+    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
+        Key("members/"), true, read.revision + 1, Slice(deadline));
+    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
+        !absl::IsOutOfRange(events.status())) {
+      return events.status();
+    }
+  }
+}
+
+absl::StatusOr<v1::NodeEntry> EtcdScheduler::RegisteredWorker(
+    absl::string_view node_id, absl::string_view what) {
+  PSDB_ASSIGN_OR_RETURN(
+      std::optional<EtcdKeyValue> node,
+      etcd_->Get(Key(absl::StrCat("members/nodes/", node_id))));
+  v1::NodeEntry entry;
+  if (!node.has_value() || !entry.ParseFromString(node->value)) {
+    return absl::NotFoundError(
+        absl::StrCat(what, ": node id:", node_id, " is not registered"));
+  }
+  if (entry.role() != v1::NODE_ROLE_WORKER) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": node id:", node_id, " is not a worker"));
+  }
+  return entry;
+}
+
+absl::StatusOr<std::string> EtcdScheduler::DescribeWorkers(
+    const std::function<bool(const std::string&)>& behind) {
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  std::map<int, const v1::NodeEntry*> by_rank;
+  for (const v1::NodeEntry& w : read.map.workers()) by_rank[w.rank()] = &w;
+  std::vector<std::string> out;
+  for (int rank = 0; rank < options_.worker_num; ++rank) {
+    auto it = by_rank.find(rank);
+    if (it == by_rank.end()) {
+      out.push_back(absl::StrCat("worker rank ", rank, " (not registered)"));
+    } else if (behind(it->second->node_id())) {
+      out.push_back(absl::StrCat(
+          "worker rank ", rank, " (node id:", it->second->node_id(),
+          it->second->state() == v1::NODE_STATE_DEAD ? ", dead" : "", ")"));
+    }
+  }
+  return absl::StrJoin(out, ", ");
+}
+
+absl::Status EtcdScheduler::Barrier(absl::string_view name,
+                                    absl::string_view node_id, int64_t sequence,
+                                    absl::Time deadline) {
+  if (name.empty() || name.size() > 256) {
+    return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
+  }
+  if (sequence < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier '", name, "': node id:", node_id,
+        " sent no sequence (the etcd scheduler needs BarrierRequest.sequence "
+        ">= 1, which psdb's SchedulerClient sends)"));
+  }
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  PSDB_RETURN_IF_ERROR(
+      RegisteredWorker(node_id, absl::StrCat("barrier '", name, "'")).status());
+  const std::string key = Key(absl::StrCat("barriers/", name, "/", sequence));
+  const std::string id(node_id);
+  // Arrive (idempotent: a re-sent call finds itself arrived).
+  int64_t revision = 0;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kMaxCasAttempts) {
+      return absl::AbortedError(
+          absl::StrCat("barrier '", name, "': too many concurrent writes"));
+    }
+    PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv, etcd_->Get(key));
+    BarrierValue value =
+        kv.has_value() ? BarrierValue::Parse(kv->value) : BarrierValue{};
+    if (value.released) return absl::OkStatus();
+    if (value.Has(id)) {
+      revision = kv->mod_revision;
+      break;
+    }
+    value.arrived.push_back(id);
+    value.released =
+        static_cast<int>(value.arrived.size()) >= options_.worker_num;
+    PSDB_ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_->Txn({EtcdCompare::ModRevisionIs(
+                       key, kv.has_value() ? kv->mod_revision : 0)},
+                   {EtcdOp::Put(key, value.Serialize())}, {}));
+    if (!r.succeeded) continue;
+    if (value.released) {
+      // Every worker has left the previous use of this name.
+      if (sequence > 1) {
+        (void)etcd_->Delete(
+            Key(absl::StrCat("barriers/", name, "/", sequence - 1)));
+      }
+      return absl::OkStatus();
+    }
+    revision = r.revision;
+    break;
+  }
+  // Wait for the release.
+  while (!closed() && absl::Now() < deadline) {
+    absl::StatusOr<std::vector<EtcdEvent>> events =
+        etcd_->WaitForEvents(key, false, revision + 1, Slice(deadline));
+    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
+        !absl::IsOutOfRange(events.status())) {
+      return events.status();
+    }
+    PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv, etcd_->Get(key));
+    if (!kv.has_value()) return absl::OkStatus();  // released and cleaned up
+    if (BarrierValue::Parse(kv->value).released) return absl::OkStatus();
+    revision = kv->mod_revision;
+  }
+  // Leave, unless released meanwhile.
+  BarrierValue left;
+  for (int attempt = 0; attempt < kMaxCasAttempts; ++attempt) {
+    PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv, etcd_->Get(key));
+    if (!kv.has_value()) return absl::OkStatus();
+    left = BarrierValue::Parse(kv->value);
+    if (left.released) return absl::OkStatus();
+    left.arrived.erase(
+        std::remove(left.arrived.begin(), left.arrived.end(), id),
+        left.arrived.end());
+    PSDB_ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_->Txn({EtcdCompare::ModRevisionIs(key, kv->mod_revision)},
+                   {EtcdOp::Put(key, left.Serialize())}, {}));
+    if (r.succeeded) break;
+  }
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  PSDB_ASSIGN_OR_RETURN(std::string missing,
+                        DescribeWorkers([&](const std::string& w) {
+                          return w == id || !left.Has(w);
+                        }));
+  return absl::DeadlineExceededError(
+      absl::StrCat("barrier '", name, "' timed out for node id:", node_id,
+                   "; not arrived: ", missing));
+}
+
+absl::StatusOr<int64_t> EtcdScheduler::StepClock(absl::string_view node_id,
+                                                 int64_t finished_step,
+                                                 int staleness,
+                                                 absl::Time deadline) {
+  if (finished_step < 0 || staleness < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step clock: finished_step (", finished_step,
+                     ") and staleness (", staleness, ") must be >= 0"));
+  }
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  absl::StatusOr<v1::NodeEntry> worker =
+      RegisteredWorker(node_id, "step clock");
+  if (!worker.ok()) {
+    return absl::NotFoundError(absl::StrCat("step clock: node id:", node_id,
+                                            " is not a registered worker"));
+  }
+  const std::string key = Key(absl::StrCat("clocks/", node_id));
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kMaxCasAttempts) {
+      return absl::AbortedError("step clock: too many concurrent writes");
+    }
+    PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv, etcd_->Get(key));
+    int64_t current = 0;
+    if (kv.has_value()) (void)absl::SimpleAtoi(kv->value, &current);
+    if (finished_step < current) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("step clock: node id:", node_id, " reported step ",
+                       finished_step, " after step ", current));
+    }
+    if (finished_step == current && kv.has_value()) break;  // a re-send
+    PSDB_ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_->Txn({EtcdCompare::ModRevisionIs(
+                       key, kv.has_value() ? kv->mod_revision : 0)},
+                   {EtcdOp::Put(key, absl::StrCat(finished_step))}, {}));
+    if (r.succeeded) break;
+  }
+  const int64_t need = finished_step - staleness;
+  absl::flat_hash_map<std::string, int64_t> clocks;
+  while (true) {
+    PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+    PSDB_ASSIGN_OR_RETURN(EtcdRange range, etcd_->GetPrefix(Key("clocks/")));
+    clocks.clear();
+    for (const EtcdKeyValue& kv : range.kvs) {
+      int64_t step = 0;
+      if (absl::SimpleAtoi(kv.value, &step)) {
+        clocks[kv.key.substr(Key("clocks/").size())] = step;
+      }
+    }
+    std::map<int, std::string> ids;
+    for (const v1::NodeEntry& w : read.map.workers())
+      ids[w.rank()] = w.node_id();
+    int64_t slowest = INT64_MAX;
+    for (int rank = 0; rank < options_.worker_num; ++rank) {
+      auto id = ids.find(rank);
+      auto clock = id == ids.end() ? clocks.end() : clocks.find(id->second);
+      slowest = std::min(slowest, clock == clocks.end() ? 0 : clock->second);
+    }
+    if (slowest == INT64_MAX) slowest = 0;
+    if (slowest >= need) return slowest;
+    if (closed()) return absl::UnavailableError("scheduler is shutting down");
+    if (absl::Now() >= deadline) break;
+    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
+        Key("clocks/"), true, range.revision + 1, Slice(deadline));
+    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
+        !absl::IsOutOfRange(events.status())) {
+      return events.status();
+    }
+  }
+  PSDB_ASSIGN_OR_RETURN(std::string behind,
+                        DescribeWorkers([&](const std::string& w) {
+                          auto it = clocks.find(w);
+                          return (it == clocks.end() ? 0 : it->second) < need;
+                        }));
+  return absl::DeadlineExceededError(
+      absl::StrCat("step clock: node id:", node_id, " finished step ",
+                   finished_step, " and may run at most ", staleness,
+                   " steps ahead; waiting for step ", need, " of: ", behind));
+}
+
+v1::SchedulerStatus EtcdScheduler::Status() {
+  v1::SchedulerStatus status;
+  status.set_backend("etcd");
+  status.set_cluster(options_.cluster);
+  status.set_leader(leader());
+  if (closed()) {
+    status.set_reason("scheduler is shutting down");
+    return status;
+  }
+  absl::Status health = etcd_->Health();
+  if (!health.ok()) {
+    status.set_reason(std::string(health.message()));
+    return status;
+  }
+  absl::StatusOr<std::optional<EtcdKeyValue>> leader =
+      etcd_->Get(Key("leader"));
+  if (!leader.ok()) {
+    status.set_reason(std::string(leader.status().message()));
+    return status;
+  }
+  if (leader->has_value()) status.set_leader_address((*leader)->value);
+  status.set_healthy(true);
+  return status;
+}
+
+absl::StatusOr<int64_t> EtcdScheduler::MarkExpiredDead() {
+  PSDB_ASSIGN_OR_RETURN(EtcdRange nodes,
+                        etcd_->GetPrefix(Key("members/nodes/")));
+  PSDB_ASSIGN_OR_RETURN(EtcdRange alive, etcd_->GetPrefix(Key("alive/")));
+  absl::flat_hash_set<std::string> live;
+  for (const EtcdKeyValue& kv : alive.kvs) {
+    live.insert(kv.key.substr(Key("alive/").size()));
+  }
+  for (const EtcdKeyValue& kv : nodes.kvs) {
+    v1::NodeEntry entry;
+    if (!entry.ParseFromString(kv.value) ||
+        entry.state() != v1::NODE_STATE_ALIVE ||
+        live.contains(entry.node_id())) {
+      continue;
+    }
+    entry.set_state(v1::NODE_STATE_DEAD);
+    PSDB_ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_->Txn(
+            {EtcdCompare::ModRevisionIs(kv.key, kv.mod_revision),
+             EtcdCompare::Absent(Key(absl::StrCat("alive/", entry.node_id())))},
+            {EtcdOp::Put(kv.key, entry.SerializeAsString())}, {}));
+    if (r.succeeded) {
+      Log(absl::StrCat(RoleWord(entry.role()), " node id:", entry.node_id(),
+                       entry.address().empty() ? "" : " addr:", entry.address(),
+                       " rank ", entry.rank(),
+                       " marked dead: its etcd lease expired (no heartbeat "
+                       "for ",
+                       absl::FormatDuration(options_.lease_ttl), ")"));
+    }
+  }
+  return alive.revision;
+}
+
+void EtcdScheduler::StartCampaign(std::string advertise) {
+  {
+    absl::MutexLock lock(&mu_);
+    advertise_ = std::move(advertise);
+  }
+  campaign_ = std::thread([this] { Campaign(); });
+}
+
+void EtcdScheduler::Campaign() {
+  const absl::Duration renew_every = options_.lease_ttl / 3;
+  absl::Time next_renewal = absl::InfinitePast();
+  std::string last_leader;
+  int64_t watched = 0;  // leader: revision of the last read of alive/
+  std::string advertise;
+  {
+    absl::MutexLock lock(&mu_);
+    advertise = advertise_;
+  }
+  // Waits `d` unless Close() comes first; false once closed.
+  auto pause = [this](absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&closed_), d);
+    return !closed_;
+  };
+  while (!closed()) {
+    int64_t lease = 0;
+    bool leading = false;
+    {
+      absl::MutexLock lock(&mu_);
+      lease = lease_;
+      leading = leader_;
+    }
+    if (lease == 0) {
+      absl::StatusOr<int64_t> granted = etcd_->LeaseGrant(options_.lease_ttl);
+      if (!granted.ok()) {
+        if (!pause(absl::Milliseconds(500))) break;
+        continue;
+      }
+      absl::MutexLock lock(&mu_);
+      lease_ = lease = *granted;
+      next_renewal = absl::Now() + renew_every;
+    } else if (absl::Now() >= next_renewal) {
+      absl::StatusOr<absl::Duration> ttl = etcd_->LeaseKeepAlive(lease);
+      if (absl::IsNotFound(ttl.status())) {
+        // Our lease expired (etcd was out of reach longer than the TTL):
+        // whatever we led, another scheduler may lead now.
+        absl::MutexLock lock(&mu_);
+        if (leader_) {
+          Log("lost the lead: this scheduler's etcd lease expired");
+        }
+        leader_ = false;
+        lease_ = 0;
+        continue;
+      }
+      if (ttl.ok()) next_renewal = absl::Now() + renew_every;
+    }
+    if (!leading) {
+      absl::StatusOr<EtcdTxnResult> r =
+          etcd_->Txn({EtcdCompare::Absent(Key("leader"))},
+                     {EtcdOp::Put(Key("leader"), advertise, lease)},
+                     {EtcdOp::Get(Key("leader"))});
+      if (!r.ok()) {
+        if (!pause(absl::Milliseconds(200))) break;
+        continue;
+      }
+      if (r->succeeded) {
+        {
+          absl::MutexLock lock(&mu_);
+          leader_ = true;
+        }
+        Log(absl::StrCat("leading cluster '", options_.cluster, "' as ",
+                         advertise));
+        (void)PublishMapIfComplete();
+        continue;
+      }
+      const std::string holder =
+          !r->gets.empty() && r->gets[0].has_value() ? r->gets[0]->value : "";
+      if (holder != last_leader) {
+        Log(absl::StrCat("standing by: cluster '", options_.cluster,
+                         "' is led by ", holder));
+        last_leader = holder;
+      }
+      // Until the leader key changes (its lease ends) or the next renewal.
+      (void)etcd_->WaitForEvents(
+          Key("leader"), false, r->revision + 1,
+          std::min(next_renewal, absl::Now() + absl::Seconds(1)));
+      continue;
+    }
+    // Leading: mark the nodes whose lease ended, then wait for the next end.
+    absl::StatusOr<int64_t> read = MarkExpiredDead();
+    if (!read.ok()) {
+      if (!pause(absl::Milliseconds(200))) break;
+      continue;
+    }
+    watched = *read;
+    (void)PublishMapIfComplete();
+    (void)etcd_->WaitForEvents(
+        Key("alive/"), true, watched + 1,
+        std::min(next_renewal, absl::Now() + absl::Seconds(1)));
+  }
+}
+
+void EtcdScheduler::Close() {
+  int64_t lease = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    lease = lease_;
+    lease_ = 0;
+    leader_ = false;
+  }
+  if (campaign_.joinable()) campaign_.join();
+  int64_t late = 0;  // granted by the campaign while Close began
+  {
+    absl::MutexLock lock(&mu_);
+    late = lease_;
+  }
+  // Revoking deletes the leader key at once: a standby leads now rather
+  // than after the TTL.
+  if (lease != 0) (void)etcd_->LeaseRevoke(lease);
+  if (late != 0 && late != lease) (void)etcd_->LeaseRevoke(late);
+}
+
+}  // namespace psdb::rpc
