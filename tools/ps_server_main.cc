@@ -34,6 +34,13 @@
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100
 //     ps-server checkpoint --root=/shared/ckpt [--step=S]  (one command)
 //   ps-server checkpoint --servers=h1:7000,h2:7000 --root=/shared/ckpt
+//
+// --dry_run (any of the above): resolve and validate every flag and PS_*
+// variable as that start would, print the settings (and which PS_*
+// variables of the environment it reads and which it ignores) and exit 0,
+// or exit 1 naming the problem. Binds no port, opens no store, creates no
+// file and connects to nothing (it reads the TLS files, as a start would):
+// tests/deploy/check_deploy.py runs each manifest's ps-server this way.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -54,7 +61,9 @@
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/server/server.h"
+#include "rpc/wire/tls.h"
 #include "store/store.h"
+#include "tools/common/args.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -115,12 +124,45 @@ ABSL_FLAG(int64_t, step, 0,
           "checkpoint: the trainer's step at the boundary (names the id).");
 ABSL_FLAG(int, checkpoint_timeout_seconds, 600,
           "checkpoint: how long one server's shard may take.");
+ABSL_FLAG(bool, dry_run, false,
+          "Resolve and validate every flag and PS_* variable as a start "
+          "would, print the settings and exit 0 (1 naming the problem); "
+          "binds, opens and connects to nothing.");
 
 namespace {
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "ps-server: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// --dry_run's last lines: the PS_* variables of the environment this start
+// reads (NodeConfig's, rpc/control/node_config.h) and those it ignores.
+int FinishDryRun() {
+  const psdb::rpc::SettingMap read = psdb::rpc::ReadPsEnvironment();
+  std::string read_line, ignored_line;
+  for (const auto& [name, value] : psdb::tools::PsVariablesInEnvironment()) {
+    absl::StrAppend(read.contains(name) ? &read_line : &ignored_line, " ", name,
+                    "=", value);
+  }
+  std::cout << "  PS_* read:" << (read_line.empty() ? " none" : read_line)
+            << "\n";
+  if (!ignored_line.empty()) {
+    std::cout << "  PS_* ignored (not read by ps-server):" << ignored_line
+              << "\n";
+  }
+  std::cout << "ps-server --dry_run: ok" << std::endl;
+  return 0;
+}
+
+std::string TransportSummary(const psdb::rpc::ServerOptions& options) {
+  if (!options.tls.cert_file.empty()) {
+    return absl::StrCat("TLS ", options.tls.cert_file,
+                        options.tls.require_client_cert
+                            ? ", client certificates required"
+                            : "");
+  }
+  return options.tls.insecure ? "plaintext (--insecure)" : "plaintext";
 }
 
 // `ps-server checkpoint`: the admin call (rpc/control/admin_checkpoint.h).
@@ -144,6 +186,17 @@ int RunCheckpoint() {
       psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
   if (!config.ok()) return Fail(config.status());
   options.scheduler_address = config->SchedulerAddress();
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    std::cout << "ps-server --dry_run: checkpoint under "
+              << (options.root.empty() ? "(no --root)" : options.root)
+              << " at step " << options.step << " of "
+              << (options.scheduler_address.empty()
+                      ? absl::StrCat(options.servers.size(), " listed servers")
+                      : absl::StrCat("the cluster of scheduler ",
+                                     options.scheduler_address))
+              << "\n";
+    return FinishDryRun();
+  }
   auto info = psdb::rpc::AdminCheckpoint(options);
   if (!info.ok()) return Fail(info.status());
   std::fprintf(stderr, "ps-server: checkpoint %s: step %lld, %llu rows\n",
@@ -185,6 +238,22 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
   }
   if (absl::GetFlag(FLAGS_follow_interval_s) < 0) {
     return Fail(absl::InvalidArgumentError("--follow_interval_s must be >= 0"));
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    auto credentials =
+        psdb::rpc::MakeServerCredentials(options.tls, options.host);
+    if (!credentials.ok()) return Fail(credentials.status());
+    std::cout << "ps-server --dry_run: serving replica of "
+              << (absl::GetFlag(FLAGS_serve_all_shards)
+                      ? std::string("every shard")
+                      : absl::StrCat("shard ", options.shard_id))
+              << " of the checkpoints under " << root << ", looked for every "
+              << absl::GetFlag(FLAGS_follow_interval_s) << " s\n"
+              << "  listen " << options.host << ":" << options.port << ", "
+              << TransportSummary(options) << ", memory budget "
+              << absl::GetFlag(FLAGS_memory_budget_mb) << " MiB, metrics port "
+              << options.metrics_port << "\n";
+    return FinishDryRun();
   }
   psdb::rpc::FollowerOptions follow;
   follow.root = root;
@@ -282,14 +351,64 @@ int main(int argc, char** argv) {
   auto config =
       psdb::rpc::NodeConfigFromEnvAndFlags(psdb::rpc::NodeRoleKind::kServer);
   if (!config.ok()) return Fail(config.status());
+  if (config->has_scheduler() && !absl::GetFlag(FLAGS_servers).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--servers contradicts PS_SCHED_HOST/PS_SCHED_PORT: the scheduler "
+        "assigns the server list"));
+  }
+  // Checked before joining: a bad mode must not take a rank first.
+  const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
+  const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);
+  if (sync_reduce != "mean" && sync_reduce != "sum") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--sync_reduce=", sync_reduce, ": expected mean or sum")));
+  }
+  if (sync_mode != "sync" && sync_mode != "async") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--sync_mode=", sync_mode, ": expected async or sync")));
+  }
+  if (absl::GetFlag(FLAGS_dry_run)) {
+    if (sync_mode == "sync" && !config->has_scheduler() &&
+        (!config->worker_num.has_value() || *config->worker_num < 1)) {
+      return Fail(absl::InvalidArgumentError(
+          "--sync_mode=sync needs the number of workers (>= 1): "
+          "PS_WORKER_NUM (--worker_num) or a scheduler"));
+    }
+    auto credentials =
+        psdb::rpc::MakeServerCredentials(options.tls, options.host);
+    if (!credentials.ok()) return Fail(credentials.status());
+    std::string place;
+    if (config->has_scheduler()) {
+      std::string host = absl::GetFlag(FLAGS_advertise_host);
+      place = absl::StrCat(
+          "  scheduler ", config->SchedulerAddress(), ", node id ",
+          config->node_id, config->node_id_generated ? " (generated)" : "",
+          ", advertised as ", host.empty() ? options.host : host, ":",
+          options.port == 0 ? "(free port)" : absl::StrCat(options.port), "\n");
+    } else if (!absl::GetFlag(FLAGS_servers).empty()) {
+      place =
+          absl::StrCat("  static cluster of ", options.cluster.servers().size(),
+                       " servers, this one shard ", options.shard_id, "\n");
+    } else {
+      place = "  lone server (no scheduler, no --servers)\n";
+    }
+    std::cout << "ps-server --dry_run: training server, store " << data_dir
+              << (absl::GetFlag(FLAGS_restore_from).empty()
+                      ? ""
+                      : absl::StrCat(" (empty: restored from ",
+                                     absl::GetFlag(FLAGS_restore_from), ")"))
+              << "\n  listen " << options.host << ":" << options.port << ", "
+              << TransportSummary(options) << "\n"
+              << place << "  sync_mode " << sync_mode
+              << (sync_mode == "sync" ? absl::StrCat(" (", sync_reduce, ")")
+                                      : "")
+              << ", memory budget " << absl::GetFlag(FLAGS_memory_budget_mb)
+              << " MiB, metrics port " << options.metrics_port << "\n";
+    return FinishDryRun();
+  }
   std::unique_ptr<psdb::rpc::SchedulerClient> scheduler;
   int held_port_fd = -1;  // keeps a picked port ours until gRPC binds it
   if (config->has_scheduler()) {
-    if (!absl::GetFlag(FLAGS_servers).empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--servers contradicts PS_SCHED_HOST/PS_SCHED_PORT: the scheduler "
-          "assigns the server list"));
-    }
     if (options.port == 0) {
       // The address must be known before registering: pick a free port and
       // hold it (SO_REUSEPORT, as gRPC binds) until the server listens.
@@ -337,12 +456,6 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(placement.cluster.epoch()),
                  placement.recovered ? " (rank taken back)" : "");
   }
-  const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
-  const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);
-  if (sync_reduce != "mean" && sync_reduce != "sum") {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--sync_reduce=", sync_reduce, ": expected mean or sum")));
-  }
   if (sync_mode == "sync") {
     if (!config->worker_num.has_value() || *config->worker_num < 1) {
       return Fail(absl::InvalidArgumentError(
@@ -352,9 +465,6 @@ int main(int argc, char** argv) {
     options.sync.num_workers = *config->worker_num;
     options.sync.reduce = sync_reduce == "sum" ? psdb::rpc::SyncReduce::kSum
                                                : psdb::rpc::SyncReduce::kMean;
-  } else if (sync_mode != "async") {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--sync_mode=", sync_mode, ": expected async or sync")));
   }
 
   psdb::StoreOptions store_options;

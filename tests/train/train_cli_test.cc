@@ -163,5 +163,51 @@ TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
   EXPECT_EQ(RunPsTrain({"frobnicate"}, nullptr, &err), 2);
 }
 
+// --dry_run: the settings a start would use, and nothing touched: no store,
+// no checkpoint directory, no cluster joined (the scheduler address below
+// has nobody listening; a join would fail after its timeout).
+TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
+  setenv("PS_NODE_ID", "worker-3", 1);
+  setenv("PS_ROLE", "worker", 1);
+  std::string out, err;
+  std::vector<std::string> args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--store", "scheduler:127.0.0.1:1", "--mode",
+                           "async", "--staleness", "2", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "ps-train --dry_run: async training of " + data()));
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "store scheduler:127.0.0.1:1 as node id worker-3, rank "
+                       "and world from the cluster map"));
+  EXPECT_THAT(out, ::testing::HasSubstr("PS_* read: PS_NODE_ID=worker-3\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "PS_* ignored (not read by ps-train): PS_ROLE=worker"));
+  EXPECT_THAT(out, ::testing::EndsWith("ps-train --dry_run: ok\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-dry")));
+
+  // On the embedded store PS_NODE_ID is not read, and no store is opened.
+  args = TrainArgs("ckpt-dry");
+  args.push_back("--dry_run");
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("store local:" + dir_.Sub("ckpt-dry") +
+                                        "/store, rank 0 of 1"));
+  EXPECT_THAT(out, ::testing::HasSubstr("PS_* read: none\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-dry")));
+  unsetenv("PS_NODE_ID");
+  unsetenv("PS_ROLE");
+
+  // A dry run fails as the start would, before anything is opened.
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--cache_policy", "fifo", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("--cache_policy must be lru, lfu or "
+                                        "lookahead, not 'fifo'"));
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--rank", "2", "--world", "2", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("--rank"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-dry")));
+}
+
 }  // namespace
 }  // namespace psdb::train

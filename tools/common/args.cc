@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+
+extern char** environ;
 
 namespace psdb::tools {
 
@@ -130,6 +133,19 @@ absl::StatusOr<std::vector<uint64_t>> Args::GetUint64List(
   }
   if (out.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> PsVariablesInEnvironment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos || eq + 1 == entry.size()) continue;
+    if (!absl::StartsWith(entry, "PS_")) continue;
+    out.emplace(std::string(entry.substr(0, eq)),
+                std::string(entry.substr(eq + 1)));
   }
   return out;
 }

@@ -61,6 +61,12 @@ class Args {
   std::map<std::string, std::string, std::less<>> flags_;
 };
 
+// The PS_* variables set to a non-empty value in this process's
+// environment, by name. A tool's --dry_run lists which of them it reads and
+// which it ignores (rpc/control/node_config.h reads a fixed set; a misspelt
+// one would otherwise go unnoticed).
+std::map<std::string, std::string> PsVariablesInEnvironment();
+
 }  // namespace psdb::tools
 
 #endif  // PSDB_TOOLS_COMMON_ARGS_H_

@@ -50,7 +50,10 @@ constexpr char kUsage[] =
     "           [--wide_lr F] [--dense_lr F] [--deep_dim N] [--hidden "
     "256,128]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
-    "           [--no_progress] [--no_plot]\n";
+    "           [--no_progress] [--no_plot] [--dry_run]\n"
+    "  (--dry_run: validate the command line, PSDB_URL and PS_NODE_ID as a\n"
+    "  start would, print the settings and exit; reads no data, opens no\n"
+    "  store, joins no cluster)\n";
 
 int Usage(std::ostream& err, const absl::Status& status) {
   err << "ps-train: " << status.message() << "\n" << kUsage;
@@ -137,7 +140,8 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "no_progress",
                                         "no_plot",
                                         "staleness",
-                                        "no_prefetch"}));
+                                        "no_prefetch",
+                                        "dry_run"}));
   o->data_dir = args.GetString("data", "");
   o->checkpoint_dir = args.GetString("checkpoint_dir", "");
   if (o->data_dir.empty() || o->checkpoint_dir.empty()) {
@@ -269,24 +273,84 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                           "--staleness is SSP for --mode async with "
                           "--store scheduler:HOST:PORT"));
   }
+  if (cache_rows > 0) {
+    if (cache_policy != "lru" && cache_policy != "lfu" &&
+        cache_policy != "lookahead") {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "--cache_policy must be lru, lfu or lookahead, "
+                            "not '",
+                            cache_policy, "'")));
+    }
+    if (cache_mode != "write_back" && cache_mode != "push_through") {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "--cache_mode must be write_back or push_through, "
+                            "not '",
+                            cache_mode, "'")));
+    }
+    // Two batches (the current one and the prefetched next) must fit.
+    const int64_t need = 2LL * o.batch_size * kNumCatFeatures;
+    if (cache_rows < need) {
+      return Usage(err, absl::InvalidArgumentError(absl::StrFormat(
+                            "--cache_rows %d is too small for --batch_size %d: "
+                            "a batch and its prefetched successor may need "
+                            "%d rows per table",
+                            cache_rows, o.batch_size, need)));
+    }
+  }
+  if (cluster && o.mode == SyncMode::kSync && cache_rows > 0 &&
+      cache_mode == "push_through") {
+    return Usage(err, absl::InvalidArgumentError(
+                          "--cache_mode push_through cannot carry the "
+                          "explicit steps sync servers need; use "
+                          "write_back or --mode async"));
+  }
+  const char* node_id_env = std::getenv("PS_NODE_ID");
+  const std::string node_id = node_id_env != nullptr && *node_id_env != '\0'
+                                  ? std::string(node_id_env)
+                                  : absl::StrCat("ps-train-", getpid());
+  absl::StatusOr<bool> dry_run = args.GetBool("dry_run");
+  if (!dry_run.ok()) return Usage(err, dry_run.status());
+  if (*dry_run) {
+    out << "ps-train --dry_run: "
+        << (o.mode == SyncMode::kSync ? "sync" : "async") << " training of "
+        << o.data_dir << ", checkpoints under " << o.checkpoint_dir
+        << "\n  store " << store;
+    if (cluster) {
+      out << " as node id " << node_id
+          << (args.Has("rank") || args.Has("world")
+                  ? absl::StrFormat(", rank %d of %d (flags)", o.shard.rank,
+                                    o.shard.world)
+                  : std::string(", rank and world from the cluster map"));
+    } else {
+      out << absl::StrFormat(", rank %d of %d", o.shard.rank, o.shard.world);
+    }
+    out << absl::StrFormat("\n  %d epoch(s), batch %d, cache %d rows", o.epochs,
+                           o.batch_size, cache_rows);
+    if (cache_rows > 0)
+      out << " (" << cache_policy << ", " << cache_mode << ")";
+    out << "\n";
+    // ps-train reads PS_NODE_ID (as a cluster worker) and no other PS_*.
+    std::string read_line, ignored_line;
+    for (const auto& [name, value] : tools::PsVariablesInEnvironment()) {
+      absl::StrAppend(
+          cluster && name == "PS_NODE_ID" ? &read_line : &ignored_line, " ",
+          name, "=", value);
+    }
+    out << "  PS_* read:" << (read_line.empty() ? " none" : read_line) << "\n";
+    if (!ignored_line.empty()) {
+      out << "  PS_* ignored (not read by ps-train):" << ignored_line << "\n";
+    }
+    out << "ps-train --dry_run: ok\n";
+    return 0;
+  }
   o.store_description = store;
   std::unique_ptr<rpc::ClusterWorker> worker;
   std::unique_ptr<ParameterClient> owned;
   ParameterClient* client_ptr = nullptr;
   if (cluster) {
-    if (o.mode == SyncMode::kSync && cache_rows > 0 &&
-        cache_mode == "push_through") {
-      return Usage(err, absl::InvalidArgumentError(
-                            "--cache_mode push_through cannot carry the "
-                            "explicit steps sync servers need; use "
-                            "write_back or --mode async"));
-    }
     rpc::ClusterWorkerOptions wo;
     wo.scheduler = store.substr(std::string("scheduler:").size());
-    const char* node_id = std::getenv("PS_NODE_ID");
-    wo.node_id = node_id != nullptr && *node_id != '\0'
-                     ? std::string(node_id)
-                     : absl::StrCat("ps-train-", getpid());
+    wo.node_id = node_id;
     wo.sync = o.mode == SyncMode::kSync;
     wo.staleness = static_cast<int>(*staleness);
     absl::StatusOr<std::unique_ptr<rpc::ClusterWorker>> joined =
@@ -328,37 +392,12 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
 #ifdef PSDB_TRAIN_HAVE_CACHE
     cache::VocabCacheOptions copts;
     copts.capacity_rows = cache_rows;
-    if (cache_policy == "lru") {
-      copts.policy = cache::PolicyKind::kLru;
-    } else if (cache_policy == "lfu") {
-      copts.policy = cache::PolicyKind::kLfu;
-    } else if (cache_policy == "lookahead") {
-      copts.policy = cache::PolicyKind::kLookahead;
-    } else {
-      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
-                            "--cache_policy must be lru, lfu or lookahead, "
-                            "not '",
-                            cache_policy, "'")));
-    }
-    if (cache_mode == "write_back") {
-      copts.mode = cache::CacheMode::kWriteBack;
-    } else if (cache_mode == "push_through") {
-      copts.mode = cache::CacheMode::kPushThrough;
-    } else {
-      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
-                            "--cache_mode must be write_back or push_through, "
-                            "not '",
-                            cache_mode, "'")));
-    }
-    // Two batches (the current one and the prefetched next) must fit.
-    const int64_t need = 2LL * o.batch_size * kNumCatFeatures;
-    if (cache_rows < need) {
-      return Usage(err, absl::InvalidArgumentError(absl::StrFormat(
-                            "--cache_rows %d is too small for --batch_size %d: "
-                            "a batch and its prefetched successor may need "
-                            "%d rows per table",
-                            cache_rows, o.batch_size, need)));
-    }
+    // Policy and mode were validated above, before joining or opening.
+    copts.policy = cache_policy == "lru"   ? cache::PolicyKind::kLru
+                   : cache_policy == "lfu" ? cache::PolicyKind::kLfu
+                                           : cache::PolicyKind::kLookahead;
+    copts.mode = cache_mode == "write_back" ? cache::CacheMode::kWriteBack
+                                            : cache::CacheMode::kPushThrough;
     absl::Status created = CreateModelTables(o.model, client_raw);
     if (!created.ok()) return Fail(err, created);
     absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =
@@ -385,7 +424,8 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
 int RunTrain(int argc, const char* const* argv, std::ostream& out,
              std::ostream& err) {
   absl::StatusOr<tools::Args> args = tools::Args::Parse(
-      argc, argv, 1, {"no_progress", "no_plot", "no_prefetch", "help"});
+      argc, argv, 1,
+      {"no_progress", "no_plot", "no_prefetch", "dry_run", "help"});
   if (!args.ok()) return Usage(err, args.status());
   if (args->Has("help")) {
     out << kUsage;

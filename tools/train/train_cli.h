@@ -20,6 +20,10 @@
 //         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
 //         scheduler:HOST:PORT    not yet supported (rejected)
 //       --cache_rows 0 trains straight on the client (no worker cache).
+//       --dry_run: validate every flag, PSDB_URL and PS_NODE_ID as that
+//       start would, print the settings and which PS_* variables it reads
+//       (PS_NODE_ID, as a cluster worker) or ignores, and exit 0 (1 or 2
+//       as the start would); reads no data, opens no store, joins nothing.
 //
 // Exit codes: 0 success, 1 failure, 2 usage error.
 //
