@@ -6,6 +6,10 @@
 // from the latest cluster checkpoint; the workers re-pull and train steps 3
 // and 4. The final rows equal those of a cluster restarted from the same
 // checkpoint that trains steps 3 and 4 without any kill.
+//
+// Run twice: with the scheduler's state in its process, and with it in a
+// real etcd (ps-scheduler --etcd, leases of 2 s: the killed server's lease
+// expires, the leader marks it dead, and it takes its rank back from etcd).
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,6 +25,7 @@
 #include "rpc/control/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
 #include "store/table_spec.h"
+#include "tests/rpc/control/etcd_cluster.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 
@@ -30,6 +35,7 @@ namespace {
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
+using ::psdb::testing::EtcdCluster;
 using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ScratchDir;
@@ -53,6 +59,8 @@ std::vector<float> Grads(int worker, int step) {
 }
 
 struct Cluster {
+  // Set: the scheduler keeps its state in this etcd.
+  const EtcdCluster* etcd = nullptr;
   int sched_port = 0;
   std::unique_ptr<ChildProcess> sched;
   std::vector<std::unique_ptr<ChildProcess>> servers;
@@ -76,6 +84,11 @@ void StartCluster(const std::function<std::vector<std::string>(int)>& args,
   c->sched_port = FreeLoopbackPort();
   ChildOptions o = PsSchedulerOptions(c->sched_port, 2, 2);
   o.args = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1000"};
+  if (c->etcd != nullptr) {
+    o.args.push_back(absl::StrCat("--etcd=", c->etcd->endpoints()));
+    o.args.push_back(absl::StrCat("--cluster=c", c->sched_port));
+    o.args.push_back("--lease_ttl_s=2");
+  }
   ASSERT_OK_AND_ASSIGN(c->sched, ChildProcess::Start(o));
   for (int w = 0; w < 2; ++w) {
     SchedulerClientOptions so;
@@ -135,11 +148,29 @@ std::vector<float> PullAll(Cluster* c) {
   return out;
 }
 
-TEST(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
+class ServerRecoveryTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) {
+      auto etcd = EtcdCluster::Start(1);
+      ASSERT_OK(etcd);
+      etcd_ = *std::move(etcd);
+    }
+  }
+  std::unique_ptr<EtcdCluster> etcd_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, ServerRecoveryTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Etcd" : "InProcess";
+                         });
+
+TEST_P(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
   ScratchDir dir;
   const std::string root = dir.Sub("ckpt");
   std::vector<int> ports = {FreeLoopbackPort(), FreeLoopbackPort()};
   Cluster a;
+  a.etcd = etcd_.get();
   ASSERT_NO_FATAL_FAILURE(StartCluster(
       [&](int s) -> std::vector<std::string> {
         return {absl::StrCat("--data_dir=", dir.Sub(absl::StrCat("a", s))),
@@ -191,7 +222,8 @@ TEST(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
   EXPECT_THAT(a.servers[victim]->Stderr(), HasSubstr("(rank taken back)"));
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap back, a.workers[0]->GetClusterMap());
   EXPECT_EQ(back.servers(1).state(), v1::NODE_STATE_ALIVE);
-  EXPECT_EQ(back.epoch(), 1u);
+  EXPECT_EQ(back.epoch(), map.epoch());
+  if (!GetParam()) EXPECT_EQ(back.epoch(), 1u);
   // Workers resume after re-pulling (the channel reconnects).
   ASSERT_TRUE(WaitFor([&] {
     std::vector<float> o(Keys().size() * kDim);
@@ -204,6 +236,7 @@ TEST(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
 
   // Reference: a fresh cluster restored from the same checkpoint, no kill.
   Cluster b;
+  b.etcd = etcd_.get();
   ASSERT_NO_FATAL_FAILURE(StartCluster(
       [&](int s) -> std::vector<std::string> {
         return {absl::StrCat("--data_dir=", dir.Sub(absl::StrCat("b", s))),
