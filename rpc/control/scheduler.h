@@ -1,5 +1,8 @@
 // Scheduler and SchedulerServer: the control plane of a psdb cluster
 // (SchedulerService in rpc/wire/psdb.proto; tools/ps-scheduler is a thin main).
+// The state lives in this process (Scheduler, below) or, with
+// SchedulerOptions::etcd_endpoints, in etcd (etcd_scheduler.h), where any
+// number of schedulers serve one cluster; both keep the rules below.
 //
 //   psdb::rpc::SchedulerOptions opts;
 //   opts.port = 7100; opts.server_num = 2; opts.worker_num = 2;
@@ -21,8 +24,9 @@
 //    configured count: RESOURCE_EXHAUSTED. Counts sent by the node that
 //    differ from the scheduler's, or a server address already used by
 //    another server: INVALID_ARGUMENT.
-//  - The epoch stays 1 for the life of the cluster: neither death nor
-//    recovery moves keys (ranks and server count never change).
+//  - The epoch stays the same for the life of the cluster (1 in process;
+//    with etcd, the revision at which the ring was written): neither death
+//    nor recovery moves keys (ranks and server count never change).
 //  - StepClock gives bounded staleness (SSP): a worker that has finished
 //    step s proceeds once every worker has finished s - k.
 //  - Barrier(name) is across all worker ranks: the n-th call of a name by
