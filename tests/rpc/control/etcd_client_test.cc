@@ -185,7 +185,7 @@ TEST(EtcdClientTest, FailsOverToALiveMember) {
 
 TEST(EtcdClientTest, UnreachableEtcdSaysWhere) {
   const std::string nowhere =
-      absl::StrCat("127.0.0.1:", psdb::testing::FreeLoopbackPort());
+      absl::StrCat("127.0.0.1:", psdb::tools::FreeLoopbackPort());
   auto client = Connect({nowhere}, absl::Milliseconds(500));
   auto r = client->Put("/x", "1");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));

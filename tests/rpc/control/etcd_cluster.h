@@ -1,6 +1,5 @@
-// EtcdCluster: real etcd members (Debian's /usr/bin/etcd) on loopback for
-// the control-plane tests, each with its data in a scratch directory, its
-// client and peer ports picked free, started and stopped by the test.
+// EtcdCluster: the control-plane tests' etcd, tools/common/local_etcd.h's
+// LocalEtcd with its data in a scratch directory removed afterwards.
 //
 //   ASSERT_OK_AND_ASSIGN(auto etcd, EtcdCluster::Start(3));
 //   etcd->endpoints();   // "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
@@ -15,32 +14,26 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
+#include "tools/common/local_etcd.h"
 
 namespace psdb::testing {
 
 class EtcdCluster {
  public:
-  // Starts `members` members forming one cluster and waits (up to
-  // `timeout`) until a client reaches one that knows a leader.
-  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(
-      int members = 1, absl::Duration timeout = absl::Seconds(60));
-  ~EtcdCluster();  // SIGKILLs what still runs.
+  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members = 1);
 
-  // "127.0.0.1:port,..." of every member (PS_ETCD_ENDPOINTS, --etcd).
-  std::string endpoints() const;
-  std::vector<std::string> endpoint_list() const { return clients_; }
-  int size() const { return static_cast<int>(clients_.size()); }
-  // SIGKILLs member i and reaps it.
-  void Kill(int i);
+  std::string endpoints() const { return etcd_->endpoints(); }
+  std::vector<std::string> endpoint_list() const {
+    return etcd_->endpoint_list();
+  }
+  int size() const { return etcd_->size(); }
+  void Kill(int i) { etcd_->Kill(i); }
 
  private:
   EtcdCluster() = default;
-  ScratchDir dir_;
-  std::vector<std::string> clients_;  // host:port per member
-  std::vector<std::unique_ptr<ChildProcess>> members_;
+  ScratchDir dir_;  // outlives etcd_ (declared first)
+  std::unique_ptr<tools::LocalEtcd> etcd_;
 };
 
 }  // namespace psdb::testing

@@ -1,0 +1,79 @@
+#include "tools/common/local_etcd.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psdb::tools {
+
+absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(
+    const LocalEtcdOptions& options) {
+  if (options.dir.empty() || options.members < 1) {
+    return absl::InvalidArgumentError(
+        "LocalEtcd needs a directory and at least one member");
+  }
+  std::unique_ptr<LocalEtcd> etcd(new LocalEtcd());
+  std::vector<std::string> peers;
+  std::vector<std::string> initial;
+  for (int i = 0; i < options.members; ++i) {
+    etcd->clients_.push_back(absl::StrCat("127.0.0.1:", FreeLoopbackPort()));
+    peers.push_back(absl::StrCat("http://127.0.0.1:", FreeLoopbackPort()));
+    initial.push_back(absl::StrCat("m", i, "=", peers.back()));
+  }
+  for (int i = 0; i < options.members; ++i) {
+    ChildOptions child;
+    child.binary = options.binary;
+    const std::string client = absl::StrCat("http://", etcd->clients_[i]);
+    child.args = {
+        absl::StrCat("--name=m", i),
+        absl::StrCat("--data-dir=", options.dir, "/m", i),
+        absl::StrCat("--listen-client-urls=", client),
+        absl::StrCat("--advertise-client-urls=", client),
+        absl::StrCat("--listen-peer-urls=", peers[i]),
+        absl::StrCat("--initial-advertise-peer-urls=", peers[i]),
+        absl::StrCat("--initial-cluster=", absl::StrJoin(initial, ",")),
+        "--initial-cluster-state=new",
+        absl::StrCat("--initial-cluster-token=psdb-", options.dir),
+        // Elections in a loopback cluster settle in well under a second.
+        "--heartbeat-interval=50", "--election-timeout=500"};
+    child.log = absl::StrCat(options.dir, "/m", i, ".log");
+    absl::StatusOr<std::unique_ptr<ChildProcess>> member =
+        ChildProcess::Start(child);
+    if (!member.ok()) return member.status();
+    etcd->members_.push_back(*std::move(member));
+  }
+  const absl::Time deadline = absl::Now() + options.timeout;
+  for (int i = 0; i < options.members; ++i) {
+    ChildProcess& member = *etcd->members_[i];
+    absl::Duration backoff = absl::Milliseconds(5);
+    while (member.Stderr().find("ready to serve client requests") ==
+           std::string::npos) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "etcd member ", i, " not serving after ",
+            absl::FormatDuration(options.timeout), ": ", member.Stderr()));
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Milliseconds(50));
+    }
+  }
+  return etcd;
+}
+
+LocalEtcd::~LocalEtcd() {
+  for (int i = 0; i < size(); ++i) Kill(i);
+}
+
+std::string LocalEtcd::endpoints() const {
+  return absl::StrJoin(clients_, ",");
+}
+
+void LocalEtcd::Kill(int i) {
+  if (members_[i] == nullptr) return;
+  members_[i]->Signal(SIGKILL);
+  (void)members_[i]->Wait(absl::Seconds(30));
+  members_[i].reset();
+}
+
+}  // namespace psdb::tools
