@@ -6,9 +6,10 @@
 //             --tls_cert=server.pem --tls_key=server.key  (one command)
 //
 // With a scheduler (PS_SCHED_HOST + PS_SCHED_PORT, or --sched_host and
-// --sched_port; rpc/control/node_config.h) the server registers as PS_NODE_ID,
-// waits for the cluster to form and takes its rank, server list and epoch
-// from the scheduler's map instead of --servers/--shard_id:
+// --sched_port; or several sharing etcd, PS_SCHED_ADDRESSES=h1:p1,h2:p2 or
+// --sched_addresses; rpc/control/node_config.h) the server registers as
+// PS_NODE_ID, waits for the cluster to form and takes its rank, server list
+// and epoch from the scheduler's map instead of --servers/--shard_id:
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0
 //     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
@@ -234,7 +235,7 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
   if (config->has_scheduler()) {
     return Fail(absl::InvalidArgumentError(
         "--serve_from: a serving replica does not join a scheduler (unset "
-        "PS_SCHED_HOST/PS_SCHED_PORT)"));
+        "PS_SCHED_HOST/PS_SCHED_PORT and PS_SCHED_ADDRESSES)"));
   }
   if (absl::GetFlag(FLAGS_follow_interval_s) < 0) {
     return Fail(absl::InvalidArgumentError("--follow_interval_s must be >= 0"));
@@ -290,8 +291,8 @@ int main(int argc, char** argv) {
       "ps-server --serve_from=CKPT_ROOT [--shard_id=K] [--port=P] "
       "[--follow_interval_s=S]\n"
       "ps-server checkpoint --root=DIR [--step=S] "
-      "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port | "
-      "--servers=h1:p1,...)");
+      "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
+      "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     if (positional.size() == 2 && std::string(positional[1]) == "checkpoint") {
@@ -353,8 +354,8 @@ int main(int argc, char** argv) {
   if (!config.ok()) return Fail(config.status());
   if (config->has_scheduler() && !absl::GetFlag(FLAGS_servers).empty()) {
     return Fail(absl::InvalidArgumentError(
-        "--servers contradicts PS_SCHED_HOST/PS_SCHED_PORT: the scheduler "
-        "assigns the server list"));
+        "--servers contradicts the scheduler (PS_SCHED_HOST/PS_SCHED_PORT "
+        "or PS_SCHED_ADDRESSES): it assigns the server list"));
   }
   // Checked before joining: a bad mode must not take a rank first.
   const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);

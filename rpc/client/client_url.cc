@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
       return absl::InvalidArgumentError(
           absl::StrCat("URL '", url, "' names no scheduler host:port"));
     }
+    // Every scheduler of a list must be host:port (the one parser).
+    if (absl::Status list = ParseServerList(rest).status(); !list.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("URL '", url, "': ", list.message()));
+    }
     // A process started as a worker (PS_ROLE=worker) joins the cluster as
     // PS_NODE_ID; any other process only reads the map.
     const absl::StatusOr<NodeConfig> config =
@@ -60,7 +65,7 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
   return absl::InvalidArgumentError(absl::StrCat(
       "URL '", url,
       "': expected local:DIR, servers:host:port[|host:port],... or "
-      "scheduler:host:port"));
+      "scheduler:host:port[,host:port]"));
 }
 
 }  // namespace psdb::rpc

@@ -10,6 +10,8 @@
 //                              (waits up to 5 min for the cluster to form;
 //                              joins as a worker, rpc/client/cluster_worker.h,
 //                              when PS_ROLE=worker)
+//   "scheduler:h1:p1,h2:p2"    the same with several schedulers sharing etcd:
+//                              calls fail over between them
 //
 // New URL schemes go here.
 //

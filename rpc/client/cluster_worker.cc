@@ -1,5 +1,7 @@
 #include "rpc/client/cluster_worker.h"
 
+#include <atomic>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -19,7 +21,8 @@ namespace {
 absl::StatusOr<std::shared_ptr<SchedulerClient>> OpenScheduler(
     absl::string_view address, const RemoteClientOptions& base) {
   if (address.empty()) {
-    return absl::InvalidArgumentError("no scheduler host:port given");
+    return absl::InvalidArgumentError(
+        "no scheduler host:port (or h1:p1,h2:p2) given");
   }
   SchedulerClientOptions options;
   options.address = std::string(address);
@@ -53,8 +56,20 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenMapClient(
                        absl::FormatDuration(wait_ready)));
     }
   }
-  options.map_source = [sched]() -> absl::StatusOr<ClusterMap> {
+  // A refresh takes the watched map when it is newer than the one this
+  // client last took, and fetches otherwise (the watch may lag, or be
+  // down while its stream reopens).
+  sched->StartMapWatch();
+  auto taken = std::make_shared<std::atomic<uint64_t>>(wire.version());
+  options.map_source = [sched, taken]() -> absl::StatusOr<ClusterMap> {
+    std::optional<v1::ClusterMap> watched = sched->latest_map();
+    if (watched.has_value() && watched->ready() &&
+        watched->version() > taken->load()) {
+      taken->store(watched->version());
+      return ClusterMapFromProto(*watched);
+    }
     PSDB_ASSIGN_OR_RETURN(v1::ClusterMap m, sched->GetClusterMap());
+    taken->store(m.version());
     return ClusterMapFromProto(m);
   };
   return RemoteClient::Open(options);

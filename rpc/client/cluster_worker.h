@@ -20,7 +20,11 @@
 //    directory the servers and rank 0 see (one machine or a shared
 //    filesystem).
 // One SchedulerClient serves all of it: registration, heartbeats, the map
-// the client refreshes from, barriers and the step clock. Heartbeats go on
+// watch the client refreshes from (a refresh takes the watched map when it
+// is newer than the client's, else fetches one), barriers and the step
+// clock. The scheduler may be a list of schedulers sharing etcd
+// ("h1:p1,h2:p2"): each call fails over to the next on UNAVAILABLE
+// (rpc/control/scheduler_client.h). Heartbeats go on
 // for as long as the worker or the client it handed out (ReleaseClient)
 // lives.
 //
@@ -51,7 +55,7 @@
 namespace psdb::rpc {
 
 struct ClusterWorkerOptions {
-  // "host:port" of ps-scheduler. REQUIRED.
+  // "host:port" of ps-scheduler, or several: "h1:p1,h2:p2". REQUIRED.
   std::string scheduler;
   // This worker's node id ([A-Za-z0-9_.:-]{1,128}); a node id that comes
   // back after being marked dead takes its rank back. REQUIRED.
@@ -104,10 +108,11 @@ class ClusterWorker {
   std::unique_ptr<RemoteClient> client_;
 };
 
-// A RemoteClient whose map comes from the scheduler at `scheduler_address`:
-// waits up to `wait_ready` for the cluster to be ready and for every server
-// of the map to accept connections, routes with the map, and refetches it on
-// FAILED_PRECONDITION. `base` supplies deadlines, TLS (also used for the
+// A RemoteClient whose map comes from the scheduler at `scheduler_address`
+// ("host:port" or "h1:p1,h2:p2"): waits up to `wait_ready` for the cluster
+// to be ready and for every server of the map to accept connections, routes
+// with the map, watches it, and on FAILED_PRECONDITION takes the watched
+// map (or fetches one). `base` supplies deadlines, TLS (also used for the
 // scheduler) and limits. Registers nothing.
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
     absl::string_view scheduler_address, const RemoteClientOptions& base = {},

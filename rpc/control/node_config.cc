@@ -9,13 +9,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "shard/cluster_map.h"
 
 namespace psdb::rpc {
 namespace {
 
 constexpr const char* kVariables[] = {
-    "PS_ROLE",       "PS_SERVER_NUM", "PS_WORKER_NUM",      "PS_SCHED_HOST",
-    "PS_SCHED_PORT", "PS_NODE_ID",    "PS_ENABLE_RECOVERY", "PS_RECOVERY_PATH"};
+    "PS_ROLE",       "PS_SERVER_NUM",      "PS_WORKER_NUM",
+    "PS_SCHED_HOST", "PS_SCHED_PORT",      "PS_SCHED_ADDRESSES",
+    "PS_NODE_ID",    "PS_ENABLE_RECOVERY", "PS_RECOVERY_PATH"};
 
 // "PS_SERVER_NUM" -> "server_num".
 std::string FlagName(absl::string_view variable) {
@@ -102,6 +105,7 @@ absl::string_view NodeRoleName(NodeRoleKind role) {
 }
 
 std::string NodeConfig::SchedulerAddress() const {
+  if (!sched_addresses.empty()) return absl::StrJoin(sched_addresses, ",");
   if (!has_scheduler()) return "";
   if (sched_host.find(':') != std::string::npos && sched_host[0] != '[') {
     return absl::StrCat("[", sched_host, "]:", sched_port);
@@ -175,6 +179,18 @@ absl::StatusOr<NodeConfig> ResolveNodeConfig(
     config.sched_port = *v;
   }
   if (host.has_value()) config.sched_host = host->value;
+  const std::optional<Setting> addresses =
+      Lookup(env, flags, "PS_SCHED_ADDRESSES");
+  if (addresses.has_value()) {
+    // The one host:port list parser (shard/cluster_map.h).
+    absl::StatusOr<std::vector<std::string>> list =
+        ParseServerList(addresses->value);
+    if (!list.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(addresses->origin, ": ", list.status().message()));
+    }
+    config.sched_addresses = *std::move(list);
+  }
   if (auto s = Lookup(env, flags, "PS_NODE_ID")) {
     if (absl::Status st = ValidateNodeId(s->value); !st.ok()) {
       return absl::InvalidArgumentError(
@@ -215,13 +231,24 @@ absl::StatusOr<NodeConfig> ResolveNodeConfig(
       break;
     case NodeRoleKind::kServer:
     case NodeRoleKind::kWorker:
+      if (addresses.has_value()) {
+        if (host.has_value() || port.has_value()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "a ", role_name, " takes ", Both("PS_SCHED_ADDRESSES"), " or ",
+              Both("PS_SCHED_HOST"), " and ", Both("PS_SCHED_PORT"),
+              ", not both; got ", addresses->origin, " and ",
+              host.has_value() ? host->origin : port->origin));
+        }
+        break;
+      }
       if (host.has_value() != port.has_value() ||
           (config.role == NodeRoleKind::kWorker && !host.has_value())) {
         return absl::InvalidArgumentError(absl::StrCat(
             "a ", role_name, " ",
             config.role == NodeRoleKind::kWorker ? "needs both "
                                                  : "needs both or neither of ",
-            Both("PS_SCHED_HOST"), " and ", Both("PS_SCHED_PORT"), "; got ",
+            Both("PS_SCHED_HOST"), " and ", Both("PS_SCHED_PORT"), " (or ",
+            Both("PS_SCHED_ADDRESSES"), "); got ",
             host.has_value() ? host->origin : "no host", " and ",
             port.has_value() ? port->origin : "no port"));
       }

@@ -10,6 +10,10 @@
 //   PS_SCHED_HOST       --sched_host       scheduler host (the scheduler's
 //                                          own bind address)
 //   PS_SCHED_PORT       --sched_port       scheduler port
+//   PS_SCHED_ADDRESSES  --sched_addresses  "h1:p1,h2:p2": several
+//                                          schedulers sharing etcd (servers
+//                                          and workers; instead of
+//                                          PS_SCHED_HOST + PS_SCHED_PORT)
 //   PS_NODE_ID          --node_id          this node's id
 //   PS_ENABLE_RECOVERY  --enable_recovery  1|0|true|false (scheduler)
 //   PS_RECOVERY_PATH    --recovery_path    where the scheduler persists
@@ -22,8 +26,13 @@
 //  - scheduler: PS_SERVER_NUM, PS_WORKER_NUM and PS_SCHED_PORT are required;
 //    PS_SCHED_HOST defaults to 127.0.0.1; recovery requires PS_RECOVERY_PATH.
 //  - server: PS_SCHED_HOST and PS_SCHED_PORT come together or not at all
-//    (none = no scheduler: a static --servers list or a lone server).
-//  - worker: PS_SCHED_HOST and PS_SCHED_PORT are required.
+//    (none = no scheduler: a static --servers list or a lone server), or
+//    PS_SCHED_ADDRESSES instead of both.
+//  - worker: PS_SCHED_HOST and PS_SCHED_PORT, or PS_SCHED_ADDRESSES, are
+//    required.
+//  - PS_SCHED_ADDRESSES with PS_SCHED_HOST or PS_SCHED_PORT is an error
+//    (for a server or worker; the scheduler binds PS_SCHED_HOST:PORT and
+//    ignores the list). Each entry must be host:port, port in 1..65535.
 //  - Numbers must parse completely and lie in range; node ids match
 //    [A-Za-z0-9_.:-]{1,128}. A node without PS_NODE_ID gets a generated one
 //    ("<role>-<hostname>-<pid>-<random>"), which cannot be recovered.
@@ -37,6 +46,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,18 +63,25 @@ struct NodeConfig {
   // Unset when not given (servers and workers may omit them).
   std::optional<int> server_num;
   std::optional<int> worker_num;
-  // Empty / 0 when there is no scheduler (a standalone server).
+  // Empty / 0 when there is no scheduler (a standalone server) or when it
+  // is given as a list (sched_addresses).
   std::string sched_host;
   int sched_port = 0;
+  // PS_SCHED_ADDRESSES, one host:port per scheduler; empty when not given.
+  std::vector<std::string> sched_addresses;
   // Given or generated; see node_id_generated.
   std::string node_id;
   bool node_id_generated = false;
   bool enable_recovery = false;
   std::string recovery_path;
 
-  // "host:port" of the scheduler ("" without one; IPv6 hosts bracketed).
+  // "host:port" of the scheduler, or "h1:p1,h2:p2" from
+  // PS_SCHED_ADDRESSES (SchedulerClientOptions::address takes either); ""
+  // without one. IPv6 hosts bracketed.
   std::string SchedulerAddress() const;
-  bool has_scheduler() const { return sched_port != 0; }
+  bool has_scheduler() const {
+    return sched_port != 0 || !sched_addresses.empty();
+  }
 };
 
 // Keys are the variable names above ("PS_ROLE", ...); values as given.

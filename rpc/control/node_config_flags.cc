@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, sched_host, "",
           "PS_SCHED_HOST).");
 ABSL_FLAG(std::string, sched_port, "",
           "Scheduler port (overrides PS_SCHED_PORT).");
+ABSL_FLAG(std::string, sched_addresses, "",
+          "Several schedulers sharing etcd, h1:p1,h2:p2; for servers and "
+          "workers instead of --sched_host/--sched_port (overrides "
+          "PS_SCHED_ADDRESSES).");
 ABSL_FLAG(std::string, node_id, "",
           "This node's id; generated when absent (overrides PS_NODE_ID).");
 ABSL_FLAG(std::string, enable_recovery, "",
@@ -37,6 +41,7 @@ SettingMap NodeConfigFlags() {
   put("PS_WORKER_NUM", absl::GetFlag(FLAGS_worker_num));
   put("PS_SCHED_HOST", absl::GetFlag(FLAGS_sched_host));
   put("PS_SCHED_PORT", absl::GetFlag(FLAGS_sched_port));
+  put("PS_SCHED_ADDRESSES", absl::GetFlag(FLAGS_sched_addresses));
   put("PS_NODE_ID", absl::GetFlag(FLAGS_node_id));
   put("PS_ENABLE_RECOVERY", absl::GetFlag(FLAGS_enable_recovery));
   put("PS_RECOVERY_PATH", absl::GetFlag(FLAGS_recovery_path));

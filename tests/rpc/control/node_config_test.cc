@@ -148,6 +148,65 @@ TEST(NodeConfigTest, WorkerNeedsAScheduler) {
   EXPECT_THAT(c, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(c.status().message()),
               HasSubstr("a worker needs both PS_SCHED_HOST"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("(or PS_SCHED_ADDRESSES (--sched_addresses))"));
+}
+
+TEST(NodeConfigTest, SeveralSchedulersFromTheAddressList) {
+  for (NodeRoleKind role : {NodeRoleKind::kServer, NodeRoleKind::kWorker}) {
+    ASSERT_OK_AND_ASSIGN(
+        NodeConfig c,
+        ResolveNodeConfig({{"PS_SCHED_ADDRESSES", "10.0.0.1:7100, [::1]:7101"}},
+                          {}, role));
+    EXPECT_TRUE(c.has_scheduler());
+    EXPECT_THAT(c.sched_addresses,
+                ::testing::ElementsAre("10.0.0.1:7100", "[::1]:7101"));
+    EXPECT_EQ(c.SchedulerAddress(), "10.0.0.1:7100,[::1]:7101");
+    EXPECT_EQ(c.sched_port, 0);
+  }
+  // The flag wins over the variable.
+  ASSERT_OK_AND_ASSIGN(NodeConfig flag,
+                       ResolveNodeConfig({{"PS_SCHED_ADDRESSES", "a:1,b:2"}},
+                                         {{"PS_SCHED_ADDRESSES", "c:3"}},
+                                         NodeRoleKind::kWorker));
+  EXPECT_EQ(flag.SchedulerAddress(), "c:3");
+}
+
+TEST(NodeConfigTest, AddressListAndHostPortTogetherAreAnError) {
+  auto both = ResolveNodeConfig(
+      {{"PS_SCHED_ADDRESSES", "a:1,b:2"}, {"PS_SCHED_HOST", "a"}},
+      {{"PS_SCHED_PORT", "1"}}, NodeRoleKind::kServer);
+  EXPECT_THAT(both, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(both.status().message()),
+              HasSubstr("a server takes PS_SCHED_ADDRESSES "
+                        "(--sched_addresses) or PS_SCHED_HOST (--sched_host) "
+                        "and PS_SCHED_PORT (--sched_port), not both; got "
+                        "PS_SCHED_ADDRESSES=a:1,b:2 and PS_SCHED_HOST=a"));
+  auto port_only = ResolveNodeConfig(
+      {}, {{"PS_SCHED_ADDRESSES", "a:1"}, {"PS_SCHED_PORT", "9"}},
+      NodeRoleKind::kWorker);
+  EXPECT_THAT(std::string(port_only.status().message()),
+              HasSubstr("got --sched_addresses=a:1 and --sched_port=9"));
+  // The scheduler binds host:port and ignores a list given to everyone.
+  ASSERT_OK_AND_ASSIGN(NodeConfig sched,
+                       ResolveNodeConfig({{"PS_SCHED_ADDRESSES", "a:1,b:2"},
+                                          {"PS_SCHED_PORT", "7100"},
+                                          {"PS_SERVER_NUM", "1"},
+                                          {"PS_WORKER_NUM", "0"}},
+                                         {}, NodeRoleKind::kScheduler));
+  EXPECT_EQ(sched.sched_port, 7100);
+}
+
+TEST(NodeConfigTest, EveryListedSchedulerIsHostPort) {
+  for (const char* bad : {"a:1,,b:2", "a:1,b", "a:1,b:0", "a:1,b:70000",
+                          "a:1,:2", "a:1|b:2", ","}) {
+    auto c = ResolveNodeConfig({{"PS_SCHED_ADDRESSES", bad}}, {},
+                               NodeRoleKind::kWorker);
+    EXPECT_THAT(c, StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+    EXPECT_THAT(std::string(c.status().message()),
+                HasSubstr(std::string("PS_SCHED_ADDRESSES=") + bad))
+        << bad;
+  }
 }
 
 TEST(NodeConfigTest, NodeIdsAreValidated) {
