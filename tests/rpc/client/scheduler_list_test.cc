@@ -48,7 +48,7 @@ TEST(SchedulerListTest, ServerAndClientReachTheLiveSchedulerOfTheList) {
   ASSERT_OK_AND_ASSIGN(std::vector<TableSpec> tables, client->ListTables());
   ASSERT_EQ(tables.size(), 1u);
   EXPECT_EQ(tables[0].name, "t");
-  const v1::ClusterMap map = sched->scheduler()->Map();
+  const v1::ClusterMap map = *sched->backend()->CurrentMap();
   ASSERT_EQ(map.servers_size(), 1);
   EXPECT_EQ(map.servers(0).node_id(), "server-0");
   EXPECT_EQ(map.servers(0).address(), ps->ready_value());

@@ -199,7 +199,7 @@ TEST(SchedulerClientTest, DeadFirstAddressFailsOverForEveryCall) {
   ASSERT_OK(w0->Register(Req("w0", v1::NODE_ROLE_WORKER)));
   ASSERT_OK(w1->Register(Req("w1", v1::NODE_ROLE_WORKER)));
   ASSERT_OK_AND_ASSIGN(uint64_t version, w0->Heartbeat());
-  EXPECT_EQ(version, live->scheduler()->Map().version());
+  EXPECT_EQ(version, live->backend()->CurrentMap()->version());
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap map, w0->GetClusterMap());
   EXPECT_TRUE(map.ready());
   EXPECT_EQ(map.workers_size(), 2);
@@ -316,8 +316,8 @@ TEST(SchedulerClientTest, WatchSeesRegistrationsAndDeathsWithoutFetching) {
   const uint64_t before = server->map_version();
   ASSERT_EQ(server->latest_map()->version(), before);
 
-  ASSERT_OK(live->scheduler()->Register(Req("w0", v1::NODE_ROLE_WORKER),
-                                        absl::Now()));
+  ASSERT_OK(
+      live->backend()->Register(Req("w0", v1::NODE_ROLE_WORKER), absl::Now()));
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap joined,
                        server->WaitForMapVersion(before, absl::Seconds(30)));
   ASSERT_EQ(joined.workers_size(), 1);
@@ -325,7 +325,7 @@ TEST(SchedulerClientTest, WatchSeesRegistrationsAndDeathsWithoutFetching) {
   EXPECT_TRUE(joined.ready());
 
   // An hour from now every node is silent: w0 (which never beats) is dead.
-  live->scheduler()->CheckHeartbeats(absl::Now() + absl::Hours(1));
+  live->backend()->Tick(absl::Now() + absl::Hours(1));
   ASSERT_OK_AND_ASSIGN(
       v1::ClusterMap died,
       server->WaitForMapVersion(joined.version(), absl::Seconds(30)));
@@ -345,7 +345,7 @@ TEST(SchedulerClientTest, WatchMovesToTheNextSchedulerWhenItsOneGoesAway) {
   std::unique_ptr<SchedulerServer> second = StartScheduler(1, 0);
   auto c = Client(absl::StrCat(first->address(), ",", second->address()));
   c->StartMapWatch();
-  ASSERT_OK(first->scheduler()->Register(
+  ASSERT_OK(first->backend()->Register(
       Req("s-first", v1::NODE_ROLE_SERVER, "127.0.0.1:9"), absl::Now()));
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap on_first,
                        c->WaitForMapVersion(0, absl::Seconds(30)));
@@ -353,10 +353,10 @@ TEST(SchedulerClientTest, WatchMovesToTheNextSchedulerWhenItsOneGoesAway) {
 
   first->Shutdown();
   // The second scheduler's history moves past what the client saw.
-  ASSERT_OK(second->scheduler()->Register(
+  ASSERT_OK(second->backend()->Register(
       Req("s-second", v1::NODE_ROLE_SERVER, "127.0.0.1:8"), absl::Now()));
-  second->scheduler()->CheckHeartbeats(absl::Now() + absl::Hours(1));
-  ASSERT_GT(second->scheduler()->Map().version(), on_first.version());
+  second->backend()->Tick(absl::Now() + absl::Hours(1));
+  ASSERT_GT(second->backend()->CurrentMap()->version(), on_first.version());
   ASSERT_OK_AND_ASSIGN(
       v1::ClusterMap on_second,
       c->WaitForMapVersion(on_first.version(), absl::Seconds(30)));
