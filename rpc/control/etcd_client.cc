@@ -173,20 +173,31 @@ class EtcdClient::Impl {
   explicit Impl(const EtcdOptions& options) : options(options) {}
 
   // Runs `call` against the current endpoint, moving to the next on
-  // UNAVAILABLE, until it answers otherwise or `deadline` passes.
+  // UNAVAILABLE, until it answers otherwise or `deadline` passes. With
+  // `per_attempt`, each attempt also ends after attempt_timeout() and a
+  // timed-out attempt moves on too: a member that lost its leader holds a
+  // proposal until etcd's request timeout (seconds) and answers nothing.
+  // Every psdb use of etcd is safe to re-send (puts of the same value,
+  // compare-and-set transactions whose callers re-read on a lost compare).
   absl::Status Call(
       absl::Time deadline,
-      const std::function<grpc::Status(Endpoint&, grpc::ClientContext*)>&
-          call) {
+      const std::function<grpc::Status(Endpoint&, grpc::ClientContext*)>& call,
+      bool per_attempt = true) {
     std::vector<std::string> failures;
     absl::Duration backoff = absl::Milliseconds(50);
     for (size_t attempt = 0;; ++attempt) {
       const size_t index = current.load() % endpoints.size();
       Endpoint& endpoint = endpoints[index];
       grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(deadline));
+      const absl::Time attempt_deadline =
+          per_attempt ? std::min(deadline, absl::Now() + attempt_timeout())
+                      : deadline;
+      ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
       const grpc::Status status = call(endpoint, &ctx);
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      const bool timed_out =
+          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          attempt_deadline < deadline;
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE && !timed_out) {
         return FromGrpcStatus(status);
       }
       failures.push_back(
@@ -207,6 +218,11 @@ class EtcdClient::Impl {
         failures.end());
     return absl::UnavailableError(
         absl::StrCat("etcd unreachable: ", absl::StrJoin(last, "; ")));
+  }
+
+  // One attempt's share of a call: a third of call_timeout, at least 1 s.
+  absl::Duration attempt_timeout() const {
+    return std::max(options.call_timeout / 3, absl::Seconds(1));
   }
 
   absl::Time Deadline() const { return absl::Now() + options.call_timeout; }
@@ -396,8 +412,9 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::WaitForEvents(
   create->set_start_revision(start_revision);
   std::vector<EtcdEvent> events;
   bool compacted = false;
-  absl::Status s =
-      impl_->Call(deadline, [&](Impl::Endpoint& e, grpc::ClientContext* ctx) {
+  absl::Status s = impl_->Call(
+      deadline,
+      [&](Impl::Endpoint& e, grpc::ClientContext* ctx) {
         // Without a leader the member cancels the watch instead of
         // leaving it silent (etcd's WithRequireLeader).
         ctx->AddMetadata("hasleader", "true");
@@ -433,7 +450,8 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::WaitForEvents(
         return finish.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                           "watch stream ended")
                            : finish;
-      });
+      },
+      /*per_attempt=*/false);
   PSDB_RETURN_IF_ERROR(s);
   if (compacted) {
     return absl::OutOfRangeError(absl::StrCat("etcd revision ", start_revision,

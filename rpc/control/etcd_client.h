@@ -11,10 +11,13 @@
 //       {EtcdOp::Put("/psdb/c/ranks/server/0", "node-a", lease)}, {}));
 //
 // Endpoints: one channel per endpoint. A call that fails with UNAVAILABLE
-// (the member is down or unreachable) is sent to the next endpoint, until
-// every endpoint was tried twice or the call's deadline passes; then it
-// returns UNAVAILABLE naming each endpoint and why. Reads are linearizable
-// (etcd's default): what one scheduler wrote, any other reads.
+// (the member is down or unreachable), or whose attempt gets no answer in
+// a third of the call timeout (a member that lost its leader holds a
+// request for seconds), is sent to the next endpoint, until the call's
+// deadline passes; then it returns UNAVAILABLE naming each endpoint and
+// why. Every call may therefore reach etcd more than once: callers write
+// the same value again or compare-and-set (psdb's all do). Reads are
+// linearizable (etcd's default): what one scheduler wrote, any other reads.
 //
 // Errors keep etcd's own codes and messages ("etcdserver: requested lease
 // not found" is NOT_FOUND, a compacted revision OUT_OF_RANGE).
