@@ -298,6 +298,23 @@ absl::StatusOr<EtcdRange> EtcdClient::GetPrefix(absl::string_view prefix) {
   return out;
 }
 
+absl::StatusOr<int64_t> EtcdClient::NewestModRevision(
+    absl::string_view prefix) {
+  pb::RangeRequest req;
+  req.set_key(std::string(prefix));
+  req.set_range_end(EtcdPrefixEnd(prefix));
+  req.set_limit(1);
+  req.set_sort_order(pb::RangeRequest::DESCEND);
+  req.set_sort_target(pb::RangeRequest::MOD);
+  req.set_keys_only(true);
+  pb::RangeResponse resp;
+  PSDB_RETURN_IF_ERROR(impl_->Call(
+      impl_->Deadline(), [&](Impl::Endpoint& e, grpc::ClientContext* ctx) {
+        return e.kv->Range(ctx, req, &resp);
+      }));
+  return resp.kvs_size() == 0 ? 0 : resp.kvs(0).mod_revision();
+}
+
 absl::StatusOr<int64_t> EtcdClient::Put(absl::string_view key,
                                         absl::string_view value,
                                         int64_t lease) {

@@ -133,6 +133,9 @@ class EtcdClient {
                                                   int64_t* revision = nullptr);
   // Every key starting with `prefix`, in key order.
   absl::StatusOr<EtcdRange> GetPrefix(absl::string_view prefix);
+  // The newest mod revision among the keys starting with `prefix` (0 when
+  // there are none), without reading their values.
+  absl::StatusOr<int64_t> NewestModRevision(absl::string_view prefix);
   // Returns the revision of the write.
   absl::StatusOr<int64_t> Put(absl::string_view key, absl::string_view value,
                               int64_t lease = 0);

@@ -378,8 +378,10 @@ absl::StatusOr<uint64_t> EtcdScheduler::Heartbeat(absl::string_view node_id,
   absl::StatusOr<absl::Duration> ttl = etcd_->LeaseKeepAlive(alive->lease);
   if (absl::IsNotFound(ttl.status())) return dead;
   PSDB_RETURN_IF_ERROR(ttl.status());
-  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
-  return read.map.version();
+  // The map's version (ReadMap's), without reading every node.
+  PSDB_ASSIGN_OR_RETURN(int64_t version,
+                        etcd_->NewestModRevision(Key("members/")));
+  return static_cast<uint64_t>(version);
 }
 
 absl::StatusOr<v1::ClusterMap> EtcdScheduler::CurrentMap() {

@@ -65,6 +65,10 @@ TEST(EtcdClientTest, KeysPrefixesAndRevisions) {
   EXPECT_EQ(range.kvs[0].key, "/t/a");
   EXPECT_EQ(range.kvs[1].key, "/t/b");
   EXPECT_EQ(range.revision, r3);
+  ASSERT_OK_AND_ASSIGN(int64_t newest, client->NewestModRevision("/t/"));
+  EXPECT_EQ(newest, r2);
+  ASSERT_OK_AND_ASSIGN(int64_t none, client->NewestModRevision("/none/"));
+  EXPECT_EQ(none, 0);
   ASSERT_OK_AND_ASSIGN(int64_t deleted, client->Delete("/t/a"));
   EXPECT_EQ(deleted, 1);
   ASSERT_OK_AND_ASSIGN(range, client->GetPrefix("/t/"));

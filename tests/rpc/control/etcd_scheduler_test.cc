@@ -218,6 +218,8 @@ TEST_F(EtcdSchedulerTest, ExpiredLeaseMarksDeadAndTheNodeTakesItsRankBack) {
   EXPECT_EQ(back.rank(), s1.rank());
   EXPECT_TRUE(back.recovered());
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap after, sa->CurrentMap());
+  ASSERT_OK_AND_ASSIGN(uint64_t beat_version, sb->Heartbeat("s1", absl::Now()));
+  EXPECT_EQ(beat_version, after.version());
   EXPECT_EQ(after.epoch(), ready.epoch());
   EXPECT_GT(after.version(), ready.version());
   EXPECT_EQ(after.servers(s1.rank()).address(), "h:4");
