@@ -468,9 +468,7 @@ absl::StatusOr<std::string> EtcdScheduler::DescribeWorkers(
 absl::Status EtcdScheduler::Barrier(absl::string_view name,
                                     absl::string_view node_id, int64_t sequence,
                                     absl::Time deadline) {
-  if (name.empty() || name.size() > 256) {
-    return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
-  }
+  PSDB_RETURN_IF_ERROR(scheduler_internal::ValidateBarrierName(name));
   if (sequence < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "barrier '", name, "': node id:", node_id,
@@ -560,11 +558,8 @@ absl::StatusOr<int64_t> EtcdScheduler::StepClock(absl::string_view node_id,
                                                  int64_t finished_step,
                                                  int staleness,
                                                  absl::Time deadline) {
-  if (finished_step < 0 || staleness < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step clock: finished_step (", finished_step,
-                     ") and staleness (", staleness, ") must be >= 0"));
-  }
+  PSDB_RETURN_IF_ERROR(
+      scheduler_internal::ValidateStepClock(finished_step, staleness));
   if (closed()) return absl::UnavailableError("scheduler is shutting down");
   absl::StatusOr<v1::NodeEntry> worker =
       RegisteredWorker(node_id, "step clock");

@@ -68,6 +68,22 @@ absl::Status ValidateRegistration(const SchedulerOptions& options,
   return absl::OkStatus();
 }
 
+absl::Status ValidateBarrierName(absl::string_view name) {
+  if (name.empty() || name.size() > 256) {
+    return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStepClock(int64_t finished_step, int staleness) {
+  if (finished_step < 0 || staleness < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step clock: finished_step (", finished_step,
+                     ") and staleness (", staleness, ") must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace scheduler_internal
 
 using scheduler_internal::Plural;
@@ -406,9 +422,7 @@ v1::SchedulerStatus Scheduler::Status() {
 absl::Status Scheduler::Barrier(absl::string_view name,
                                 absl::string_view node_id, int64_t sequence,
                                 absl::Time deadline) {
-  if (name.empty() || name.size() > 256) {
-    return absl::InvalidArgumentError("barrier name must be 1..256 bytes");
-  }
+  PSDB_RETURN_IF_ERROR(scheduler_internal::ValidateBarrierName(name));
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
@@ -479,11 +493,8 @@ absl::StatusOr<int64_t> Scheduler::StepClock(absl::string_view node_id,
                                              int64_t finished_step,
                                              int staleness,
                                              absl::Time deadline) {
-  if (finished_step < 0 || staleness < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step clock: finished_step (", finished_step,
-                     ") and staleness (", staleness, ") must be >= 0"));
-  }
+  PSDB_RETURN_IF_ERROR(
+      scheduler_internal::ValidateStepClock(finished_step, staleness));
   absl::MutexLock lock(&mu_);
   auto node = nodes_.find(node_id);
   if (node == nodes_.end() || node->second.role != v1::NODE_ROLE_WORKER) {

@@ -242,6 +242,10 @@ void LogLine(const SchedulerOptions& options, absl::string_view line);
 // server's address, counts that contradict the scheduler's.
 absl::Status ValidateRegistration(const SchedulerOptions& options,
                                   const v1::RegisterRequest& req);
+// A barrier's name: 1..256 bytes.
+absl::Status ValidateBarrierName(absl::string_view name);
+// A step clock call's numbers: both >= 0.
+absl::Status ValidateStepClock(int64_t finished_step, int staleness);
 }  // namespace scheduler_internal
 
 // A SchedulerBackend behind gRPC (an EtcdScheduler when
