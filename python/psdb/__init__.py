@@ -15,6 +15,7 @@ worker vocab cache), reached through one URL:
     psdb.open("servers:h1:p1,h2:p2")   # a static list of ps-server processes
     psdb.open("servers:h1:p1|h2:p2,h3:p3|h4:p4")  # read-only replicas per shard
     psdb.open("scheduler:host:port")   # a cluster formed by ps-scheduler
+    psdb.open("scheduler:h1:p1,h2:p2") # several schedulers on one etcd
 
 Arrays: ids are any 1-D integer array (uint64 or int64; C-contiguous ones
 are used in place, others converted); grads and `out` are float32 (n, dim)
@@ -55,7 +56,8 @@ def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
     url: "local:DIR" (an embedded store under DIR), "servers:h:p,..." (a
     static list of ps-server processes; "a|b" names read-only serving
     replicas of one shard: reads fail over between them, writes are
-    refused) or "scheduler:HOST:PORT".
+    refused) or "scheduler:HOST:PORT" (several, "scheduler:h1:p1,h2:p2",
+    for schedulers sharing etcd: calls fail over between them).
 
     Options for local: URLs (StoreOptions, store/store.h):
       memory_budget_bytes, eviction ("clock" | "sampled_lru"),
