@@ -55,6 +55,14 @@ struct BarrierValue {
 
 std::string RoleKey(v1::NodeRole role) { return std::string(RoleWord(role)); }
 
+// A registration transaction whose compare failed because its own first
+// attempt, whose answer was lost, had committed (EtcdClient re-sends): the
+// alive key its failure branch read is bound to this very lease.
+bool OursCommitted(const EtcdTxnResult& r, int64_t lease) {
+  return r.gets.size() == 1 && r.gets[0].has_value() &&
+         r.gets[0]->lease == lease;
+}
+
 }  // namespace
 
 EtcdScheduler::EtcdScheduler(const SchedulerOptions& options,
@@ -111,8 +119,24 @@ bool EtcdScheduler::leader() const {
   return leader_;
 }
 
-absl::Time EtcdScheduler::Slice(absl::Time deadline) {
-  return std::min(deadline, absl::Now() + absl::Seconds(1));
+absl::Duration EtcdScheduler::ReleasedBarrierTtl() const {
+  return std::max(absl::Minutes(1), 6 * options_.lease_ttl);
+}
+
+absl::Status EtcdScheduler::AwaitChange(absl::string_view key, bool prefix,
+                                        int64_t revision, absl::Time deadline) {
+  while (!closed() && absl::Now() < deadline) {
+    // In slices of at most a second, so Close() ends the wait promptly;
+    // a slice that ends quietly goes on from the same revision.
+    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
+        key, prefix, revision + 1,
+        std::min(deadline, absl::Now() + absl::Seconds(1)));
+    if (events.ok() || absl::IsOutOfRange(events.status())) {
+      return absl::OkStatus();  // changed (or compacted: read again)
+    }
+    if (!absl::IsDeadlineExceeded(events.status())) return events.status();
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EtcdScheduler::MapRead> EtcdScheduler::ReadMap() {
@@ -289,8 +313,8 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
                EtcdCompare::Absent(alive_key)},
               {EtcdOp::Put(node_key, entry.SerializeAsString()),
                EtcdOp::Put(alive_key, incarnation, lease)},
-              {}));
-      if (!r.succeeded) {
+              {EtcdOp::Get(alive_key)}));
+      if (!r.succeeded && !OursCommitted(r, lease)) {
         (void)etcd_->LeaseRevoke(lease);
         continue;
       }
@@ -331,8 +355,10 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
             {EtcdOp::Put(rank_key, req.node_id()),
              EtcdOp::Put(node_key, entry.SerializeAsString()),
              EtcdOp::Put(alive_key, incarnation, lease)},
-            {}));
-    if (!r.succeeded) {  // another scheduler gave that rank or this id
+            {EtcdOp::Get(alive_key)}));
+    // Lost to another scheduler (that rank or this id), unless the compare
+    // failed on this very transaction's own earlier, re-sent commit.
+    if (!r.succeeded && !OursCommitted(r, lease)) {
       (void)etcd_->LeaseRevoke(lease);
       continue;
     }
@@ -401,12 +427,8 @@ absl::StatusOr<v1::ClusterMap> EtcdScheduler::WaitReady(absl::Time deadline) {
           read.map.servers_size(), options_.server_num, read.map.workers_size(),
           options_.worker_num));
     }
-    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
-        Key("members/map"), false, read.revision + 1, Slice(deadline));
-    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
-        !absl::IsOutOfRange(events.status())) {
-      return events.status();
-    }
+    PSDB_RETURN_IF_ERROR(
+        AwaitChange(Key("members/map"), false, read.revision, deadline));
   }
 }
 
@@ -420,12 +442,8 @@ absl::StatusOr<v1::ClusterMap> EtcdScheduler::WaitForMapAfter(
       return absl::DeadlineExceededError(
           absl::StrCat("map still at version ", read.map.version()));
     }
-    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
-        Key("members/"), true, read.revision + 1, Slice(deadline));
-    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
-        !absl::IsOutOfRange(events.status())) {
-      return events.status();
-    }
+    PSDB_RETURN_IF_ERROR(
+        AwaitChange(Key("members/"), true, read.revision, deadline));
   }
 }
 
@@ -447,7 +465,8 @@ absl::StatusOr<v1::NodeEntry> EtcdScheduler::RegisteredWorker(
 }
 
 absl::StatusOr<std::string> EtcdScheduler::DescribeWorkers(
-    const std::function<bool(const std::string&)>& behind) {
+    const std::function<std::optional<std::string>(const std::string&)>&
+        behind) {
   PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
   std::map<int, const v1::NodeEntry*> by_rank;
   for (const v1::NodeEntry& w : read.map.workers()) by_rank[w.rank()] = &w;
@@ -456,9 +475,12 @@ absl::StatusOr<std::string> EtcdScheduler::DescribeWorkers(
     auto it = by_rank.find(rank);
     if (it == by_rank.end()) {
       out.push_back(absl::StrCat("worker rank ", rank, " (not registered)"));
-    } else if (behind(it->second->node_id())) {
+      continue;
+    }
+    const std::optional<std::string> detail = behind(it->second->node_id());
+    if (detail.has_value()) {
       out.push_back(absl::StrCat(
-          "worker rank ", rank, " (node id:", it->second->node_id(),
+          "worker rank ", rank, " (node id:", it->second->node_id(), *detail,
           it->second->state() == v1::NODE_STATE_DEAD ? ", dead" : "", ")"));
     }
   }
@@ -498,33 +520,37 @@ absl::Status EtcdScheduler::Barrier(absl::string_view name,
     value.arrived.push_back(id);
     value.released =
         static_cast<int>(value.arrived.size()) >= options_.worker_num;
+    // A released barrier is kept a while for calls re-sent after a
+    // fail-over, then goes with its lease: no key is left per use.
+    int64_t lease = 0;
+    if (value.released) {
+      PSDB_ASSIGN_OR_RETURN(lease, etcd_->LeaseGrant(ReleasedBarrierTtl()));
+    }
     PSDB_ASSIGN_OR_RETURN(
         EtcdTxnResult r,
         etcd_->Txn({EtcdCompare::ModRevisionIs(
                        key, kv.has_value() ? kv->mod_revision : 0)},
-                   {EtcdOp::Put(key, value.Serialize())}, {}));
-    if (!r.succeeded) continue;
-    if (value.released) {
-      // Every worker has left the previous use of this name.
-      if (sequence > 1) {
-        (void)etcd_->Delete(
-            Key(absl::StrCat("barriers/", name, "/", sequence - 1)));
+                   {EtcdOp::Put(key, value.Serialize(), lease)},
+                   {EtcdOp::Get(key)}));
+    if (!r.succeeded) {
+      // Our own release, committed by an attempt whose answer was lost?
+      if (lease != 0 && !r.gets.empty() && r.gets[0].has_value() &&
+          r.gets[0]->lease == lease) {
+        return absl::OkStatus();
       }
-      return absl::OkStatus();
+      if (lease != 0) (void)etcd_->LeaseRevoke(lease);
+      continue;
     }
+    if (value.released) return absl::OkStatus();
     revision = r.revision;
     break;
   }
   // Wait for the release.
   while (!closed() && absl::Now() < deadline) {
-    absl::StatusOr<std::vector<EtcdEvent>> events =
-        etcd_->WaitForEvents(key, false, revision + 1, Slice(deadline));
-    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
-        !absl::IsOutOfRange(events.status())) {
-      return events.status();
-    }
+    PSDB_RETURN_IF_ERROR(AwaitChange(key, false, revision, deadline));
     PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv, etcd_->Get(key));
-    if (!kv.has_value()) return absl::OkStatus();  // released and cleaned up
+    // Gone: released, and its lease ended since.
+    if (!kv.has_value()) return absl::OkStatus();
     if (BarrierValue::Parse(kv->value).released) return absl::OkStatus();
     revision = kv->mod_revision;
   }
@@ -545,10 +571,11 @@ absl::Status EtcdScheduler::Barrier(absl::string_view name,
     if (r.succeeded) break;
   }
   if (closed()) return absl::UnavailableError("scheduler is shutting down");
-  PSDB_ASSIGN_OR_RETURN(std::string missing,
-                        DescribeWorkers([&](const std::string& w) {
-                          return w == id || !left.Has(w);
-                        }));
+  PSDB_ASSIGN_OR_RETURN(
+      std::string missing, DescribeWorkers([&](const std::string& w) {
+        return w != id && !left.Has(w) ? std::optional<std::string>("")
+                                       : std::nullopt;
+      }));
   return absl::DeadlineExceededError(
       absl::StrCat("barrier '", name, "' timed out for node id:", node_id,
                    "; not arrived: ", missing));
@@ -613,18 +640,17 @@ absl::StatusOr<int64_t> EtcdScheduler::StepClock(absl::string_view node_id,
     if (slowest >= need) return slowest;
     if (closed()) return absl::UnavailableError("scheduler is shutting down");
     if (absl::Now() >= deadline) break;
-    absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->WaitForEvents(
-        Key("clocks/"), true, range.revision + 1, Slice(deadline));
-    if (!events.ok() && !absl::IsDeadlineExceeded(events.status()) &&
-        !absl::IsOutOfRange(events.status())) {
-      return events.status();
-    }
+    PSDB_RETURN_IF_ERROR(
+        AwaitChange(Key("clocks/"), true, range.revision, deadline));
   }
-  PSDB_ASSIGN_OR_RETURN(std::string behind,
-                        DescribeWorkers([&](const std::string& w) {
-                          auto it = clocks.find(w);
-                          return (it == clocks.end() ? 0 : it->second) < need;
-                        }));
+  PSDB_ASSIGN_OR_RETURN(
+      std::string behind,
+      DescribeWorkers([&](const std::string& w) -> std::optional<std::string> {
+        auto it = clocks.find(w);
+        const int64_t finished = it == clocks.end() ? 0 : it->second;
+        if (finished >= need) return std::nullopt;
+        return absl::StrCat(", finished ", finished);
+      }));
   return absl::DeadlineExceededError(
       absl::StrCat("step clock: node id:", node_id, " finished step ",
                    finished_step, " and may run at most ", staleness,
@@ -701,6 +727,7 @@ void EtcdScheduler::StartCampaign(std::string advertise) {
 void EtcdScheduler::Campaign() {
   const absl::Duration renew_every = options_.lease_ttl / 3;
   absl::Time next_renewal = absl::InfinitePast();
+  absl::Time last_renewed = absl::InfinitePast();
   std::string last_leader;
   int64_t watched = 0;  // leader: revision of the last read of alive/
   std::string advertise;
@@ -730,21 +757,28 @@ void EtcdScheduler::Campaign() {
       }
       absl::MutexLock lock(&mu_);
       lease_ = lease = *granted;
-      next_renewal = absl::Now() + renew_every;
+      last_renewed = absl::Now();
+      next_renewal = last_renewed + renew_every;
     } else if (absl::Now() >= next_renewal) {
       absl::StatusOr<absl::Duration> ttl = etcd_->LeaseKeepAlive(lease);
-      if (absl::IsNotFound(ttl.status())) {
-        // Our lease expired (etcd was out of reach longer than the TTL):
-        // whatever we led, another scheduler may lead now.
+      if (ttl.ok()) {
+        last_renewed = absl::Now();
+        next_renewal = last_renewed + renew_every;
+      } else if (absl::IsNotFound(ttl.status()) ||
+                 absl::Now() - last_renewed >= options_.lease_ttl) {
+        // Our lease expired, or may have: etcd was out of reach for the
+        // TTL. Whatever we led, another scheduler may lead now.
         absl::MutexLock lock(&mu_);
         if (leader_) {
-          Log("lost the lead: this scheduler's etcd lease expired");
+          Log(absl::StrCat("lost the lead: this scheduler's etcd lease ",
+                           absl::IsNotFound(ttl.status())
+                               ? "expired"
+                               : "could not be renewed for the TTL"));
         }
         leader_ = false;
         lease_ = 0;
         continue;
       }
-      if (ttl.ok()) next_renewal = absl::Now() + renew_every;
     }
     if (!leading) {
       absl::StatusOr<EtcdTxnResult> r =
@@ -755,7 +789,11 @@ void EtcdScheduler::Campaign() {
         if (!pause(absl::Milliseconds(200))) break;
         continue;
       }
-      if (r->succeeded) {
+      // A failed compare on our own key: the first attempt of this
+      // transaction committed and its answer was lost (EtcdClient re-sends).
+      const bool ours = !r->succeeded && !r->gets.empty() &&
+                        r->gets[0].has_value() && r->gets[0]->lease == lease;
+      if (r->succeeded || ours) {
         {
           absl::MutexLock lock(&mu_);
           leader_ = true;

@@ -25,7 +25,11 @@
 //   leader                     the leading scheduler's address, bound to
 //                              its lease
 //   barriers/<name>/<seq>      "open"/"released" and the workers arrived
-//                              in the seq-th barrier of that name
+//                              in the seq-th barrier of that name; once
+//                              released it is bound to a lease of
+//                              max(1 min, 6 x lease_ttl), long enough for
+//                              a call re-sent after a fail-over to find
+//                              it, then it goes
 //   clocks/<id>                the worker's finished step (SSP/BSP)
 //
 // The map a node gets is members/ read at one revision: epoch = the ring's
@@ -39,7 +43,9 @@
 #define PSDB_RPC_CONTROL_ETCD_SCHEDULER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -102,8 +108,14 @@ class EtcdScheduler final : public SchedulerBackend {
   std::string Key(absl::string_view suffix) const;
   void Log(absl::string_view line) const;
   bool closed() const;
-  // The next watch deadline: `deadline`, but at most one second away.
-  static absl::Time Slice(absl::Time deadline);
+  // How long a released barrier's key stays (for re-sent calls).
+  absl::Duration ReleasedBarrierTtl() const;
+  // Waits until `key` (with `prefix`, a key under it) changes after
+  // `revision`, `deadline` passes or Close() is called; OK in all three
+  // cases (the caller reads again and decides), an error only when etcd
+  // fails otherwise.
+  absl::Status AwaitChange(absl::string_view key, bool prefix, int64_t revision,
+                           absl::Time deadline);
 
   absl::StatusOr<MapRead> ReadMap();
   // Writes members/map once every rank is taken (idempotent).
@@ -111,10 +123,12 @@ class EtcdScheduler final : public SchedulerBackend {
   // Leader: marks nodes whose alive/ key is gone dead. Returns the
   // revision of its read of alive/.
   absl::StatusOr<int64_t> MarkExpiredDead();
-  // "worker rank 1 (node id:w1, dead)" for every worker rank for which
-  // `behind(node_id)` holds or that nobody holds.
+  // "worker rank 1 (node id:w1<detail>, dead)" for every worker rank for
+  // which `behind(node_id)` gives a detail, and "worker rank 2 (not
+  // registered)" for every rank nobody holds.
   absl::StatusOr<std::string> DescribeWorkers(
-      const std::function<bool(const std::string&)>& behind);
+      const std::function<std::optional<std::string>(const std::string&)>&
+          behind);
   absl::StatusOr<v1::NodeEntry> RegisteredWorker(absl::string_view node_id,
                                                  absl::string_view what);
   void Campaign();
