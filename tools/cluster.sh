@@ -19,7 +19,7 @@
 # "default"; state under /psdb/NAME/), logs logs/scheduler_0.log and
 # logs/scheduler_1.log. Servers and workers get
 # PS_SCHED_ADDRESSES=127.0.0.1:P,127.0.0.1:P+1 instead of
-# PS_SCHED_HOST/PS_SCHED_PORT (workers' PSDB_URL names the first).
+# PS_SCHED_HOST/PS_SCHED_PORT (workers' PSDB_URL names both).
 # `status` lists etcd too; `stop` stops it last.
 #
 # Layout under --dir: logs/scheduler.log, logs/server_<i>.log,
@@ -88,6 +88,7 @@ start_etcd() {
     --listen-peer-urls="http://127.0.0.1:$peer" \
     --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
     --initial-cluster="psdb-local=http://127.0.0.1:$peer" \
+    --auto-compaction-mode=periodic --auto-compaction-retention=1h \
     > "$dir/logs/etcd.log" 2>&1 &
   local pid=$!
   echo "etcd $pid" >> "$dir/pids"
@@ -132,6 +133,7 @@ start() {
     unset PS_SCHED_HOST PS_SCHED_PORT
     export PS_SCHED_ADDRESSES=127.0.0.1:$port,127.0.0.1:$((port + 1))
   else
+    unset PS_SCHED_ADDRESSES
     PS_ROLE=scheduler "$sched" > "$dir/logs/scheduler.log" 2>&1 &
     echo "scheduler $!" >> "$dir/pids"
   fi
@@ -142,9 +144,11 @@ start() {
       > "$dir/logs/server_$i.log" 2>&1 &
     echo "server-$i $!" >> "$dir/pids"
   done
+  # Workers' URL names every scheduler (with etcd, both: either may die).
+  local url="scheduler:${PS_SCHED_ADDRESSES:-127.0.0.1:$port}"
   for ((i = 0; i < workers; i++)); do
     PS_ROLE=worker PS_NODE_ID=worker-$i PS_WORKER_RANK=$i \
-      PSDB_URL="scheduler:127.0.0.1:$port" "${worker_cmd[@]}" \
+      PSDB_URL="$url" "${worker_cmd[@]}" \
       > "$dir/logs/worker_$i.log" 2>&1 &
     echo "worker-$i $!" >> "$dir/pids"
   done

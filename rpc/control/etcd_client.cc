@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -478,15 +479,29 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::WaitForEvents(
 }
 
 absl::Status EtcdClient::Health() {
-  std::vector<std::string> answers;
-  for (Impl::Endpoint& e : impl_->endpoints) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(impl_->Deadline()));
-    pb::StatusResponse resp;
-    const grpc::Status s = e.maintenance->Status(&ctx, {}, &resp);
-    if (s.ok() && resp.leader() != 0) return absl::OkStatus();
-    answers.push_back(absl::StrCat(
-        e.address, ": ", s.ok() ? "member has no leader" : s.error_message()));
+  // Every member at once, a second each: one member out of reach must not
+  // hold up the answer (a probe's timeout is a few seconds).
+  const size_t n = impl_->endpoints.size();
+  std::vector<std::string> answers(n);
+  std::vector<char> healthy(n, 0);
+  std::vector<std::thread> askers;
+  const absl::Time deadline =
+      absl::Now() + std::min(impl_->options.call_timeout, absl::Seconds(1));
+  for (size_t i = 0; i < n; ++i) {
+    askers.emplace_back([&, i] {
+      Impl::Endpoint& e = impl_->endpoints[i];
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(deadline));
+      pb::StatusResponse resp;
+      const grpc::Status s = e.maintenance->Status(&ctx, {}, &resp);
+      healthy[i] = s.ok() && resp.leader() != 0;
+      answers[i] = absl::StrCat(
+          e.address, ": ", s.ok() ? "member has no leader" : s.error_message());
+    });
+  }
+  for (std::thread& t : askers) t.join();
+  for (size_t i = 0; i < n; ++i) {
+    if (healthy[i]) return absl::OkStatus();
   }
   return absl::UnavailableError(
       absl::StrCat("etcd unhealthy: ", absl::StrJoin(answers, "; ")));

@@ -163,9 +163,9 @@ class EtcdClient {
                                                        int64_t start_revision,
                                                        absl::Time deadline);
 
-  // Asks each endpoint for its status (Maintenance.Status): OK when at
-  // least one answers and knows a leader; otherwise UNAVAILABLE naming
-  // each endpoint and what it said.
+  // Asks every endpoint at once for its status (Maintenance.Status, at
+  // most a second): OK when at least one answers and knows a leader;
+  // otherwise UNAVAILABLE naming each endpoint and what it said.
   absl::Status Health();
 
  private:

@@ -16,9 +16,8 @@
   manifest's environment (env, fieldRefs given their pod's values, and the
   referenced ConfigMaps), exits 0; where the dry run says which PS_*
   variables it reads (ps-server, ps-train), every PS_* the manifest passes
-  is one of them. ps-scheduler is skipped, with the reason printed, only
-  while the built one has no --dry_run (it lands with issue 14). A dry run
-  that refuses a bad flag is checked too, so "exit 0" means something.
+  is one of them. A dry run that refuses a bad flag is checked too, so
+  "exit 0" means something.
 - Exec probes name flags the binary has (--helpfull); etcd's flags are ones
   `etcd --help` lists.
 - Sizes agree: servers.yaml replicas = PS_SERVER_NUM, workers.yaml
@@ -252,11 +251,6 @@ def check_dry_runs(docs, bin_dir):
         env = container_env(path, doc, c, maps)
         args = [expand(str(a), env) for a in c.get("args", [])]
         where = f"{path}: {doc['metadata']['name']}/{c['name']}"
-        if not knows_flag(exe, "dry_run"):
-            print(f"SKIP {where}: this {binary} has no --dry_run (issue 14's "
-                  f"ps-scheduler flags are not merged yet); its args and "
-                  f"PS_* are unchecked")
-            continue
         r = run([exe] + args + ["--dry_run"], env)
         if r.returncode != 0:
             fail(f"{where}: {binary} {' '.join(args)} --dry_run with "

@@ -102,10 +102,7 @@ TEST(ClusterScriptTest, StartsServesAndStopsAServingOnlyCluster) {
 }
 
 // --etcd: etcd on loopback, two ps-schedulers sharing its state, servers that
-// know both (PS_SCHED_ADDRESSES). Needs issue 14's ps-scheduler flags
-// (--etcd, --cluster) and the servers' PS_SCHED_ADDRESSES: until both are
-// merged it fails at start (a scheduler or server exits on the unknown
-// setting), which is what it should do.
+// know both (PS_SCHED_ADDRESSES).
 TEST(ClusterScriptTest, StartsAnEtcdBackedClusterWithTwoSchedulers) {
   ScratchDir dir;
   const std::string script = absl::StrCat(PSDB_SOURCE_DIR, "/tools/cluster.sh");

@@ -36,7 +36,9 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(
         "--initial-cluster-state=new",
         absl::StrCat("--initial-cluster-token=psdb-", options.dir),
         // Elections in a loopback cluster settle in well under a second.
-        "--heartbeat-interval=50", "--election-timeout=500"};
+        "--heartbeat-interval=50", "--election-timeout=500",
+        // Old revisions go, as in deploy/etcd.yaml: watchers must cope.
+        "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h"};
     child.log = absl::StrCat(options.dir, "/m", i, ".log");
     absl::StatusOr<std::unique_ptr<ChildProcess>> member =
         ChildProcess::Start(child);
@@ -49,6 +51,12 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(
     absl::Duration backoff = absl::Milliseconds(5);
     while (member.Stderr().find("ready to serve client requests") ==
            std::string::npos) {
+      if (absl::StatusOr<int> exited = member.Wait(absl::ZeroDuration());
+          exited.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("etcd member ", i, " exited (wait status ", *exited,
+                         ") before serving: ", member.Stderr()));
+      }
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "etcd member ", i, " not serving after ",

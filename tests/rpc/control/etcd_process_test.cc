@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
+#include "rpc/control/etcd_client.h"
 #include "rpc/control/scheduler_client.h"
 #include "store/table_spec.h"
 #include "tests/rpc/control/etcd_cluster.h"
@@ -297,6 +298,18 @@ void SyncRun(const EtcdCluster& etcd, const std::string& name, int kill_after,
     ASSERT_TRUE(
         WaitFor([&] { return done[1] >= kill_after && in_clock.load(); },
                 absl::Seconds(120)));
+    // Worker 0's step clock call has reached a scheduler (its clock is in
+    // etcd) and waits there for worker 1.
+    EtcdOptions eo;
+    eo.endpoints = etcd.endpoint_list();
+    ASSERT_OK_AND_ASSIGN(auto reader, EtcdClient::Open(eo));
+    const std::string clock_key =
+        absl::StrCat("/psdb/", name, "/clocks/worker-0");
+    ASSERT_TRUE(WaitFor([&] {
+      auto kv = reader->Get(clock_key);
+      return kv.ok() && kv->has_value() &&
+             (*kv)->value == absl::StrCat(kill_after + 1);
+    }));
     const int leader = sched.Leader();
     ASSERT_EQ(leader, first);
     sched.procs[leader]->Signal(SIGKILL);
