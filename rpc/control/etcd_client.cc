@@ -256,6 +256,11 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Open(
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+    // A member whose host died sends no reset: pings find out (etcd
+    // accepts one every 5 s while a call is open), so a watch or call
+    // blocked there moves to the next member within ~15 s.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                           MakeChannel(options.tls, address, args));
     Impl::Endpoint endpoint;

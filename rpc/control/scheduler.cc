@@ -686,6 +686,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     impl->metrics->Register(impl->collector);
   }
   grpc::ServerBuilder builder;
+  // Nodes ping every 10 s to notice a dead scheduler host
+  // (scheduler_client.cc); allow it, with or without a call open.
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
                            &impl->port);
   builder.RegisterService(impl.get());

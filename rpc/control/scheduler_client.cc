@@ -292,6 +292,12 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> SchedulerClient::Open(
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // A scheduler whose host died sends no reset: pings find out, so a call
+  // blocked in it fails UNAVAILABLE (and is re-sent) within ~15 s rather
+  // than at its deadline. ps-scheduler permits these pings.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   std::vector<std::unique_ptr<v1::SchedulerService::Stub>> stubs;
   for (const std::string& address : addresses) {
     PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
@@ -344,8 +350,10 @@ absl::Status SchedulerClient::Barrier(absl::string_view name,
   req.set_name(std::string(name));
   const absl::Time wait_until = absl::Now() + timeout;
   v1::BarrierResponse resp;
+  // Re-sent on UNAVAILABLE even to a single address: behind it may be a
+  // Service whose next connection reaches another scheduler.
   return impl_->Call(
-      wait_until + impl_->options.call_timeout, {},
+      wait_until + impl_->options.call_timeout, {.retry = true},
       [&](Impl::Stub* stub, grpc::ClientContext* ctx) {
         // A re-sent call waits only for what is left of the timeout.
         req.set_timeout_ms(std::max<int64_t>(
@@ -370,7 +378,7 @@ absl::StatusOr<int64_t> SchedulerClient::StepClock(int64_t finished_step,
   const absl::Time wait_until = absl::Now() + timeout;
   v1::StepClockResponse resp;
   PSDB_RETURN_IF_ERROR(impl_->Call(
-      wait_until + impl_->options.call_timeout, {},
+      wait_until + impl_->options.call_timeout, {.retry = true},
       [&](Impl::Stub* stub, grpc::ClientContext* ctx) {
         req.set_timeout_ms(std::max<int64_t>(
             1, absl::ToInt64Milliseconds(wait_until - absl::Now())));

@@ -27,8 +27,12 @@
 // (the same on every re-send), StepClock names its step, Heartbeat and
 // GetClusterMap change nothing. A Barrier or StepClock re-sent after a
 // fail-over waits only for what is left of its timeout. With one address
-// nothing is re-sent except GetClusterMap (as before lists existed): a
-// Register waits for the scheduler to come up, other calls fail at once.
+// GetClusterMap, Barrier and StepClock are re-sent to it (behind one
+// address may be a Service over several schedulers, whose next connection
+// reaches another); a Register waits for the scheduler to come up; a
+// Heartbeat fails at once (the next beat tries again). Channels ping every
+// 10 s, so a call blocked in a scheduler whose host died fails UNAVAILABLE,
+// and is re-sent, within about 15 s.
 //
 // Map watch: StartMapWatch (StartHeartbeats starts it too) keeps a
 // WatchClusterMap stream open on a background thread and holds the newest
