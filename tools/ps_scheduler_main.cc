@@ -185,6 +185,11 @@ int main(int argc, char** argv) {
   }
   const std::string cluster =
       FlagOrEnv(absl::GetFlag(FLAGS_cluster), "PS_CLUSTER_NAME");
+  if (!cluster.empty() && options.etcd_endpoints.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--cluster (PS_CLUSTER_NAME) names a cluster in etcd; give --etcd "
+        "(PS_ETCD_ENDPOINTS) too, or neither"));
+  }
   if (!cluster.empty()) options.cluster = cluster;
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);

@@ -595,10 +595,12 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
       grpc::ServerContext* ctx, const v1::WatchClusterMapRequest* req,
       grpc::ServerWriter<v1::ClusterMap>* writer) override {
     uint64_t after = req->after_version();
-    // Waits in slices so a cancelled call or a shutdown ends the stream.
+    // Waits in slices so a cancelled call ends the stream (a shutdown ends
+    // the wait at once). Each slice reads the map once (etcd: one range
+    // read per stream every 5 s, and one per change).
     while (!ctx->IsCancelled()) {
-      absl::StatusOr<v1::ClusterMap> map = backend->WaitForMapAfter(
-          after, std::min(Deadline(ctx, 1000), absl::Now() + absl::Seconds(1)));
+      absl::StatusOr<v1::ClusterMap> map =
+          backend->WaitForMapAfter(after, Deadline(ctx, 5000));
       if (absl::IsDeadlineExceeded(map.status())) continue;
       if (!map.ok()) return ToGrpcStatus(map.status());
       after = map->version();
