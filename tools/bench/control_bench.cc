@@ -264,12 +264,19 @@ absl::StatusOr<std::unique_ptr<v1::SchedulerService::Stub>> StatusStub(
 // ---- the measurements ------------------------------------------------------
 
 // 1. From starting ps-scheduler until 3 servers listen and 2 workers joined.
-absl::StatusOr<double> Formation(const Env& env, bool etcd, int round) {
+struct FormationTime {
+  double total = 0;    // the later of the two below
+  double servers = 0;  // the last ps-server's listening line
+  double workers = 0;  // the last ClusterWorker::Join's return
+};
+
+absl::StatusOr<FormationTime> Formation(const Env& env, bool etcd, int round) {
   const std::string dir = env.Sub(etcd ? "form-etcd" : "form-memory", round);
   const std::string cluster =
       etcd ? absl::StrCat("ctl-form-", round) : std::string();
   std::vector<std::unique_ptr<ChildProcess>> servers(kFormationServers);
   std::vector<std::unique_ptr<rpc::ClusterWorker>> workers(kFormationWorkers);
+  std::vector<double> done(kFormationServers + kFormationWorkers, 0);
   const Clock::time_point start = Clock::now();
   PSDB_ASSIGN_OR_RETURN(
       std::unique_ptr<ChildProcess> sched,
@@ -284,22 +291,28 @@ absl::StatusOr<double> Formation(const Env& env, bool etcd, int round) {
               PSDB_ASSIGN_OR_RETURN(
                   servers[t],
                   StartServer(env, address, absl::StrCat("server-", t), dir));
-              return absl::OkStatus();
+            } else {
+              const int w = t - kFormationServers;
+              rpc::ClusterWorkerOptions o;
+              o.scheduler = address;
+              o.node_id = absl::StrCat("worker-", w);
+              o.wait_ready = absl::Seconds(120);
+              PSDB_ASSIGN_OR_RETURN(workers[w], rpc::ClusterWorker::Join(o));
             }
-            const int w = t - kFormationServers;
-            rpc::ClusterWorkerOptions o;
-            o.scheduler = address;
-            o.node_id = absl::StrCat("worker-", w);
-            o.wait_ready = absl::Seconds(120);
-            PSDB_ASSIGN_OR_RETURN(workers[w], rpc::ClusterWorker::Join(o));
+            done[t] = SinceS(start);
             return absl::OkStatus();
           })
           .status();
-  const double seconds = SinceS(start);
+  FormationTime time;
+  time.total = SinceS(start);
+  time.servers =
+      *std::max_element(done.begin(), done.begin() + kFormationServers);
+  time.workers =
+      *std::max_element(done.begin() + kFormationServers, done.end());
   // Workers first: their heartbeats need a scheduler to stop quickly.
   workers.clear();
   PSDB_RETURN_IF_ERROR(joined);
-  return seconds;
+  return time;
 }
 
 // 2. From SIGKILL of the leading scheduler until the standby leads.
@@ -449,7 +462,15 @@ struct Series {
 struct Results {
   Series formation_etcd{"formation_etcd",
                         "formation, etcd (1 scheduler, 3 servers, 2 workers)"};
+  Series formation_etcd_servers{"formation_etcd_servers",
+                                "  the last server listening"};
+  Series formation_etcd_workers{"formation_etcd_workers",
+                                "  the last worker joined"};
   Series formation_memory{"formation_memory", "formation, in-process"};
+  Series formation_memory_servers{"formation_memory_servers",
+                                  "  the last server listening"};
+  Series formation_memory_workers{"formation_memory_workers",
+                                  "  the last worker joined"};
   Series takeover{"takeover",
                   "standby leads after the leader's SIGKILL (etcd)"};
   Series kill_etcd{"kill_to_map_etcd",
@@ -564,13 +585,17 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
   const Env env{p, dir, etcd->endpoints()};
   Results r;
   for (int round = 0; round < p.repeats; ++round) {
-    PSDB_ASSIGN_OR_RETURN(double fe, Formation(env, true, round));
-    PSDB_ASSIGN_OR_RETURN(double fm, Formation(env, false, round));
+    PSDB_ASSIGN_OR_RETURN(FormationTime fe, Formation(env, true, round));
+    PSDB_ASSIGN_OR_RETURN(FormationTime fm, Formation(env, false, round));
     PSDB_ASSIGN_OR_RETURN(double take, Takeover(env, round));
     PSDB_ASSIGN_OR_RETURN(double ke, KillToMap(env, true, round));
     PSDB_ASSIGN_OR_RETURN(double km, KillToMap(env, false, round));
-    r.formation_etcd.rounds.push_back(fe);
-    r.formation_memory.rounds.push_back(fm);
+    r.formation_etcd.rounds.push_back(fe.total);
+    r.formation_etcd_servers.rounds.push_back(fe.servers);
+    r.formation_etcd_workers.rounds.push_back(fe.workers);
+    r.formation_memory.rounds.push_back(fm.total);
+    r.formation_memory_servers.rounds.push_back(fm.servers);
+    r.formation_memory_workers.rounds.push_back(fm.workers);
     r.takeover.rounds.push_back(take);
     r.kill_etcd.rounds.push_back(ke);
     r.kill_etcd_minus.rounds.push_back(ke - p.lease_ttl_s);
@@ -580,7 +605,7 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
         "ps-bench control: round %d/%d: formation etcd %.3f s, in-process "
         "%.3f s; takeover %.3f s; server kill to every map: etcd %.3f s, "
         "in-process %.3f s (ttl %d s)\n",
-        round + 1, p.repeats, fe, fm, take, ke, km, p.lease_ttl_s);
+        round + 1, p.repeats, fe.total, fm.total, take, ke, km, p.lease_ttl_s);
   }
   return r;
 }

@@ -18,7 +18,9 @@
 //     (ClusterWorker::Join, one thread each) have joined and all three
 //     ps-servers (started together once the scheduler listens, each given
 //     PS_SCHED_ADDRESSES) have printed "listening on" — a ps-server prints
-//     it once the cluster it joined is ready.
+//     it once the cluster it joined is ready. Also reported apart: when the
+//     last server printed it (<id>_servers) and when the last worker's Join
+//     returned (<id>_workers), both from the same start.
 //  2. takeover: 2 ps-schedulers --etcd on one cluster. Once one leads and
 //     the other stands by (GetStatus: leader true on one, false on the
 //     other, whose log says "standing by"), the leader is SIGKILLed; from
