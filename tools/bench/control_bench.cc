@@ -316,16 +316,25 @@ absl::StatusOr<FormationTime> Formation(const Env& env, bool etcd, int round) {
 }
 
 // 2. From SIGKILL of the leading scheduler until the standby leads.
-absl::StatusOr<double> Takeover(const Env& env, int round) {
+struct TakeoverTime {
+  double seconds = 0;  // the kill to the standby's GetStatus saying leader
+  // The kill less the moment the leader printed its listening line (just
+  // before it took its lease and campaigned): the leader's age at the kill.
+  double up_s = 0;
+};
+
+absl::StatusOr<TakeoverTime> Takeover(const Env& env, int round) {
   const std::string dir = env.Sub("takeover", round);
   const std::string cluster = absl::StrCat("ctl-lead-", round);
   std::vector<std::unique_ptr<ChildProcess>> sched;
   std::vector<std::unique_ptr<v1::SchedulerService::Stub>> stubs;
+  std::vector<Clock::time_point> listening;
   for (int i = 0; i < 2; ++i) {
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<ChildProcess> s,
         StartScheduler(env, cluster, 1, 1,
                        absl::StrCat(dir, "/scheduler-", i, ".log")));
+    listening.push_back(Clock::now());
     PSDB_ASSIGN_OR_RETURN(auto stub, StatusStub(s->ready_value()));
     sched.push_back(std::move(s));
     stubs.push_back(std::move(stub));
@@ -368,14 +377,23 @@ absl::StatusOr<double> Takeover(const Env& env, int round) {
     }
     absl::SleepFor(kPollEvery);
   }
-  const double seconds = SinceS(killed);
+  TakeoverTime time{.seconds = SinceS(killed),
+                    .up_s = SinceS(listening[leader], killed)};
   (void)sched[leader]->Wait(absl::Seconds(10));
-  return seconds;
+  return time;
 }
 
 // 3. From SIGKILL of one ps-server until every worker's watched map shows
 // it dead.
-absl::StatusOr<double> KillToMap(const Env& env, bool etcd, int round) {
+struct KillTime {
+  double seconds = 0;  // the kill to the last worker's map showing it DEAD
+  // The kill less the moment the victim printed its listening line (after
+  // it registered, which granted its lease): a lower bound of the time
+  // from its registration to the kill.
+  double up_s = 0;
+};
+
+absl::StatusOr<KillTime> KillToMap(const Env& env, bool etcd, int round) {
   const std::string dir = env.Sub(etcd ? "kill-etcd" : "kill-memory", round);
   const std::string cluster =
       etcd ? absl::StrCat("ctl-kill-", round) : std::string();
@@ -391,13 +409,15 @@ absl::StatusOr<double> KillToMap(const Env& env, bool etcd, int round) {
   }
   std::vector<std::unique_ptr<ChildProcess>> servers(kKillServers);
   std::vector<std::unique_ptr<rpc::SchedulerClient>> workers(kKillWorkers);
-  auto measure = [&]() -> absl::StatusOr<double> {
+  std::vector<Clock::time_point> listening(kKillServers);
+  auto measure = [&]() -> absl::StatusOr<KillTime> {
     PSDB_RETURN_IF_ERROR(
         RunThreads(kKillServers + kKillWorkers, [&](int t) -> absl::Status {
           if (t < kKillServers) {
             PSDB_ASSIGN_OR_RETURN(
                 servers[t],
                 StartServer(env, addresses, absl::StrCat("server-", t), dir));
+            listening[t] = Clock::now();
             return absl::OkStatus();
           }
           const int w = t - kKillServers;
@@ -424,8 +444,9 @@ absl::StatusOr<double> KillToMap(const Env& env, bool etcd, int round) {
       return absl::InternalError(absl::StrCat("no server of rank ", victim_rank,
                                               " in ", map->ShortDebugString()));
     }
-    // Each worker waits on its own thread; the threads are waiting before
-    // the kill, and each notes when its map shows the server dead.
+    // Each worker waits on its own thread (started just after the kill; a
+    // map that arrived in between is seen at once) and notes when its map
+    // shows the server dead.
     std::vector<double> seen(kKillWorkers, NAN);
     const Clock::time_point killed = Clock::now();
     servers[index]->Signal(SIGKILL);
@@ -440,11 +461,12 @@ absl::StatusOr<double> KillToMap(const Env& env, bool etcd, int round) {
           return absl::OkStatus();
         }).status());
     (void)servers[index]->Wait(absl::Seconds(10));
-    return *std::max_element(seen.begin(), seen.end());
+    return KillTime{.seconds = *std::max_element(seen.begin(), seen.end()),
+                    .up_s = SinceS(listening[index], killed)};
   };
-  absl::StatusOr<double> seconds = measure();
+  absl::StatusOr<KillTime> time = measure();
   workers.clear();  // before the schedulers go: their beats stop at once
-  return seconds;
+  return time;
 }
 
 // ---- reporting -------------------------------------------------------------
@@ -473,6 +495,8 @@ struct Results {
                                   "  the last worker joined"};
   Series takeover{"takeover",
                   "standby leads after the leader's SIGKILL (etcd)"};
+  Series takeover_up{"takeover_leader_up",
+                     "  (leader listening before the kill)"};
   Series kill_etcd{"kill_to_map_etcd",
                    "server SIGKILL to every worker's map DEAD, etcd"};
   Series kill_memory{"kill_to_map_memory",
@@ -481,10 +505,27 @@ struct Results {
   Series kill_etcd_minus{"kill_to_map_etcd_minus_ttl", "  less the lease TTL"};
   Series kill_memory_minus{"kill_to_map_memory_minus_timeout",
                            "  less the heartbeat timeout"};
+  // The victim's listening line to the kill (KillTime::up_s).
+  Series kill_etcd_up{"kill_to_map_etcd_victim_up",
+                      "  (victim listening before the kill)"};
+  Series kill_memory_up{"kill_to_map_memory_victim_up",
+                        "  (victim listening before the kill)"};
 
   std::vector<const Series*> All() const {
-    return {&formation_etcd,  &formation_memory, &takeover,         &kill_etcd,
-            &kill_etcd_minus, &kill_memory,      &kill_memory_minus};
+    return {&formation_etcd,
+            &formation_etcd_servers,
+            &formation_etcd_workers,
+            &formation_memory,
+            &formation_memory_servers,
+            &formation_memory_workers,
+            &takeover,
+            &takeover_up,
+            &kill_etcd,
+            &kill_etcd_minus,
+            &kill_etcd_up,
+            &kill_memory,
+            &kill_memory_minus,
+            &kill_memory_up};
   }
 };
 
@@ -587,25 +628,29 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
   for (int round = 0; round < p.repeats; ++round) {
     PSDB_ASSIGN_OR_RETURN(FormationTime fe, Formation(env, true, round));
     PSDB_ASSIGN_OR_RETURN(FormationTime fm, Formation(env, false, round));
-    PSDB_ASSIGN_OR_RETURN(double take, Takeover(env, round));
-    PSDB_ASSIGN_OR_RETURN(double ke, KillToMap(env, true, round));
-    PSDB_ASSIGN_OR_RETURN(double km, KillToMap(env, false, round));
+    PSDB_ASSIGN_OR_RETURN(TakeoverTime take, Takeover(env, round));
+    PSDB_ASSIGN_OR_RETURN(KillTime ke, KillToMap(env, true, round));
+    PSDB_ASSIGN_OR_RETURN(KillTime km, KillToMap(env, false, round));
     r.formation_etcd.rounds.push_back(fe.total);
     r.formation_etcd_servers.rounds.push_back(fe.servers);
     r.formation_etcd_workers.rounds.push_back(fe.workers);
     r.formation_memory.rounds.push_back(fm.total);
     r.formation_memory_servers.rounds.push_back(fm.servers);
     r.formation_memory_workers.rounds.push_back(fm.workers);
-    r.takeover.rounds.push_back(take);
-    r.kill_etcd.rounds.push_back(ke);
-    r.kill_etcd_minus.rounds.push_back(ke - p.lease_ttl_s);
-    r.kill_memory.rounds.push_back(km);
-    r.kill_memory_minus.rounds.push_back(km - p.lease_ttl_s);
+    r.takeover.rounds.push_back(take.seconds);
+    r.takeover_up.rounds.push_back(take.up_s);
+    r.kill_etcd.rounds.push_back(ke.seconds);
+    r.kill_etcd_minus.rounds.push_back(ke.seconds - p.lease_ttl_s);
+    r.kill_etcd_up.rounds.push_back(ke.up_s);
+    r.kill_memory.rounds.push_back(km.seconds);
+    r.kill_memory_minus.rounds.push_back(km.seconds - p.lease_ttl_s);
+    r.kill_memory_up.rounds.push_back(km.up_s);
     log << absl::StrFormat(
         "ps-bench control: round %d/%d: formation etcd %.3f s, in-process "
         "%.3f s; takeover %.3f s; server kill to every map: etcd %.3f s, "
         "in-process %.3f s (ttl %d s)\n",
-        round + 1, p.repeats, fe.total, fm.total, take, ke, km, p.lease_ttl_s);
+        round + 1, p.repeats, fe.total, fm.total, take.seconds, ke.seconds,
+        km.seconds, p.lease_ttl_s);
   }
   return r;
 }

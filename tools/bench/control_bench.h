@@ -25,10 +25,15 @@
 //     the other stands by (GetStatus: leader true on one, false on the
 //     other, whose log says "standing by"), the leader is SIGKILLed; from
 //     the kill until the standby's SchedulerService.GetStatus says leader,
-//     polled every 5 ms through a gRPC stub. Bounds: the dead leader's key
-//     lives until its lease ends, --lease_ttl_s after its last renewal, so
-//     the figure is the TTL less the time since that renewal, plus etcd's
-//     expiry check and the standby's watch.
+//     polled every 5 ms through a gRPC stub. The dead leader's key lives
+//     until its lease ends, --lease_ttl_s after its last renewal (every
+//     TTL/3), so the figure is the TTL less the time since that renewal,
+//     plus etcd's expiry check and the standby's watch. The kill comes as
+//     soon as the standby stands by, a few ms after the leader took its
+//     lease (takeover_leader_up: the leader's listening line to the kill),
+//     so no renewal came between: the figure is the worst case, TTL +
+//     detection. A leader killed at a random moment is replaced up to
+//     TTL/3 sooner.
 //  3. kill_to_map_etcd: 2 ps-schedulers --etcd, 2 ps-servers and 2 workers
 //     (SchedulerClients registered as workers with StartHeartbeats, which
 //     opens their WatchClusterMap streams). Once both workers' latest_map()
@@ -37,16 +42,23 @@
 //     latest_map() shows it NODE_STATE_DEAD (each worker waits in a
 //     WaitForMapVersion loop on its own thread; the figure is the later of
 //     the two). Its lease ends --lease_ttl_s after its last heartbeat, so
-//     the figure is at least TTL - heartbeat interval; the figure minus the
-//     TTL (kill_to_map_etcd_minus_ttl) is etcd's expiry, the leader marking
-//     it dead and the watch carrying the map, less the time from the last
-//     heartbeat to the kill.
+//     the figure is at least TTL - heartbeat interval. The kill comes as
+//     soon as both workers hold the ready map, within ms of the victim's
+//     listening line (kill_to_map_etcd_victim_up), which it prints after
+//     registering (which granted its lease) and before its first beat: the
+//     lease was not renewed after the grant, so the figure is the worst
+//     case, and the figure minus the TTL (kill_to_map_etcd_minus_ttl) is
+//     etcd's expiry, the leader marking the server dead and the watch
+//     carrying the map (plus the few ms from the grant to the kill). A
+//     server killed at a random moment is seen dead up to one heartbeat
+//     interval sooner.
 //     kill_to_map_memory: the same with one in-process ps-scheduler whose
 //     --heartbeat_timeout_ms is the TTL (it checks every heartbeat
-//     interval / 4).
+//     interval / 4), the server's registration standing for its last beat.
 //
 // --json: one object: "params", "times_s" (per measurement: median, min,
-// max and the rounds, in seconds, and the two "minus TTL" series), and
+// max and the rounds, in seconds; with the "minus TTL" and "up" series
+// above), and
 // report.h's ratio blocks ("ratios" etc., no targets):
 //   formation_etcd_vs_memory      formation with etcd over in-process
 //   takeover_vs_ttl               takeover over the lease TTL
