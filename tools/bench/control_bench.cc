@@ -53,10 +53,10 @@ in-process with --heartbeat_timeout_ms = the lease TTL).
 
 flags:
   --repeats=R                rounds of every measurement (default 5)
-  --lease_ttl_s=S            etcd lease TTL of nodes and schedulers, and the
-                             in-process scheduler's heartbeat timeout
-                             (default 10)
-  --heartbeat_interval_ms=M  how often nodes beat; below the TTL
+  --lease_ttl_s=S            etcd lease TTL of nodes and schedulers (>= 2),
+                             and the in-process scheduler's heartbeat
+                             timeout (default 10)
+  --heartbeat_interval_ms=M  how often nodes beat; below half the TTL
                              (default 1000, ps-scheduler's)
   --etcd_members=N           members of the local etcd (default 1)
   --seed=S                   picks the ps-server each round kills (default 1)
@@ -100,16 +100,17 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
                         args.GetInt("repeats", p.repeats, 1, 1000));
   p.repeats = static_cast<int>(repeats);
   PSDB_ASSIGN_OR_RETURN(int64_t ttl,
-                        args.GetInt("lease_ttl_s", p.lease_ttl_s, 1, 3600));
+                        args.GetInt("lease_ttl_s", p.lease_ttl_s, 2, 3600));
   p.lease_ttl_s = static_cast<int>(ttl);
   PSDB_ASSIGN_OR_RETURN(int64_t beat,
                         args.GetInt("heartbeat_interval_ms",
                                     p.heartbeat_interval_ms, 1, 3600 * 1000));
   p.heartbeat_interval_ms = static_cast<int>(beat);
-  if (p.heartbeat_interval_ms >= p.lease_ttl_s * 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--heartbeat_interval_ms=", p.heartbeat_interval_ms,
-                     " must be below --lease_ttl_s (", p.lease_ttl_s, " s)"));
+  // ps-scheduler --etcd's own rule: a lease outlives two missed beats.
+  if (2 * p.heartbeat_interval_ms >= p.lease_ttl_s * 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--heartbeat_interval_ms=", p.heartbeat_interval_ms,
+        " must be below half of --lease_ttl_s (", p.lease_ttl_s, " s)"));
   }
   PSDB_ASSIGN_OR_RETURN(int64_t members,
                         args.GetInt("etcd_members", p.etcd_members, 1, 9));
