@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tools/bench/cache_bench.h"
+#include "tools/bench/control_bench.h"
 #include "tools/bench/serve_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
@@ -36,6 +37,11 @@ constexpr Scenario kScenarios[] = {
      "ps-train samples/s: embedded vs a local cluster (scheduler, servers, "
      "worker processes) with prefetch on and off; cache hit rate",
      &RunTrainBench},
+    {"control",
+     "the control plane on etcd vs in-process: formation of a cluster, a "
+     "standby scheduler taking the lead, a killed server reaching every "
+     "worker's map",
+     &RunControlBench},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(
 }
 
 LocalEtcd::~LocalEtcd() {
-  for (int i = 0; i < size(); ++i) Kill(i);
+  // members_ is shorter than clients_ when Start failed part way.
+  for (size_t i = 0; i < members_.size(); ++i) Kill(static_cast<int>(i));
 }
 
 std::string LocalEtcd::endpoints() const {
@@ -78,7 +79,10 @@ std::string LocalEtcd::endpoints() const {
 }
 
 void LocalEtcd::Kill(int i) {
-  if (members_[i] == nullptr) return;
+  if (i < 0 || i >= static_cast<int>(members_.size()) ||
+      members_[i] == nullptr) {
+    return;
+  }
   members_[i]->Signal(SIGKILL);
   (void)members_[i]->Wait(absl::Seconds(30));
   members_[i].reset();
