@@ -46,7 +46,12 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenMapClient(
   // connection, so the first call does not race its startup.
   for (const ServerInfo& server : options.cluster.servers()) {
     grpc::ChannelArguments args;
+    // Retry a server that is not listening yet within 100 ms (gRPC's
+    // initial backoff is 1 s: that second was most of a cluster's
+    // formation, BENCHMARKS.md "ps-bench control").
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                           MakeChannel(options.tls, server.address, args));
     if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
