@@ -276,6 +276,35 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
             e.rank(), ")"));
       }
     }
+    // A server's address is claimed in the same transaction as its rank
+    // (addresses/<addr> = node id), so two servers registering one address
+    // through two schedulers cannot both win.
+    std::vector<EtcdCompare> claim;
+    std::vector<EtcdOp> claim_ops;
+    if (req.role() == v1::NODE_ROLE_SERVER) {
+      const std::string addr_key =
+          Key(absl::StrCat("addresses/", req.address()));
+      PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> holder,
+                            etcd_->Get(addr_key));
+      if (holder.has_value() && holder->value != req.node_id()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "server node id:", req.node_id(), " addr:", req.address(),
+            ": address already used by server node id:", holder->value));
+      }
+      claim.push_back(holder.has_value()
+                          ? EtcdCompare::ValueIs(addr_key, req.node_id())
+                          : EtcdCompare::Absent(addr_key));
+      claim_ops.push_back(EtcdOp::Put(addr_key, req.node_id()));
+      if (existing_kv.has_value() && existing.address() != req.address()) {
+        claim_ops.push_back(EtcdOp::Delete(
+            Key(absl::StrCat("addresses/", existing.address()))));
+      }
+    }
+    auto add_claim = [&](std::vector<EtcdCompare>* compares,
+                         std::vector<EtcdOp>* ops) {
+      compares->insert(compares->end(), claim.begin(), claim.end());
+      ops->insert(ops->end(), claim_ops.begin(), claim_ops.end());
+    };
     v1::NodeEntry entry;
     entry.set_node_id(req.node_id());
     entry.set_role(req.role());
@@ -306,14 +335,15 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
       PSDB_ASSIGN_OR_RETURN(int64_t lease,
                             etcd_->LeaseGrant(options_.lease_ttl));
       entry.set_rank(existing.rank());
+      std::vector<EtcdCompare> compares = {
+          EtcdCompare::ModRevisionIs(node_key, existing_kv->mod_revision),
+          EtcdCompare::Absent(alive_key)};
+      std::vector<EtcdOp> ops = {
+          EtcdOp::Put(node_key, entry.SerializeAsString()),
+          EtcdOp::Put(alive_key, incarnation, lease)};
+      add_claim(&compares, &ops);
       PSDB_ASSIGN_OR_RETURN(
-          EtcdTxnResult r,
-          etcd_->Txn(
-              {EtcdCompare::ModRevisionIs(node_key, existing_kv->mod_revision),
-               EtcdCompare::Absent(alive_key)},
-              {EtcdOp::Put(node_key, entry.SerializeAsString()),
-               EtcdOp::Put(alive_key, incarnation, lease)},
-              {EtcdOp::Get(alive_key)}));
+          EtcdTxnResult r, etcd_->Txn(compares, ops, {EtcdOp::Get(alive_key)}));
       if (!r.succeeded && !OursCommitted(r, lease)) {
         (void)etcd_->LeaseRevoke(lease);
         continue;
@@ -348,14 +378,14 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
     entry.set_rank(rank);
     const std::string rank_key =
         Key(absl::StrCat("ranks/", RoleKey(req.role()), "/", rank));
-    PSDB_ASSIGN_OR_RETURN(
-        EtcdTxnResult r,
-        etcd_->Txn(
-            {EtcdCompare::Absent(rank_key), EtcdCompare::Absent(node_key)},
-            {EtcdOp::Put(rank_key, req.node_id()),
-             EtcdOp::Put(node_key, entry.SerializeAsString()),
-             EtcdOp::Put(alive_key, incarnation, lease)},
-            {EtcdOp::Get(alive_key)}));
+    std::vector<EtcdCompare> compares = {EtcdCompare::Absent(rank_key),
+                                         EtcdCompare::Absent(node_key)};
+    std::vector<EtcdOp> ops = {EtcdOp::Put(rank_key, req.node_id()),
+                               EtcdOp::Put(node_key, entry.SerializeAsString()),
+                               EtcdOp::Put(alive_key, incarnation, lease)};
+    add_claim(&compares, &ops);
+    PSDB_ASSIGN_OR_RETURN(EtcdTxnResult r,
+                          etcd_->Txn(compares, ops, {EtcdOp::Get(alive_key)}));
     // Lost to another scheduler (that rank or this id), unless the compare
     // failed on this very transaction's own earlier, re-sent commit.
     if (!r.succeeded && !OursCommitted(r, lease)) {

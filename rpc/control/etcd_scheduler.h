@@ -15,6 +15,8 @@
 //                              requires the rank key and the node key to
 //                              be absent, so no rank is given twice)
 //   members/nodes/<id>         NodeEntry: role, rank, address, alive/dead
+//   addresses/<host:port>      the server node id holding that address,
+//                              claimed in the registration's transaction
 //   members/map                the ring (ClusterMap: servers and workers
 //                              by rank), written once every rank is taken;
 //                              the map's epoch is this key's etcd revision

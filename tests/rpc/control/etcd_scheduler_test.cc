@@ -174,6 +174,33 @@ TEST_F(EtcdSchedulerTest, ConcurrentRegistrationsNeverShareARank) {
   for (int r = 0; r < kServers; ++r) EXPECT_EQ(given.count(r), 1u) << r;
 }
 
+TEST_F(EtcdSchedulerTest, OneAddressGoesToOneServerEvenInARace) {
+  auto a = Start(3, 0);
+  auto b = Start(3, 0);
+  // Eight servers race for one address through two schedulers.
+  std::atomic<int> won{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = (i % 2 == 0 ? a : b)
+                   ->backend()
+                   ->Register(Req(absl::StrCat("s", i), v1::NODE_ROLE_SERVER,
+                                  "10.0.0.1:7000"),
+                              absl::Now());
+      if (r.ok()) {
+        ++won;
+      } else {
+        EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
+        EXPECT_THAT(r.status().message(), HasSubstr("already used"));
+        ++refused;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(refused.load(), 7);
+}
+
 TEST_F(EtcdSchedulerTest, ExpiredLeaseMarksDeadAndTheNodeTakesItsRankBack) {
   auto a = Start(2, 0);
   auto b = Start(2, 0);
@@ -223,6 +250,9 @@ TEST_F(EtcdSchedulerTest, ExpiredLeaseMarksDeadAndTheNodeTakesItsRankBack) {
   EXPECT_EQ(after.epoch(), ready.epoch());
   EXPECT_GT(after.version(), ready.version());
   EXPECT_EQ(after.servers(s1.rank()).address(), "h:4");
+  // Its new address is now claimed by it.
+  EXPECT_THAT(sa->Register(Req("s9", v1::NODE_ROLE_SERVER, "h:4"), absl::Now()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(after.servers(s1.rank()).state(), v1::NODE_STATE_ALIVE);
 }
 
