@@ -647,8 +647,20 @@ absl::StatusOr<int64_t> EtcdScheduler::StepClock(absl::string_view node_id,
   }
   const int64_t need = finished_step - staleness;
   absl::flat_hash_map<std::string, int64_t> clocks;
+  // Worker rank -> node id. Ranks are never given twice nor taken away, so
+  // they are read again only while some are still unassigned.
+  std::map<int, std::string> ids;
+  const std::string worker_ranks = Key("ranks/worker/");
   while (true) {
-    PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+    if (static_cast<int>(ids.size()) < options_.worker_num) {
+      PSDB_ASSIGN_OR_RETURN(EtcdRange ranks, etcd_->GetPrefix(worker_ranks));
+      for (const EtcdKeyValue& kv : ranks.kvs) {
+        int rank = 0;
+        if (absl::SimpleAtoi(kv.key.substr(worker_ranks.size()), &rank)) {
+          ids[rank] = kv.value;
+        }
+      }
+    }
     PSDB_ASSIGN_OR_RETURN(EtcdRange range, etcd_->GetPrefix(Key("clocks/")));
     clocks.clear();
     for (const EtcdKeyValue& kv : range.kvs) {
@@ -657,9 +669,6 @@ absl::StatusOr<int64_t> EtcdScheduler::StepClock(absl::string_view node_id,
         clocks[kv.key.substr(Key("clocks/").size())] = step;
       }
     }
-    std::map<int, std::string> ids;
-    for (const v1::NodeEntry& w : read.map.workers())
-      ids[w.rank()] = w.node_id();
     int64_t slowest = INT64_MAX;
     for (int rank = 0; rank < options_.worker_num; ++rank) {
       auto id = ids.find(rank);

@@ -100,17 +100,20 @@ class SchedulerClient::Impl {
     }
   }
 
+  // `budget`: how long the call may take in all; default wait +
+  // call_timeout.
   absl::StatusOr<v1::RegisterResponse> DoRegister(
-      v1::RegisterRequest req, absl::Duration wait = absl::ZeroDuration()) {
+      v1::RegisterRequest req, absl::Duration wait = absl::ZeroDuration(),
+      std::optional<absl::Duration> budget = std::nullopt) {
     req.set_incarnation(incarnation);
     v1::RegisterResponse resp;
     // The scheduler may still be starting: wait for the channel (one
     // address) or go round the addresses (several).
-    PSDB_RETURN_IF_ERROR(Call(absl::Now() + wait + options.call_timeout,
-                              {.wait_for_ready = true},
-                              [&](Stub* stub, grpc::ClientContext* ctx) {
-                                return stub->Register(ctx, req, &resp);
-                              }));
+    PSDB_RETURN_IF_ERROR(Call(
+        absl::Now() + budget.value_or(wait + options.call_timeout),
+        {.wait_for_ready = true}, [&](Stub* stub, grpc::ClientContext* ctx) {
+          return stub->Register(ctx, req, &resp);
+        }));
     absl::MutexLock lock(&mu);
     registration = req;
     registered = true;
@@ -164,7 +167,16 @@ class SchedulerClient::Impl {
           absl::MutexLock relock(&mu);
           again = registration;
         }
-        absl::StatusOr<v1::RegisterResponse> r = DoRegister(again);
+        // Bounded by a few beats, not by call_timeout, so StopHeartbeats
+        // (which joins this thread) returns promptly; the next beat tries
+        // again.
+        absl::Duration budget;
+        {
+          absl::MutexLock relock(&mu);
+          budget = std::max(4 * interval, absl::Seconds(2));
+        }
+        absl::StatusOr<v1::RegisterResponse> r =
+            DoRegister(again, absl::ZeroDuration(), budget);
         if (r.ok()) {
           absl::MutexLock relock(&mu);
           ++reregistrations;
