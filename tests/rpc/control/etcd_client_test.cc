@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/rpc/control/etcd_cluster.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 
 namespace psdb::rpc {
@@ -172,6 +173,27 @@ TEST(EtcdClientTest, WaitForEventsSeesChangesFromARevision) {
   EXPECT_THAT(client->WaitForEvents("/w/", true, later[0].kv.mod_revision + 1,
                                     absl::Now() + absl::Milliseconds(300)),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
+TEST(EtcdClientTest, AWatchFromACompactedRevisionIsOutOfRange) {
+  ASSERT_OK_AND_ASSIGN(auto etcd, EtcdCluster::Start(1));
+  auto client = Connect(etcd->endpoint_list());
+  ASSERT_OK_AND_ASSIGN(int64_t r1, client->Put("/c/a", "1"));
+  ASSERT_OK_AND_ASSIGN(int64_t r2, client->Put("/c/a", "2"));
+  // etcdctl (Debian's etcd-client) compacts the history up to r2.
+  psdb::testing::ShellResult compact = psdb::testing::RunShell(
+      absl::StrCat("ETCDCTL_API=3 etcdctl --endpoints=", etcd->endpoints(),
+                   " compact ", r2));
+  ASSERT_EQ(compact.exit_code, 0) << compact.output;
+  EXPECT_THAT(
+      client->WaitForEvents("/c/", true, r1, absl::Now() + absl::Seconds(10)),
+      StatusIs(absl::StatusCode::kOutOfRange));
+  // From the compaction point on, history is there.
+  ASSERT_OK_AND_ASSIGN(
+      auto events,
+      client->WaitForEvents("/c/", true, r2, absl::Now() + absl::Seconds(10)));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kv.value, "2");
 }
 
 TEST(EtcdClientTest, FailsOverToALiveMember) {
