@@ -57,7 +57,8 @@ ABSL_FLAG(std::string, etcd, "",
 ABSL_FLAG(std::string, cluster, "",
           "Cluster name: its state lives under /psdb/NAME/ in etcd "
           "(overrides PS_CLUSTER_NAME; default 'default').");
-ABSL_FLAG(int, lease_ttl_s, 10,
+constexpr int kDefaultLeaseTtlS = 10;
+ABSL_FLAG(int, lease_ttl_s, kDefaultLeaseTtlS,
           "etcd lease TTL of nodes and schedulers: a killed node is dead, "
           "and a standby leads, this long after the kill.");
 ABSL_FLAG(std::string, advertise_address, "",
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
         "(PS_ETCD_ENDPOINTS) too, or neither"));
   }
   if (!cluster.empty()) options.cluster = cluster;
+  if (options.etcd_endpoints.empty() &&
+      absl::GetFlag(FLAGS_lease_ttl_s) != kDefaultLeaseTtlS) {
+    return Fail(absl::InvalidArgumentError(
+        "--lease_ttl_s is etcd's lease TTL; without --etcd a node's death is "
+        "--heartbeat_timeout_ms"));
+  }
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_tls_ca);
