@@ -12,11 +12,8 @@
 
 namespace psdb::ckpt {
 
-absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> RingOwnershipCheck::Create(
-    const CheckpointReader& reader) {
-  const v1::RingManifest& rm = reader.manifest().ring();
-  if (rm.server_ids_size() == 0) return nullptr;
-  const std::string where = absl::StrCat(reader.dir(), "/MANIFEST.json");
+absl::StatusOr<Ring> RingFromManifest(const v1::RingManifest& rm,
+                                      absl::string_view where) {
   if (rm.weights_size() != rm.server_ids_size()) {
     return absl::DataLossError(
         absl::StrCat(where, ": ring has ", rm.server_ids_size(),
@@ -26,24 +23,32 @@ absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> RingOwnershipCheck::Create(
   options.vnodes_per_server = rm.vnodes_per_server();
   options.hash_seed = rm.hash_seed();
   std::vector<RingMember> members;
-  std::set<int> ids;
   for (int i = 0; i < rm.server_ids_size(); ++i) {
     members.push_back({rm.server_ids(i), rm.weights(i)});
-    ids.insert(rm.server_ids(i));
-  }
-  std::set<int> shard_ids;
-  for (const ShardInfo& s : reader.shards()) shard_ids.insert(s.shard_id);
-  if (ids != shard_ids) {
-    return absl::DataLossError(absl::StrCat(
-        where, ": the ring's servers are not the checkpoint's shards"));
   }
   absl::StatusOr<Ring> ring = Ring::Create(options, members);
   if (!ring.ok()) {
     return absl::DataLossError(
         absl::StrCat(where, ": bad ring: ", ring.status().message()));
   }
+  return ring;
+}
+
+absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> RingOwnershipCheck::Create(
+    const CheckpointReader& reader) {
+  const v1::RingManifest& rm = reader.manifest().ring();
+  if (rm.server_ids_size() == 0) return nullptr;
+  const std::string where = absl::StrCat(reader.dir(), "/MANIFEST.json");
+  std::set<int> ids(rm.server_ids().begin(), rm.server_ids().end());
+  std::set<int> shard_ids;
+  for (const ShardInfo& s : reader.shards()) shard_ids.insert(s.shard_id);
+  if (ids != shard_ids) {
+    return absl::DataLossError(absl::StrCat(
+        where, ": the ring's servers are not the checkpoint's shards"));
+  }
+  PSDB_ASSIGN_OR_RETURN(Ring ring, RingFromManifest(rm, where));
   return std::unique_ptr<RingOwnershipCheck>(
-      new RingOwnershipCheck(*std::move(ring)));
+      new RingOwnershipCheck(std::move(ring)));
 }
 
 absl::Status RingOwnershipCheck::Check(const CheckpointReader& reader,

@@ -31,6 +31,14 @@
 
 namespace psdb::ckpt {
 
+// The ring a cluster manifest records (RingManifest: vnodes, hash seed,
+// server ids in rank order and their weights), built as every reader of
+// the manifest builds it. DataLoss naming `where` (the manifest file) when
+// the ids and weights differ in number or Ring::Create refuses them.
+// REQUIRES: ring.server_ids_size() > 0.
+absl::StatusOr<Ring> RingFromManifest(const v1::RingManifest& ring,
+                                      absl::string_view where);
+
 // A per-row check Verify runs after a row decodes.
 class RowCheck {
  public:

@@ -8,6 +8,7 @@
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "store/store_impl.h"
+#include "store/store_meta.h"
 #include "util/status_macros.h"
 
 namespace psdb {
@@ -16,11 +17,11 @@ namespace {
 namespace fs = std::filesystem;
 using internal::Table;
 
-constexpr absl::string_view kMetaVersion = "psdb/format_version";
-constexpr absl::string_view kMetaTable = "psdb/table/";
-constexpr absl::string_view kMetaStep = "psdb/step/";
-constexpr absl::string_view kMetaRows = "psdb/rows/";
-constexpr absl::string_view kMetaClean = "psdb/clean";
+using internal::kMetaClean;
+using internal::kMetaRows;
+using internal::kMetaStep;
+using internal::kMetaTable;
+using internal::kMetaVersion;
 
 int64_t ParseI64(const absl::StatusOr<std::string>& v) {
   int64_t x = 0;

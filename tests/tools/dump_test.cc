@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "optim/optimizer.h"
+#include "shard/ring.h"
 #include "store/checkpoint_reader.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
@@ -369,6 +370,48 @@ TEST_F(DumpTest, CliExportAndVerify) {
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, "OK: " + ckpt_ +
                        ": 2 tables, 4 rows in 1 shards checked, 0 errors\n");
+}
+
+TEST_F(DumpTest, CliReshard) {
+  const std::string out = dir_.Sub("resharded");
+  CliResult r = Cli({"reshard", "--servers=2", "--out=" + out, ckpt_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Keys 1, 2, 300 (emb) and 7 (wide) on the ring of servers 0 and 1.
+  std::vector<RingMember> members = {{0, 1.0f}, {1, 1.0f}};
+  ASSERT_OK_AND_ASSIGN(Ring ring, Ring::Create(RingOptions(), members));
+  uint64_t rows[2] = {0, 0};
+  for (uint64_t key : {1, 2, 300, 7}) ++rows[ring.OwnerIndex(key)];
+  EXPECT_EQ(r.out, absl::StrCat("ps-dump: resharded 4 rows of 1 shards into "
+                                "2 shards at ",
+                                out, "; rows per shard: ", rows[0], " ",
+                                rows[1], "\n"));
+  r = Cli({"verify", out});
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const std::string table : {"emb", "wide"}) {
+    const std::string a = dir_.Sub("a-" + table + ".tsv");
+    const std::string b = dir_.Sub("b-" + table + ".tsv");
+    ASSERT_EQ(
+        Cli({"export", "--table=" + table, "--with-state", "--out=" + a, ckpt_})
+            .code,
+        0);
+    ASSERT_EQ(
+        Cli({"export", "--table=" + table, "--with-state", "--out=" + b, out})
+            .code,
+        0);
+    EXPECT_EQ(ReadFile(a), ReadFile(b));
+  }
+  // Usage errors exit 2, an existing output 1.
+  EXPECT_EQ(Cli({"reshard", "--servers=0", "--out=" + out + "2", ckpt_}).code,
+            2);
+  EXPECT_EQ(Cli({"reshard", "--out=" + out + "2", ckpt_}).code, 2);
+  EXPECT_EQ(Cli({"reshard", "--servers=2", ckpt_}).code, 2);
+  EXPECT_EQ(
+      Cli({"reshard", "--servers=2", "--out=" + out, "--batch_rows=0", ckpt_})
+          .code,
+      2);
+  r = Cli({"reshard", "--servers=3", "--out=" + out, ckpt_});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("exists and is not an empty directory"));
 }
 
 // The real binary, as a separate process.

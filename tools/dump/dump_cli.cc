@@ -1,11 +1,14 @@
 #include "tools/dump/dump_cli.h"
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "store/checkpoint_reshard.h"
 #include "store/checkpoint_verify.h"
 #include "tools/common/args.h"
 #include "tools/dump/dump.h"
@@ -37,6 +40,15 @@ commands:
            finite, row counts match the manifest and (cluster checkpoints)
            every key is on the shard the manifest's ring places it on;
            exit 1 on any problem
+  reshard  rewrite the checkpoint (after verifying it) as a cluster
+           checkpoint of M shards under the ring of M servers (ids 0..M-1,
+           the source ring's vnodes and seed), rows and optimizer state
+           unchanged; a cluster of M ps-servers restores it with
+           --restore_from=DIR (rank r loads shard-r)
+             --servers=M           shards of the new checkpoint (required)
+             --out=DIR             the new checkpoint directory; must not
+                                   exist or be empty (required)
+             --batch_rows=N        rows per write batch (default 65536)
 )";
 
 int Usage(std::ostream& err, absl::string_view problem) {
@@ -68,6 +80,8 @@ int RunDump(int argc, const char* const* argv, std::ostream& out,
   if (command == "export") {
     known.insert(known.end(),
                  {"table", "format", "with-state", "keys", "limit", "out"});
+  } else if (command == "reshard") {
+    known.insert(known.end(), {"servers", "out", "batch_rows"});
   } else if (command != "info" && command != "verify") {
     return Usage(err, "unknown command '" + command + "'");
   }
@@ -112,6 +126,22 @@ int RunDump(int argc, const char* const* argv, std::ostream& out,
     }
   }
 
+  ckpt::ReshardOptions reshard_options;
+  if (command == "reshard") {
+    if (!args->Has("servers")) return Usage(err, "reshard needs --servers=M");
+    if (!args->Has("out")) return Usage(err, "reshard needs --out=DIR");
+    absl::StatusOr<int64_t> servers =
+        args->GetInt("servers", 0, 1, std::numeric_limits<int32_t>::max());
+    if (!servers.ok()) return Usage(err, servers.status().message());
+    reshard_options.servers = static_cast<int>(*servers);
+    reshard_options.out = args->GetString("out", "");
+    absl::StatusOr<int64_t> batch_rows = args->GetInt(
+        "batch_rows", static_cast<int64_t>(reshard_options.batch_rows), 1,
+        INT64_MAX);
+    if (!batch_rows.ok()) return Usage(err, batch_rows.status().message());
+    reshard_options.batch_rows = static_cast<size_t>(*batch_rows);
+  }
+
   absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
       CheckpointReader::Open(path);
   if (!reader.ok()) return Fail(err, reader.status());
@@ -125,6 +155,18 @@ int RunDump(int argc, const char* const* argv, std::ostream& out,
     if (!report.ok()) return Fail(err, report.status());
     ckpt::PrintVerifyReport(**reader, *report, out);
     return report->ok() ? 0 : 1;
+  }
+  if (command == "reshard") {
+    absl::StatusOr<ckpt::ReshardResult> result =
+        ckpt::Reshard(**reader, reshard_options);
+    if (!result.ok()) return Fail(err, result.status());
+    out << "ps-dump: resharded " << result->rows << " rows of "
+        << (*reader)->shards().size() << " shards into "
+        << result->shard_rows.size() << " shards at " << result->path
+        << "; rows per shard:";
+    for (uint64_t rows : result->shard_rows) out << " " << rows;
+    out << "\n";
+    return 0;
   }
   absl::StatusOr<ExportResult> result = Export(**reader, export_options, out);
   if (!result.ok()) return Fail(err, result.status());
