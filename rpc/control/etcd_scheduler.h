@@ -5,7 +5,12 @@
 // every call by reading and writing etcd (compare-and-set transactions,
 // watches). One scheduler leads (an etcd lease-bound key); the leader marks
 // nodes whose lease expired dead and publishes the map; the others stand
-// by and take over within lease_ttl of the leader's death.
+// by and take over once the dead leader's lease ends (lease_ttl after its
+// last renewal, plus etcd's expiry check, at most 500 ms).
+//
+// Every write is a compare-and-set transaction that EtcdClient may send
+// twice (etcd_client.h); one whose compare fails on its own earlier commit
+// (the key holds this very lease, or this node's arrival) counts as won.
 //
 // Keys, under /psdb/<cluster>/:
 //   config                     "server_num=N worker_num=M", written once;
