@@ -66,6 +66,8 @@
 
 namespace psdb {
 
+class Ring;  // shard/ring.h
+
 enum class EvictionPolicy : int {
   kClock = 0,       // second-chance CLOCK over arena slots
   kSampledLru = 1,  // evict the least recently used of a small random sample
@@ -102,6 +104,15 @@ struct StoreOptions {
   // Shard id recorded in checkpoints (cluster servers set their rank).
   // Default: 0
   int shard_id = 0;
+  // The ring of the cluster this store serves as server `shard_id` (a
+  // cluster server's ClusterMap::ring()); null or empty for a lone store.
+  // Used only by restore_from: when the checkpoint records another ring
+  // (another number of servers, other ids, weights, vnodes or seed; or no
+  // ring while this one has several servers), <path>/db is built from the
+  // rows this server owns on this ring, read from only the source shards
+  // that can hold them (store/checkpoint_restore.h) instead of linking the
+  // checkpoint's shard `shard_id`. Default: nullptr
+  std::shared_ptr<const Ring> ring;
 };
 
 class Store {

@@ -18,6 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "shard/ring.h"
+#include "store/checkpoint_restore.h"
+#include "store/checkpoint_verify.h"
 #include "store/manifest.h"
 #include "store/store.h"
 #include "store/store_impl.h"
@@ -93,6 +96,29 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
   PSDB_ASSIGN_OR_RETURN(std::string dir,
                         ResolveCheckpointDir(options_.restore_from));
   PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir));
+  if (options_.ring != nullptr && !options_.ring->empty()) {
+    const Ring& ring = *options_.ring;
+    bool same_ring = false;
+    if (m.ring().server_ids_size() > 0) {
+      PSDB_ASSIGN_OR_RETURN(
+          Ring source,
+          ckpt::RingFromManifest(m.ring(),
+                                 absl::StrCat(dir, "/", kManifestFileName)));
+      same_ring = source == ring;
+    } else {
+      same_ring = ring.num_servers() == 1;  // one shard holds every key
+    }
+    if (!same_ring) {
+      ckpt::RingRestoreOptions restore;
+      restore.checkpoint_dir = dir;
+      restore.ring = ring;
+      restore.server = options_.shard_id;
+      restore.db_path = db_path;
+      PSDB_ASSIGN_OR_RETURN(ckpt::RingRestoreResult r,
+                            ckpt::RestoreForRing(restore));
+      return std::move(r.manifest);
+    }
+  }
   std::string shard_rel = ShardDirName(options_.shard_id);
   bool found = false;
   for (const v1::ShardManifest& s : m.shards()) {
@@ -113,7 +139,11 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
   // no half-populated <path>/db.
   const fs::path tmp = db_path + ".restore-tmp";
   fs::remove_all(tmp, ec);
-  PSDB_RETURN_IF_ERROR(LinkOrCopyDir(src, tmp));
+  if (absl::Status s = LinkOrCopyDir(src, tmp); !s.ok()) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    return s;
+  }
   fs::rename(tmp, db_path, ec);
   if (ec) return FsError("rename into", db_path, ec);
   return m;

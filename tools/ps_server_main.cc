@@ -63,6 +63,7 @@
 #include "rpc/control/scheduler_client.h"
 #include "rpc/server/server.h"
 #include "rpc/wire/tls.h"
+#include "shard/ring.h"
 #include "store/store.h"
 #include "tools/common/args.h"
 
@@ -474,6 +475,11 @@ int main(int argc, char** argv) {
   store_options.max_batch_keys = options.max_batch_keys;
   store_options.shard_id = options.shard_id;
   store_options.restore_from = absl::GetFlag(FLAGS_restore_from);
+  // A checkpoint cut for another ring is restored as this ring's shard.
+  if (!options.cluster.ring().empty()) {
+    store_options.ring =
+        std::make_shared<const psdb::Ring>(options.cluster.ring());
+  }
   auto store = psdb::Store::Open(store_options, data_dir);
   if (!store.ok()) return Fail(store.status());
 
