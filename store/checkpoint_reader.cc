@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "optim/optimizer.h"
@@ -28,6 +29,16 @@ struct CheckpointReader::OpenShard {
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     absl::string_view path) {
+  return OpenImpl(path, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenShards(
+    absl::string_view path, absl::Span<const int> shard_ids) {
+  return OpenImpl(path, &shard_ids);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenImpl(
+    absl::string_view path, const absl::Span<const int>* only) {
   std::unique_ptr<CheckpointReader> r(new CheckpointReader());
   PSDB_ASSIGN_OR_RETURN(r->dir_, ResolveCheckpointDir(path));
   PSDB_ASSIGN_OR_RETURN(r->manifest_, ReadManifest(r->dir_));
@@ -56,7 +67,31 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     r->tables_.push_back(std::move(info));
   }
 
-  for (const v1::ShardManifest& s : r->manifest_.shards()) {
+  // Manifest indices of the shards opened.
+  std::vector<int> keep;
+  for (int i = 0; i < num_shards; ++i) {
+    if (only == nullptr ||
+        absl::c_linear_search(*only, r->manifest_.shards(i).shard_id())) {
+      keep.push_back(i);
+    }
+  }
+  if (only != nullptr) {
+    for (int id : *only) {
+      bool found = false;
+      for (int i : keep) found |= r->manifest_.shards(i).shard_id() == id;
+      if (!found) {
+        return absl::NotFoundError(
+            absl::StrCat(manifest_file, ": no shard ", id));
+      }
+    }
+    for (TableInfo& t : r->tables_) {
+      std::vector<uint64_t> rows;
+      for (int i : keep) rows.push_back(t.shard_rows[i]);
+      t.shard_rows = std::move(rows);
+    }
+  }
+  for (int i : keep) {
+    const v1::ShardManifest& s = r->manifest_.shards(i);
     ShardInfo shard;
     shard.shard_id = s.shard_id();
     shard.server = s.server();

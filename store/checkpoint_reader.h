@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "rocksdb/db.h"
 #include "store/manifest.pb.h"
 #include "store/row.h"
@@ -62,6 +63,13 @@ class CheckpointReader {
   // directory if a shard's RocksDB cannot be opened.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(
       absl::string_view path);
+  // The same, opening only the shards whose shard_id is in `shard_ids`:
+  // shards() lists only those (in manifest order) and each table's
+  // shard_rows is indexed like it; the other shards' files are never
+  // touched. What a restore onto a different ring reads
+  // (store/checkpoint_restore.h). NotFound if an id is not in the manifest.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenShards(
+      absl::string_view path, absl::Span<const int> shard_ids);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
@@ -104,6 +112,9 @@ class CheckpointReader {
  private:
   struct OpenShard;
   CheckpointReader() = default;
+  // only == nullptr: every shard.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenImpl(
+      absl::string_view path, const absl::Span<const int>* only);
   absl::StatusOr<rocksdb::ColumnFamilyHandle*> Family(
       size_t shard, absl::string_view table) const;
 

@@ -108,7 +108,7 @@ absl::Status Store::Impl::Open() {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
   }
-  const std::string db_path = path_ + "/db";
+  const std::string db_path = DbPath(path_);
   std::optional<v1::Manifest> restored;
   if (!fs::exists(db_path + "/CURRENT", ec) && !options_.restore_from.empty()) {
     PSDB_ASSIGN_OR_RETURN(v1::Manifest m, RestoreInto(db_path));
@@ -471,6 +471,10 @@ absl::Status Store::Impl::Flush() {
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
+
+std::string Store::DbPath(absl::string_view path) {
+  return absl::StrCat(path, "/db");
+}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
                                                    absl::string_view path) {

@@ -114,6 +114,11 @@ class Store {
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const StoreOptions& options, absl::string_view path);
 
+  // The RocksDB directory of a store at `path` (`path`/db): what
+  // restore_from populates, and what a restore done before Open (a
+  // cluster server's, store/checkpoint_restore.h) creates.
+  static std::string DbPath(absl::string_view path);
+
   // Opens shard `shard_id` of the checkpoint `checkpoint_dir` (a directory
   // holding MANIFEST.json) read-only: a serving replica's store. RocksDB
   // opens the shard's files with OpenForReadOnly and nothing is ever

@@ -113,7 +113,11 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
   // no half-populated <path>/db.
   const fs::path tmp = db_path + ".restore-tmp";
   fs::remove_all(tmp, ec);
-  PSDB_RETURN_IF_ERROR(LinkOrCopyDir(src, tmp));
+  if (absl::Status s = LinkOrCopyDir(src, tmp); !s.ok()) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    return s;
+  }
   fs::rename(tmp, db_path, ec);
   if (ec) return FsError("rename into", db_path, ec);
   return m;

@@ -58,11 +58,14 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rpc/control/admin_checkpoint.h"
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/server/server.h"
 #include "rpc/wire/tls.h"
+#include "shard/ring.h"
+#include "store/checkpoint_restore.h"
 #include "store/store.h"
 #include "tools/common/args.h"
 
@@ -474,6 +477,21 @@ int main(int argc, char** argv) {
   store_options.max_batch_keys = options.max_batch_keys;
   store_options.shard_id = options.shard_id;
   store_options.restore_from = absl::GetFlag(FLAGS_restore_from);
+  // A checkpoint cut for another ring: this server's rows are gathered
+  // from the source shards that can hold them before the store opens.
+  auto prepared = psdb::ckpt::PrepareRestoreForRing(store_options.restore_from,
+                                                    options.cluster.ring(),
+                                                    options.shard_id, data_dir);
+  if (!prepared.ok()) return Fail(prepared.status());
+  if (prepared->has_value()) {
+    std::fprintf(stderr,
+                 "ps-server: restored %llu rows owned by server %d of %d "
+                 "from checkpoint shards %s (cut for another ring)\n",
+                 static_cast<unsigned long long>((*prepared)->rows),
+                 options.shard_id,
+                 static_cast<int>(options.cluster.ring().num_servers()),
+                 absl::StrJoin((*prepared)->source_shards, ",").c_str());
+  }
   auto store = psdb::Store::Open(store_options, data_dir);
   if (!store.ok()) return Fail(store.status());
 

@@ -7,6 +7,7 @@
 #include "store/checkpoint_reshard.h"
 
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shard/ring.h"
+#include "store/checkpoint_restore.h"
 #include "store/checkpoint_verify.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
@@ -230,9 +232,24 @@ TEST_P(ReshardTest, VerifiesExportsIdenticallyAndFollowsTheRing) {
     StoreOptions so;
     so.restore_from = dir.Sub("out");
     so.shard_id = r;
+    // The checkpoint's own ring: nothing to prepare, Store::Open links.
+    ASSERT_OK_AND_ASSIGN(
+        std::optional<RingRestoreResult> prepared,
+        PrepareRestoreForRing(so.restore_from, ring, r,
+                              dir.Sub(absl::StrCat("restored-", r))));
+    EXPECT_FALSE(prepared.has_value());
     ASSERT_OK_AND_ASSIGN(
         std::unique_ptr<Store> store,
         Store::Open(so, dir.Sub(absl::StrCat("restored-", r))));
+    int linked = 0;
+    for (const auto& f : std::filesystem::directory_iterator(
+             dir.Sub(absl::StrCat("restored-", r, "/db")))) {
+      if (f.path().extension() == ".sst" &&
+          std::filesystem::hard_link_count(f.path()) >= 2) {
+        ++linked;
+      }
+    }
+    EXPECT_GT(linked, 0);
     for (size_t t = 0; t < src->tables().size(); ++t) {
       const TableInfo& table = src->tables()[t];
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<TableCursor> c,
@@ -321,6 +338,123 @@ TEST(ReshardErrorsTest, BadServersExistingOutAndCorruptSource) {
   EXPECT_THAT(st.message(), HasSubstr("key 3"));
   EXPECT_FALSE(std::filesystem::exists(options.out));
   EXPECT_FALSE(std::filesystem::exists(options.out + ".reshard-tmp"));
+}
+
+// Store::Open with restore_from onto a ring of another size
+// (store/checkpoint_restore.h): each rank gets exactly the rows
+// `ps-dump reshard` puts in its shard, byte for byte, reading only the
+// source shards that can hold them.
+class RestoreOntoRingTest : public ::testing::TestWithParam<ReshardCase> {};
+
+TEST_P(RestoreOntoRingTest, EachRankLoadsExactlyItsRows) {
+  const auto [from, to] = GetParam();
+  ScratchDir dir;
+  const std::string src_dir = TrainAndCheckpoint(dir, "src", from);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<CheckpointReader> src,
+                       CheckpointReader::Open(src_dir));
+  ReshardOptions reshard;
+  reshard.servers = to;
+  reshard.out = dir.Sub("reshard");
+  ASSERT_OK_AND_ASSIGN(ReshardResult expected, Reshard(*src, reshard));
+
+  const Ring ring = ServerRing(to);
+  const Ring source_ring = ServerRing(from);
+  uint64_t total = 0;
+  for (int r = 0; r < to; ++r) {
+    // Which source shards are read: a surviving server reads its own shard
+    // and those of removed servers; a new one reads every shard.
+    std::vector<ServerId> want;
+    if (r < from) {
+      want.push_back(r);
+      for (int s = to; s < from; ++s) want.push_back(s);
+    } else {
+      for (int s = 0; s < from; ++s) want.push_back(s);
+    }
+    EXPECT_EQ(SourceShardsFor(source_ring, ring, r), want) << r;
+    RingRestoreOptions direct;
+    direct.checkpoint_dir = src->dir();
+    direct.ring = ring;
+    direct.server = r;
+    direct.db_path = dir.Sub(absl::StrCat("direct-", r, "/db"));
+    direct.batch_rows = 7;  // many batches
+    std::filesystem::create_directories(dir.Sub(absl::StrCat("direct-", r)));
+    ASSERT_OK_AND_ASSIGN(RingRestoreResult rr, RestoreForRing(direct));
+    EXPECT_EQ(rr.source_shards, std::vector<int>(want.begin(), want.end()));
+    EXPECT_EQ(rr.rows, expected.shard_rows[r]);
+    EXPECT_FALSE(std::filesystem::exists(direct.db_path + ".restore-tmp"));
+
+    // A Store of rank r restored from the source: its own checkpoint
+    // exports exactly what the reshard's shard r exports.
+    StoreOptions so;
+    so.restore_from = src_dir;
+    so.shard_id = r;
+    const std::string path = dir.Sub(absl::StrCat("rank-", r));
+    ASSERT_OK_AND_ASSIGN(std::optional<RingRestoreResult> prepared,
+                         PrepareRestoreForRing(src_dir, ring, r, path));
+    ASSERT_TRUE(prepared.has_value());
+    EXPECT_EQ(prepared->source_shards, rr.source_shards);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open(so, path));
+    ASSERT_OK_AND_ASSIGN(CheckpointInfo info,
+                         store->Checkpoint(dir.Sub(absl::StrCat("re-", r))));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<CheckpointReader> mine,
+                         CheckpointReader::Open(info.path));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<CheckpointReader> theirs,
+                         CheckpointReader::OpenShards(reshard.out, {r}));
+    const std::string exported = ExportAll(*theirs);
+    EXPECT_EQ(ExportAll(*mine), exported) << "rank " << r;
+    uint64_t rows = 0;
+    for (size_t t = 0; t < mine->tables().size(); ++t) {
+      EXPECT_EQ(mine->tables()[t].rows, theirs->tables()[t].shard_rows[0]);
+      rows += mine->tables()[t].rows;
+    }
+    EXPECT_EQ(rows, expected.shard_rows[r]);
+    total += rows;
+    // Every row it holds is its own on the new ring.
+    for (const TableInfo& t : mine->tables()) {
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<TableCursor> c,
+                           TableCursor::Open(*mine, t));
+      for (; c->Valid(); c->Next()) {
+        uint64_t key = 0;
+        ASSERT_OK(DecodeKey(c->key(), &key));
+        EXPECT_EQ(ring.Owner(key), r) << key;
+      }
+    }
+  }
+  EXPECT_EQ(total, src->tables()[0].rows + src->tables()[1].rows);
+  EXPECT_EQ(total, expected.rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, RestoreOntoRingTest,
+                         ::testing::Values(ReshardCase{3, 2}, ReshardCase{3, 5},
+                                           ReshardCase{3, 4}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.from, "to",
+                                               info.param.to);
+                         });
+
+TEST(RestoreOntoRingErrorsTest, CorruptSourceLeavesNoDb) {
+  ScratchDir dir;
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = 2;
+  testing::FixtureTable table;
+  table.spec = spec;
+  for (uint64_t k = 1; k <= 5; ++k) table.rows[k] = testing::MakeRow(k, 2, 0);
+  const std::string bad = dir.Sub("bad");
+  ASSERT_OK(testing::WriteCheckpoint(bad, {table}, 2, 1,
+                                     {{{"emb", 3}, std::string("garbage")}}));
+  for (int r = 0; r < 2; ++r) {
+    StoreOptions so;
+    so.restore_from = bad;
+    so.shard_id = r;
+    const std::string path = dir.Sub(absl::StrCat("rank-", r));
+    absl::Status st =
+        PrepareRestoreForRing(bad, ServerRing(2), r, path).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_THAT(st.message(), HasSubstr("key 3"));
+    EXPECT_FALSE(std::filesystem::exists(path + "/db"));
+    EXPECT_FALSE(std::filesystem::exists(path + "/db.restore-tmp"));
+  }
 }
 
 }  // namespace

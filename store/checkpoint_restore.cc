@@ -1,0 +1,178 @@
+#include "store/checkpoint_restore.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "store/checkpoint_reader.h"
+#include "store/checkpoint_verify.h"
+#include "store/manifest.h"
+#include "store/shard_writer.h"
+#include "store/store.h"
+#include "util/status_macros.h"
+
+namespace psdb::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Vnode count of server `id` on `ring`, or 0 when it is not on it.
+uint32_t Vnodes(const Ring& ring, ServerId id) {
+  const std::optional<size_t> i = ring.IndexOf(id);
+  if (!i.has_value()) return 0;
+  return Ring::VnodeCount(ring.options(), ring.members()[*i].weight);
+}
+
+absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
+                                          const std::string& tmp) {
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest,
+                        ReadManifest(options.checkpoint_dir));
+  const std::string where =
+      absl::StrCat(options.checkpoint_dir, "/", kManifestFileName);
+  std::vector<int> ids;
+  if (manifest.ring().server_ids_size() > 0) {
+    PSDB_ASSIGN_OR_RETURN(Ring source,
+                          RingFromManifest(manifest.ring(), where));
+    for (ServerId id : SourceShardsFor(source, options.ring, options.server)) {
+      ids.push_back(id);
+    }
+  } else {
+    for (const v1::ShardManifest& s : manifest.shards()) {
+      ids.push_back(s.shard_id());
+    }
+    std::sort(ids.begin(), ids.end());
+  }
+  PSDB_ASSIGN_OR_RETURN(
+      std::unique_ptr<CheckpointReader> reader,
+      CheckpointReader::OpenShards(options.checkpoint_dir, ids));
+
+  std::vector<TableSpec> specs;
+  std::vector<int64_t> steps;
+  for (const TableInfo& t : reader->tables()) {
+    specs.push_back(t.spec);
+    steps.push_back(t.step);
+  }
+  ShardWriterOptions writer_options;
+  writer_options.batch_rows = options.batch_rows;
+  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ShardWriter> writer,
+                        ShardWriter::Create(tmp, specs, writer_options));
+
+  RingRestoreResult result;
+  result.source_shards = ids;
+  const size_t num_shards = reader->shards().size();
+  DecodedRow row;
+  for (size_t t = 0; t < reader->tables().size(); ++t) {
+    const TableInfo& table = reader->tables()[t];
+    std::vector<uint64_t> read(num_shards, 0);
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<TableCursor> cursor,
+                          TableCursor::Open(*reader, table));
+    for (; cursor->Valid(); cursor->Next()) {
+      const size_t shard = cursor->shard();
+      PSDB_RETURN_IF_ERROR(
+          reader->Decode(shard, table, cursor->key(), cursor->value(), &row));
+      ++read[shard];
+      if (options.ring.Owner(row.key) != options.server) continue;
+      PSDB_RETURN_IF_ERROR(writer->Add(t, cursor->key(), cursor->value()));
+    }
+    PSDB_RETURN_IF_ERROR(cursor->status());
+    for (size_t s = 0; s < num_shards; ++s) {
+      if (read[s] != table.shard_rows[s]) {
+        return absl::DataLossError(
+            absl::StrCat(reader->Where(s, table.spec.name), ": read ", read[s],
+                         " rows, the manifest says ", table.shard_rows[s]));
+      }
+    }
+    manifest.mutable_tables(static_cast<int>(t))->set_rows(writer->rows(t));
+    result.rows += writer->rows(t);
+  }
+  PSDB_RETURN_IF_ERROR(writer->Finish(steps));
+  result.manifest = std::move(manifest);
+  return result;
+}
+
+}  // namespace
+
+std::vector<ServerId> SourceShardsFor(const Ring& source, const Ring& target,
+                                      ServerId server) {
+  const bool narrow = source.options() == target.options() &&
+                      Vnodes(source, server) > 0 &&
+                      Vnodes(source, server) == Vnodes(target, server);
+  std::vector<ServerId> ids;
+  for (const RingMember& m : source.members()) {  // sorted by id
+    if (!narrow || m.id == server ||
+        Vnodes(source, m.id) != Vnodes(target, m.id)) {
+      ids.push_back(m.id);
+    }
+  }
+  return ids;
+}
+
+absl::StatusOr<RingRestoreResult> RestoreForRing(
+    const RingRestoreOptions& options) {
+  if (!options.ring.IndexOf(options.server).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: server ", options.server,
+                     " is not on the ring it is restored for"));
+  }
+  if (options.batch_rows < 1) {
+    return absl::InvalidArgumentError("restore: batch_rows must be >= 1");
+  }
+  std::error_code ec;
+  if (options.db_path.empty() || fs::exists(options.db_path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore: database directory '", options.db_path, "' exists"));
+  }
+  const std::string tmp = absl::StrCat(options.db_path, ".restore-tmp");
+  fs::remove_all(tmp, ec);
+  absl::StatusOr<RingRestoreResult> result = WriteDb(options, tmp);
+  if (result.ok()) {
+    fs::rename(tmp, options.db_path, ec);
+    if (ec) {
+      result = absl::InternalError(absl::StrCat("restore: cannot rename ", tmp,
+                                                " to ", options.db_path, ": ",
+                                                ec.message()));
+    }
+  }
+  if (!result.ok()) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+  }
+  return result;
+}
+
+absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
+    absl::string_view restore_from, const Ring& ring, ServerId server,
+    absl::string_view store_path) {
+  const std::string db_path = Store::DbPath(store_path);
+  std::error_code ec;
+  if (restore_from.empty() || ring.empty() ||
+      std::filesystem::exists(db_path + "/CURRENT", ec)) {
+    return std::nullopt;
+  }
+  PSDB_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(restore_from));
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir));
+  bool same_ring = ring.num_servers() == 1;  // one shard holds every key
+  if (m.ring().server_ids_size() > 0) {
+    PSDB_ASSIGN_OR_RETURN(
+        Ring source,
+        RingFromManifest(m.ring(), absl::StrCat(dir, "/", kManifestFileName)));
+    same_ring = source == ring;
+  }
+  if (same_ring) return std::nullopt;
+  std::filesystem::create_directories(std::string(store_path), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", store_path, ": ", ec.message()));
+  }
+  RingRestoreOptions options;
+  options.checkpoint_dir = dir;
+  options.ring = ring;
+  options.server = server;
+  options.db_path = db_path;
+  PSDB_ASSIGN_OR_RETURN(RingRestoreResult result, RestoreForRing(options));
+  return result;
+}
+
+}  // namespace psdb::ckpt
