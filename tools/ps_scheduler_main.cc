@@ -26,12 +26,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/control/etcd_client.h"
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler.h"
+#include "rpc/wire/address.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 
@@ -98,10 +100,12 @@ int Health() {
     return Fail(absl::InvalidArgumentError(
         "--health needs --sched_port (or PS_SCHED_PORT)"));
   }
-  const std::string address =
-      host.find(':') != std::string::npos && host[0] != '['
-          ? absl::StrCat("[", host, "]:", port)
-          : absl::StrCat(host, ":", port);
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--sched_port must be a number, got '", port, "'")));
+  }
+  const std::string address = psdb::rpc::JoinHostPort(host, port_number);
   psdb::rpc::ClientTlsOptions tls;
   tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   if (absl::GetFlag(FLAGS_require_client_cert)) {

@@ -63,6 +63,7 @@
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/server/server.h"
+#include "rpc/wire/address.h"
 #include "rpc/wire/tls.h"
 #include "shard/ring.h"
 #include "store/checkpoint_restore.h"
@@ -432,9 +433,6 @@ int main(int argc, char** argv) {
     }
     std::string host = absl::GetFlag(FLAGS_advertise_host);
     if (host.empty()) host = options.host;
-    if (host.find(':') != std::string::npos && host[0] != '[') {
-      host = absl::StrCat("[", host, "]");
-    }
     psdb::rpc::ClientTlsOptions sched_tls;
     sched_tls.ca_file = options.tls.ca_file;
     sched_tls.cert_file = options.tls.cert_file;
@@ -443,7 +441,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps-server: node id:%s joining scheduler %s\n",
                  config->node_id.c_str(), config->SchedulerAddress().c_str());
     auto joined = psdb::rpc::JoinClusterAsServer(
-        *config, absl::StrCat(host, ":", options.port), sched_tls,
+        *config, psdb::rpc::JoinHostPort(host, options.port), sched_tls,
         absl::Seconds(absl::GetFlag(FLAGS_cluster_wait_seconds)));
     if (!joined.ok()) return Fail(joined.status());
     scheduler = std::move(joined->first);

@@ -768,7 +768,6 @@ void EtcdScheduler::Campaign() {
   absl::Time next_renewal = absl::InfinitePast();
   absl::Time last_renewed = absl::InfinitePast();
   std::string last_leader;
-  int64_t watched = 0;  // leader: revision of the last read of alive/
   std::string advertise;
   {
     absl::MutexLock lock(&mu_);
@@ -861,10 +860,9 @@ void EtcdScheduler::Campaign() {
       if (!pause(absl::Milliseconds(200))) break;
       continue;
     }
-    watched = *read;
     (void)PublishMapIfComplete();
     (void)etcd_->WaitForEvents(
-        Key("alive/"), true, watched + 1,
+        Key("alive/"), true, *read + 1,
         std::min(next_renewal, absl::Now() + absl::Seconds(1)));
   }
 }

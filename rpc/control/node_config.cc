@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "rpc/wire/address.h"
 #include "shard/cluster_map.h"
 
 namespace psdb::rpc {
@@ -107,10 +108,7 @@ absl::string_view NodeRoleName(NodeRoleKind role) {
 std::string NodeConfig::SchedulerAddress() const {
   if (!sched_addresses.empty()) return absl::StrJoin(sched_addresses, ",");
   if (!has_scheduler()) return "";
-  if (sched_host.find(':') != std::string::npos && sched_host[0] != '[') {
-    return absl::StrCat("[", sched_host, "]:", sched_port);
-  }
-  return absl::StrCat(sched_host, ":", sched_port);
+  return JoinHostPort(sched_host, sched_port);
 }
 
 absl::Status ValidateNodeId(absl::string_view id) {

@@ -16,6 +16,7 @@
 #include "rpc/control/etcd_scheduler.h"
 #include "rpc/control/node_config.h"
 #include "rpc/control/scheduler_metrics.h"
+#include "rpc/wire/address.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
@@ -673,10 +674,6 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     impl->etcd = etcd.get();
     impl->backend = std::move(etcd);
   }
-  const std::string host =
-      options.host.find(':') != std::string::npos && options.host[0] != '['
-          ? absl::StrCat("[", options.host, "]")
-          : options.host;
   // Metrics first: a bad metrics address fails Start before anything serves.
   if (options.metrics_port >= 0) {
     PSDB_ASSIGN_OR_RETURN(
@@ -693,15 +690,16 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
+  builder.AddListeningPort(JoinHostPort(options.host, options.port), creds,
                            &impl->port);
   builder.RegisterService(impl.get());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "ps-scheduler: cannot listen on ", host, ":", options.port));
+    return absl::UnavailableError(
+        absl::StrCat("ps-scheduler: cannot listen on ",
+                     JoinHostPort(options.host, options.port)));
   }
-  impl->address = absl::StrCat(host, ":", impl->port);
+  impl->address = JoinHostPort(options.host, impl->port);
   if (impl->etcd != nullptr) {
     impl->etcd->StartCampaign(options.advertise_address.empty()
                                   ? impl->address

@@ -20,6 +20,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "rpc/server/server_metrics.h"
 #include "rpc/server/thread_pool.h"
+#include "rpc/wire/address.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
@@ -576,10 +577,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string host = absl::StrContains(options.host, ':')
-                               ? absl::StrCat("[", options.host, "]")
-                               : options.host;
-  builder.AddListeningPort(absl::StrCat(host, ":", options.port), creds,
+  builder.AddListeningPort(JoinHostPort(options.host, options.port), creds,
                            &impl->port);
   builder.RegisterService(impl->service.get());
   const int max_bytes =
@@ -588,9 +586,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
   builder.SetMaxSendMessageSize(max_bytes);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", host, ":", options.port,
-                     " (address in use or not local?)"));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", JoinHostPort(options.host, options.port),
+        " (address in use or not local?)"));
   }
   impl->server->GetHealthCheckService()->SetServingStatus(true);
   return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
@@ -603,10 +601,7 @@ PsServer::~PsServer() { Shutdown(absl::ZeroDuration()); }
 int PsServer::port() const { return impl_->port; }
 
 std::string PsServer::address() const {
-  const std::string& host = impl_->options.host;
-  return absl::StrContains(host, ':')
-             ? absl::StrCat("[", host, "]:", impl_->port)
-             : absl::StrCat(host, ":", impl_->port);
+  return JoinHostPort(impl_->options.host, impl_->port);
 }
 
 int PsServer::metrics_port() const {

@@ -8,18 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
+#include "rpc/wire/address.h"
 
 namespace psdb::rpc {
-namespace {
-
-std::string HostPort(absl::string_view host, int port) {
-  return absl::StrContains(host, ':') && !absl::StartsWith(host, "[")
-             ? absl::StrCat("[", host, "]:", port)
-             : absl::StrCat(host, ":", port);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     absl::string_view host, int port) {
   if (host.empty()) {
@@ -29,7 +20,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("metrics port ", port, " out of range"));
   }
-  const std::string bind = HostPort(host, port);
+  const std::string bind = JoinHostPort(host, port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     // civetweb's CivetServer throws CivetException (a std::runtime_error)
@@ -63,7 +54,7 @@ void MetricsHttpServer::Register(
 }
 
 std::string MetricsHttpServer::address() const {
-  return HostPort(host_, port_);
+  return JoinHostPort(host_, port_);
 }
 
 }  // namespace psdb::rpc
