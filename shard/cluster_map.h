@@ -3,7 +3,7 @@
 // map. RemoteClient routes with it (through shard::Partitioner), ps-server
 // checks ownership with it, cluster checkpoints record its ring, and the
 // scheduler's wire message (psdb.v1.ClusterMap) is converted to it in one
-// place (rpc/control/cluster_map_proto.h). Every client and server that holds
+// place (rpc/wire/cluster_map_proto.h). Every client and server that holds
 // the same map computes the same owner for every key. A server that gets a
 // request for a key it does not own under its epoch answers
 // FAILED_PRECONDITION with its epoch; the client refreshes its map and

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/control/cluster_map_proto.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
 #include "util/status_macros.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
-#include "rpc/control/cluster_map_proto.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "util/status_macros.h"

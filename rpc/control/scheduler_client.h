@@ -150,7 +150,7 @@ class SchedulerClient {
 // Where a ps-server sits in the cluster.
 struct ServerPlacement {
   int rank = 0;
-  // The ready map (rpc/control/cluster_map_proto.h): every server, its
+  // The ready map (rpc/wire/cluster_map_proto.h): every server, its
   // epoch.
   ClusterMap cluster;
   // The cluster's PS_WORKER_NUM (sync mode aggregates over them).

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/client/cluster_worker.h"
-#include "rpc/control/cluster_map_proto.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
 #include "store/manifest.h"
 #include "store/table_spec.h"

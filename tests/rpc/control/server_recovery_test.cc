@@ -22,7 +22,7 @@
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/cluster_checkpoint.h"
-#include "rpc/control/cluster_map_proto.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
 #include "store/table_spec.h"
 #include "tests/rpc/control/etcd_cluster.h"

@@ -1,4 +1,4 @@
-#include "rpc/control/cluster_map_proto.h"
+#include "rpc/wire/cluster_map_proto.h"
 
 #include <utility>
 
@@ -19,8 +19,16 @@ absl::StatusOr<ClusterMap> ClusterMapFromProto(const v1::ClusterMap& map) {
     server.id = entry.rank();
     server.address = entry.address();
     server.node_id = entry.node_id();
-    server.state = entry.state() == v1::NODE_STATE_DEAD ? ServerState::kDead
-                                                        : ServerState::kAlive;
+    switch (entry.state()) {
+      case v1::NODE_STATE_DEAD:
+        server.state = ServerState::kDead;
+        break;
+      case v1::NODE_STATE_JOINING:
+        server.state = ServerState::kJoining;
+        break;
+      default:
+        server.state = ServerState::kAlive;
+    }
     spec.servers.push_back(std::move(server));
   }
   return ClusterMap::Create(std::move(spec));
