@@ -88,9 +88,9 @@ std::string MetricsPlotScript(absl::string_view csv, absl::string_view png,
       csv,
       "' using 'step':'train_loss' with lines lw 2 "
       "title 'train loss (window)', "
-      "'' using 'step':'wide_loss' with lines dt 3 "
+      "'' using 'step':'wide_loss' with lines lw 2 dt 3 "
       "title 'wide part alone (window)', "
-      "'' using 'step':'deep_loss' with lines dt 4 "
+      "'' using 'step':'deep_loss' with lines lw 2 dt 4 "
       "title 'deep part alone (window)', "
       "'' using 'step':'eval_logloss' with linespoints pt 7 "
       "title 'eval log-loss'\n"
