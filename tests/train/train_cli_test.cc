@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "rocksdb/iterator.h"
 #include "store/checkpoint_reader.h"
 #include "store/row_codec.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "train/criteo_reader.h"
 
@@ -134,6 +136,33 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
       ASSERT_EQ(sa, sc) << table << " key " << key;
     }
   }
+}
+
+// The built ps-train binary's stdout: each loss line is followed by seed
+// 004's per-part line for the same step, and metrics.csv ends with their
+// columns.
+TEST_F(TrainCliTest, TheBinaryLogsTheLossAndThePerPartLossLines) {
+  std::string cmd = ::psdb::testing::BuiltBinary("tools/ps-train");
+  ASSERT_TRUE(std::filesystem::exists(cmd)) << cmd;
+  for (const std::string& a : TrainArgs("ckpt-log")) {
+    absl::StrAppend(&cmd, " '", a, "'");
+  }
+  absl::StrAppend(&cmd, " --max_steps 20");
+  const ::psdb::testing::ShellResult run =
+      ::psdb::testing::RunShell(cmd, /*merge_stderr=*/false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int step : {10, 20}) {
+    EXPECT_THAT(run.output,
+                ::testing::ContainsRegex(absl::StrCat(
+                    "\nepoch: 1 step: ", step, ", loss is 0\\.[0-9]{4}\n",
+                    "epoch: 1 step: ", step,
+                    ", wide_loss is 0\\.[0-9]+, deep_loss is 0\\.[0-9]+\n")))
+        << run.output;
+  }
+  EXPECT_THAT(ReadAll(dir_.Sub("ckpt-log/metrics.csv")),
+              ::testing::StartsWith("step,epoch,samples,train_loss,train_auc,"
+                                    "eval_auc,eval_logloss,wide_loss,"
+                                    "deep_loss\n10,1,1000,"));
 }
 
 TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
