@@ -37,6 +37,7 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
+#include "tools/common/flags_help.h"
 
 ABSL_FLAG(int, heartbeat_interval_ms, 1000, "How often nodes beat.");
 ABSL_FLAG(int, heartbeat_timeout_ms, 5000,
@@ -48,6 +49,8 @@ ABSL_FLAG(bool, require_client_cert, false,
           "Mutual TLS: refuse clients without a certificate from --tls_ca.");
 ABSL_FLAG(bool, insecure, false,
           "Allow plaintext on a non-loopback --sched_host.");
+ABSL_FLAG(int, cert_expiry_warning_days, 90,
+          "Warn when the server certificate expires within this many days.");
 ABSL_FLAG(std::string, tls_crl, "",
           "PEM or DER certificate revocation list(s) of --tls_ca: a client "
           "certificate listed is refused in the handshake. Checked at start "
@@ -158,11 +161,12 @@ int Health() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psdb::tools::SetFlagsHelp(
       "ps-scheduler --server_num=N --worker_num=M --sched_port=P "
       "[--sched_host=H] (or PS_SERVER_NUM, PS_WORKER_NUM, PS_SCHED_PORT, "
       "PS_SCHED_HOST) [--tls_cert=... --tls_key=... [--tls_ca=... "
-      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]");
+      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]",
+      {"ps_scheduler_main.cc", "node_config_flags.cc"});
   absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
   if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
@@ -198,6 +202,8 @@ int main(int argc, char** argv) {
   options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
   options.tls.crl_file = absl::GetFlag(FLAGS_tls_crl);
+  options.tls.cert_expiry_warning_days =
+      absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);

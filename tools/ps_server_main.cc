@@ -69,6 +69,7 @@
 #include "store/checkpoint_restore.h"
 #include "store/store.h"
 #include "tools/common/args.h"
+#include "tools/common/flags_help.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -302,7 +303,7 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psdb::tools::SetFlagsHelp(
       "ps-server --data_dir=DIR [--port=P] [--servers=h1:p1,... "
       "--shard_id=K] [--tls_cert=... --tls_key=... [--tls_ca=... "
       "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]\n"
@@ -310,7 +311,8 @@ int main(int argc, char** argv) {
       "[--follow_interval_s=S]\n"
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
-      "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)");
+      "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)",
+      {"ps_server_main.cc", "node_config_flags.cc"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
   if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
