@@ -26,9 +26,9 @@ namespace {
 using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::MakeTestCertificates;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::ShellResult;
@@ -121,7 +121,9 @@ TEST_F(TlsCiphersTest, WithoutTheFlagTheOutsideSuiteIsAccepted) {
 
 TEST_F(TlsCiphersTest,
        PsSchedulerRefusesATls12ClientOfferingOnlyUnlistedSuites) {
-  ChildOptions options = PsSchedulerOptions(FreeLoopbackPort(), 1, 0);
+  // Held while the scheduler binds it (see tls_revocation_test.cc).
+  const ReservedPort port;
+  ChildOptions options = PsSchedulerOptions(port.port(), 1, 0);
   for (std::string& flag : TlsFlags(/*restrict=*/true)) {
     options.args.push_back(std::move(flag));
   }

@@ -29,9 +29,9 @@ namespace {
 using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::MakeTestCertificates;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::ShellResult;
@@ -140,8 +140,11 @@ TEST_F(TlsRevocationTest, DerCrlIsReadToo) {
 }
 
 TEST_F(TlsRevocationTest, PsSchedulerRefusesARevokedClientCertificate) {
-  const int port = FreeLoopbackPort();
-  ChildOptions options = PsSchedulerOptions(port, 1, 0);
+  // Held while the scheduler binds it (SO_REUSEPORT): a port merely
+  // found free could meanwhile go to another test's server, and the two
+  // would share its connections.
+  const ReservedPort port;
+  ChildOptions options = PsSchedulerOptions(port.port(), 1, 0);
   for (std::string& flag : MutualTlsFlags("crl.pem")) {
     options.args.push_back(std::move(flag));
   }
