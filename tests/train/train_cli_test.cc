@@ -13,6 +13,7 @@
 #include "store/checkpoint_reader.h"
 #include "store/row_codec.h"
 #include "tests/testing/test_util.h"
+#include "tests/train/compress.h"
 #include "train/criteo_reader.h"
 
 namespace psdb::train {
@@ -134,6 +135,40 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
       ASSERT_EQ(sa, sc) << table << " key " << key;
     }
   }
+}
+
+// The new user: the same data set gzip- and zstd-compressed (the
+// test file as test.txt.zst) trains to exactly the rows the plain files do.
+TEST_F(TrainCliTest, TrainsOnGzipAndZstdFilesExactlyAsOnPlainOnes) {
+  const std::string packed = dir_.Sub("packed");
+  std::filesystem::create_directories(packed);
+  for (const char* name : {"train.txt-00000", "train.txt-00001"}) {
+    testing::WriteBytes(packed + "/" + name + ".gz",
+                        testing::GzipMember(ReadAll(data() + "/" + name)));
+  }
+  const std::string test = ReadAll(data() + "/test.txt");
+  testing::WriteBytes(packed + "/test.txt.zst",
+                      testing::ZstdFrame(test.substr(0, test.size() / 2)) +
+                          testing::ZstdFrame(test.substr(test.size() / 2)));
+  std::filesystem::copy_file(data() + "/meta.json", packed + "/meta.json");
+
+  std::vector<std::string> plain = TrainArgs("ckpt-plain");
+  plain.insert(plain.end(), {"--cache_rows", "0"});
+  ASSERT_EQ(RunPsTrain(plain), 0);
+  std::vector<std::string> compressed = TrainArgs("ckpt-packed");
+  compressed[1] = packed;  // --data
+  compressed.insert(compressed.end(), {"--cache_rows", "0"});
+  ASSERT_EQ(RunPsTrain(compressed), 0);
+
+  const std::string s_plain = ReadAll(dir_.Sub("ckpt-plain/summary.json"));
+  const std::string s_packed = ReadAll(dir_.Sub("ckpt-packed/summary.json"));
+  EXPECT_EQ(JsonNumber(s_packed, "samples"), 3000.0);
+  EXPECT_EQ(JsonNumber(s_packed, "malformed_lines"), 0.0);
+  ASSERT_TRUE(JsonNumber(s_plain, "auc").has_value()) << s_plain;
+  EXPECT_EQ(JsonNumber(s_packed, "auc"), JsonNumber(s_plain, "auc"));
+  const Rows rows_plain = CheckpointRows(dir_.Sub("ckpt-plain"));
+  ASSERT_EQ(rows_plain.size(), 9u);
+  EXPECT_TRUE(CheckpointRows(dir_.Sub("ckpt-packed")) == rows_plain);
 }
 
 TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
