@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "rocksdb/iterator.h"
 #include "store/checkpoint_reader.h"
 #include "store/row_codec.h"
@@ -169,6 +170,48 @@ TEST_F(TrainCliTest, TrainsOnGzipAndZstdFilesExactlyAsOnPlainOnes) {
   const Rows rows_plain = CheckpointRows(dir_.Sub("ckpt-plain"));
   ASSERT_EQ(rows_plain.size(), 9u);
   EXPECT_TRUE(CheckpointRows(dir_.Sub("ckpt-packed")) == rows_plain);
+}
+
+TEST(TrainCliGenTest, KindsWriteTheirDataAndRejectOtherKindsFlags) {
+  ScratchDir dir;
+  std::string out, err;
+  ASSERT_EQ(RunPsTrain({"gen", "--out", dir.Sub("lt"), "--kind=longtail",
+                        "--train_rows", "2000", "--test_rows", "500",
+                        "--singleton_rate", "0.5", "--max_vocab", "100"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("ps-train gen: longtail data: wrote "
+                                        "2000 train rows"));
+  const std::string meta = ReadAll(dir.Sub("lt/meta.json"));
+  EXPECT_THAT(meta, ::testing::HasSubstr("\"kind\": \"longtail\""));
+  const std::optional<double> singletons = JsonNumber(meta, "singleton_values");
+  ASSERT_TRUE(singletons.has_value());
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       absl::StrCat(static_cast<int64_t>(*singletons),
+                                    " categorical values are singletons")));
+
+  ASSERT_EQ(RunPsTrain({"gen", "--out", dir.Sub("pairs"), "--kind", "pairs",
+                        "--train_rows", "2000", "--test_rows", "500",
+                        "--interaction_pairs", "5", "--factor_dim", "2"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(ReadAll(dir.Sub("pairs/meta.json")),
+              ::testing::HasSubstr("\"kind\": \"pairs\""));
+
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{
+           {"--kind=zipf"},
+           {"--kind=pairs", "--singleton_rate=0.1"},
+           {"--kind=longtail", "--factor_dim=3"},
+           {"--interaction_std=1"},
+           {"--kind=pairs", "--interaction_pairs=400"}}) {
+    std::vector<std::string> args = {"gen", "--out", dir.Sub("bad")};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_EQ(RunPsTrain(args, &out, &err), 2) << bad[0];
+    EXPECT_FALSE(std::filesystem::exists(dir.Sub("bad"))) << bad[0];
+  }
 }
 
 TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
