@@ -11,10 +11,13 @@
 // caller strips a trailing '\r'.
 //
 // Memory: one 256 KiB input and one 256 KiB output buffer, plus at most
-// kMaxLineBytes of a line that spans two buffers. A longer line (no valid
-// Criteo line comes near it: 40 fields of at most 20 bytes) is not kept:
-// Next() gives its first kMaxLineBytes and its full length, and the caller
-// counts it as malformed.
+// kMaxLineBytes of a line that spans two buffers, plus the decoder's window:
+// 32 KiB for gzip, the frame's window for zstd (8 MiB at `zstd -19`; libzstd
+// refuses frames that ask for more than 128 MiB, e.g. `zstd --long=28`:
+// DataLoss quoting its reason). The file size does not matter. A longer line
+// (no valid Criteo line comes near it: 40 fields of at most 20 bytes) is not
+// kept: Next() gives its first kMaxLineBytes and its full length, and the
+// caller counts it as malformed.
 //
 // Errors: a corrupt or truncated gzip/zstd stream, or a read error, is
 // DataLoss naming the file, the byte offset in the (compressed) file and the
