@@ -1,9 +1,9 @@
 // ps-bench `train` smoke test: at toy size the scenario generates data, runs
 // ps-train embedded and on a real local cluster (ps-scheduler, 2 ps-servers,
-// 2 ps-train workers) with prefetch on and off, stops every process, and
-// prints one JSON object with every run and both ratios, finite and
-// positive, in report.h's blocks. Speed is not asserted (benchmarks measure
-// speed; tests never do).
+// 2 ps-train workers) with prefetch on and off and with dense AllReduce,
+// stops every process, and prints one JSON object with every run and every
+// ratio, finite and positive, in report.h's blocks. Speed is not asserted
+// (benchmarks measure speed; tests never do).
 #include <sys/wait.h>
 
 #include <cmath>
@@ -48,7 +48,8 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
   ASSERT_EQ(out.substr(out.size() - 2), "}\n");
   EXPECT_THAT(out, HasSubstr("\"scenario\":\"train\""));
   EXPECT_THAT(out, HasSubstr("\"train_rows\":256"));
-  for (const char* run : {"embedded", "cluster_on", "cluster_off"}) {
+  for (const char* run :
+       {"embedded", "cluster_on", "cluster_off", "cluster_allreduce"}) {
     const size_t at = out.find(absl::StrCat("\"", run, "\":{"));
     ASSERT_NE(at, std::string::npos) << run << "\n" << out;
     // Every example of the data set is trained once per run.
@@ -58,8 +59,8 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
     const double hit = Field(out, "cache_hit_rate", at);
     EXPECT_TRUE(hit >= 0 && hit <= 1) << run << "\n" << out;
   }
-  testing::ExpectRatioBlocks(out,
-                             {"prefetch_on_vs_off", "cluster_vs_embedded"});
+  testing::ExpectRatioBlocks(
+      out, {"prefetch_on_vs_off", "cluster_vs_embedded", "allreduce_vs_ps"});
   // No targets: the ratios describe, they do not judge.
   EXPECT_EQ(testing::JsonObject(out, "targets"), "{}");
 }
