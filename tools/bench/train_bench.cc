@@ -286,10 +286,10 @@ void PrintReport(const Params& p, const MachineInfo& m,
       "cache_rows=%d max_vocab=%d servers=%d workers=%d mode=%s seed=%d\n\n",
       p.train_rows, p.batch_size, p.deep_dim, p.hidden, p.cache_rows,
       p.max_vocab, p.servers, p.workers, p.mode, p.seed);
-  out << absl::StrFormat("%-36s %10s %9s %12s %9s\n", "run", "samples",
+  out << absl::StrFormat("%-44s %10s %9s %12s %9s\n", "run", "samples",
                          "seconds", "samples/s", "cache hit");
   for (const Run& r : runs) {
-    out << absl::StrFormat("%-36s %10d %9.2f %12.0f %8.1f%%\n", r.label,
+    out << absl::StrFormat("%-44s %10d %9.2f %12.0f %8.1f%%\n", r.label,
                            r.samples, r.seconds, r.Rate(), 100 * r.hit_rate);
   }
   out << "\n";
