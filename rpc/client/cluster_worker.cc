@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/control/cluster_checkpoint.h"
-#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/node_config.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/wire/tls.h"
 #include "util/status_macros.h"
 

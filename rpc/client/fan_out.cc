@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,9 +53,19 @@ absl::StatusOr<std::unique_ptr<FanOut>> FanOut::Create(
 }
 
 absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Connect(
-    const ClusterMap& cluster) const {
+    const ClusterMap& cluster, const RoutedMap* previous) const {
   if (cluster.ring().empty()) {
     return absl::InvalidArgumentError("cluster map has no servers");
+  }
+  // Channels already open, by address.
+  absl::flat_hash_map<std::string, const Replica*> open;
+  if (previous != nullptr) {
+    for (size_t s = 0; s < previous->num_servers(); ++s) {
+      const ServerInfo& server = previous->cluster.servers()[s];
+      for (size_t r = 0; r < server.num_replicas(); ++r) {
+        open[server.replica_address(r)] = &previous->servers[s].replicas[r];
+      }
+    }
   }
   auto map = std::make_shared<RoutedMap>();
   map->cluster = cluster;
@@ -64,15 +75,20 @@ absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Connect(
     std::vector<Replica>& replicas = map->servers[s].replicas;
     replicas = std::vector<Replica>(server.num_replicas());
     for (size_t r = 0; r < server.num_replicas(); ++r) {
-      PSDB_ASSIGN_OR_RETURN(replicas[r].stub,
-                            NewStub(server.replica_address(r)));
+      auto it = open.find(server.replica_address(r));
+      if (it != open.end()) {
+        replicas[r].channel = it->second->channel;
+        replicas[r].stub = it->second->stub;
+        continue;
+      }
+      PSDB_RETURN_IF_ERROR(NewChannel(server.replica_address(r), &replicas[r]));
     }
   }
   return std::shared_ptr<const RoutedMap>(std::move(map));
 }
 
-absl::StatusOr<std::unique_ptr<Stub>> FanOut::NewStub(
-    const std::string& address) const {
+absl::Status FanOut::NewChannel(const std::string& address,
+                                Replica* replica) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -84,9 +100,32 @@ absl::StatusOr<std::unique_ptr<Stub>> FanOut::NewStub(
   // process would serialize them on one HTTP/2 connection; keep them
   // separate.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+  PSDB_ASSIGN_OR_RETURN(replica->channel,
                         MakeChannel(options_.tls, address, args));
-  return v1::ParameterService::NewStub(channel);
+  replica->stub = v1::ParameterService::NewStub(replica->channel);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Install(
+    const ClusterMap& fresh, const RoutedMap& current, absl::Time deadline) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<const RoutedMap> next,
+                        Connect(fresh, &current));
+  // A write is not retried on UNAVAILABLE (part of it may have been
+  // applied), so give the channels to servers this map adds a moment to
+  // connect before the first write goes out on them (gRPC fails a call
+  // at once on a channel whose first connection attempt failed).
+  for (size_t s = 0; s < next->num_servers(); ++s) {
+    for (const Replica& replica : next->servers[s].replicas) {
+      if (replica.channel->GetState(/*try_to_connect=*/true) !=
+          GRPC_CHANNEL_READY) {
+        replica.channel->WaitForConnected(absl::ToChronoTime(
+            std::min(deadline, absl::Now() + absl::Seconds(2))));
+      }
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (map_->cluster.epoch() < next->cluster.epoch()) map_ = next;
+  return map_;
 }
 
 std::shared_ptr<const RoutedMap> FanOut::map() const {
@@ -106,7 +145,8 @@ absl::Status FanOut::WithMap(
     if (!fresh.ok() || fresh->epoch() == current->cluster.epoch()) {
       return status;
     }
-    absl::StatusOr<std::shared_ptr<const RoutedMap>> next = Connect(*fresh);
+    absl::StatusOr<std::shared_ptr<const RoutedMap>> next =
+        Connect(*fresh, current.get());
     if (!next.ok()) return status;
     {
       absl::MutexLock lock(&mu_);
@@ -131,11 +171,7 @@ absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Refresh(
     }
     absl::StatusOr<ClusterMap> fresh = options_.map_source();
     if (fresh.ok() && fresh->epoch() > current.cluster.epoch()) {
-      PSDB_ASSIGN_OR_RETURN(std::shared_ptr<const RoutedMap> next,
-                            Connect(*fresh));
-      absl::MutexLock lock(&mu_);
-      if (map_->cluster.epoch() < next->cluster.epoch()) map_ = next;
-      return map_;
+      return Install(*fresh, current, deadline);
     }
     if (absl::Now() + backoff > deadline) {
       return absl::FailedPreconditionError(absl::StrCat(

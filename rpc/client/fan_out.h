@@ -48,9 +48,11 @@ namespace psdb::rpc::internal {
 using Stub = v1::ParameterService::Stub;
 using DoneFn = std::function<void(grpc::Status)>;
 
-// One replica of a server: its stub and when it last failed.
+// One replica of a server: its channel and stub (shared with the maps
+// that follow, for an address they keep) and when it last failed.
 struct Replica {
-  std::unique_ptr<Stub> stub;
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<Stub> stub;
   // absl::ToUnixNanos of the time until which calls prefer the server's
   // other replicas (it failed); 0 while it answers.
   mutable std::atomic<int64_t> avoid_until_ns{0};
@@ -202,11 +204,17 @@ class FanOut {
 
  private:
   explicit FanOut(const RemoteClientOptions& options) : options_(options) {}
+  // The routed form of `cluster`; addresses `previous` (may be null)
+  // already reaches keep their channels, new ones get a channel each.
   absl::StatusOr<std::shared_ptr<const RoutedMap>> Connect(
-      const ClusterMap& cluster) const;
-  // A stub on a new channel to `address` (every replica its own).
-  absl::StatusOr<std::unique_ptr<Stub>> NewStub(
-      const std::string& address) const;
+      const ClusterMap& cluster, const RoutedMap* previous = nullptr) const;
+  // A new channel to `address` and its stub (every replica its own).
+  absl::Status NewChannel(const std::string& address, Replica* replica) const;
+  // Installs `fresh` (epoch above `current`'s) unless a newer map is
+  // there already, giving it time to connect to servers it adds (within
+  // `deadline`); returns the map installed.
+  absl::StatusOr<std::shared_ptr<const RoutedMap>> Install(
+      const ClusterMap& fresh, const RoutedMap& current, absl::Time deadline);
   // The replica of `server` to send an attempt to: the next one round-robin
   // that `tried` does not hold and that is not being avoided, else the
   // untried one whose avoidance ends first. REQUIRES: an untried replica.

@@ -157,42 +157,61 @@ class RemoteClient::Impl {
     if (keys.empty()) return absl::OkStatus();
     const absl::Time deadline = Deadline();
     Partitioner& part = ThreadPartitioner();
-    return Forget(
+    std::shared_ptr<const RoutedMap> map = fan_out_->map();
+    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
+    const std::vector<uint64_t> unique(part.sent_keys().begin(),
+                                       part.sent_keys().end());
+    const std::vector<uint32_t> inverse(part.inverse().begin(),
+                                        part.inverse().end());
+    // One row per unique key; calls that succeed fill theirs even when
+    // another is refused and re-sent (a read is not repeated where it was
+    // answered: it counts sightings).
+    std::vector<float> rows(unique.size() * dim);
+    PSDB_RETURN_IF_ERROR(Forget(
         table,
-        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
-          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          auto [chunks, reqs, resps, calls] =
-              fan_out_->ToOwners<v1::PullRequest, v1::PullResponse>(
-                  map, part, table, /*every_server=*/false,
-                  [](auto* async, grpc::ClientContext* ctx,
-                     const v1::PullRequest* req, v1::PullResponse* resp,
-                     DoneFn done) {
-                    async->Pull(ctx, req, resp, std::move(done));
-                  });
-          for (v1::PullRequest& req : reqs) req.set_serving(options.serving);
-          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
-          // Row of every sent key, straight from the responses.
-          std::vector<const float*> sent(part.num_sent());
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            const v1::PullResponse& resp = resps[c];
-            if (static_cast<size_t>(resp.dim()) != dim ||
-                resp.values().size() !=
-                    chunks[c].size() * dim * sizeof(float)) {
-              return TableChanged(table, "dim");
-            }
-            const float* base =
-                reinterpret_cast<const float*>(resp.values().data());
-            for (size_t j = 0; j < chunks[c].size(); ++j) {
-              sent[chunks[c].begin + j] = base + j * dim;
-            }
-          }
-          const absl::Span<const uint32_t> inverse = part.inverse();
-          for (size_t i = 0; i < keys.size(); ++i) {
-            std::memcpy(out.data() + i * dim, sent[inverse[i]],
-                        dim * sizeof(float));
-          }
-          return absl::OkStatus();
-        }));
+        ResendRefused(
+            map, deadline, unique,
+            [&](const RoutedMap& routed, const Partitioner& p,
+                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
+                std::vector<Chunk>* out_chunks) -> absl::Status {
+              auto chunked =
+                  fan_out_->ToOwners<v1::PullRequest, v1::PullResponse>(
+                      routed, p, table, /*every_server=*/false,
+                      [](auto* async, grpc::ClientContext* ctx,
+                         const v1::PullRequest* req, v1::PullResponse* resp,
+                         DoneFn done) {
+                        async->Pull(ctx, req, resp, std::move(done));
+                      });
+              for (v1::PullRequest& req : chunked.reqs) {
+                req.set_serving(options.serving);
+              }
+              const absl::Status status =
+                  fan_out_->Run(routed, chunked.calls, true, deadline);
+              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
+                if (!chunked.calls[c].status.ok()) continue;
+                const Chunk& chunk = chunked.chunks[c];
+                const v1::PullResponse& resp = chunked.resps[c];
+                if (static_cast<size_t>(resp.dim()) != dim ||
+                    resp.values().size() !=
+                        chunk.size() * dim * sizeof(float)) {
+                  return TableChanged(table, "dim");
+                }
+                const float* base =
+                    reinterpret_cast<const float*>(resp.values().data());
+                for (size_t j = 0; j < chunk.size(); ++j) {
+                  std::memcpy(rows.data() + index[chunk.begin + j] * dim,
+                              base + j * dim, dim * sizeof(float));
+                }
+              }
+              *out_calls = std::move(chunked.calls);
+              *out_chunks = std::move(chunked.chunks);
+              return status;
+            })));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::memcpy(out.data() + i * dim, rows.data() + inverse[i] * dim,
+                  dim * sizeof(float));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
@@ -271,51 +290,62 @@ class RemoteClient::Impl {
       return absl::OkStatus();
     }
     const absl::Time deadline = Deadline();
+    const int state_size = optim::StateSize(spec.optimizer, dim);
     Partitioner& part = ThreadPartitioner();
-    return Forget(
+    std::shared_ptr<const RoutedMap> map = fan_out_->map();
+    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
+    const std::vector<uint64_t> unique(part.sent_keys().begin(),
+                                       part.sent_keys().end());
+    const std::vector<uint32_t> inverse(part.inverse().begin(),
+                                        part.inverse().end());
+    // One row per unique key, filled by the calls that succeed (see Pull).
+    RowBatch rows;
+    rows.Resize(dim, state_size, unique.size());
+    PSDB_RETURN_IF_ERROR(Forget(
         table,
-        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
-          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          auto [chunks, reqs, resps, calls] =
-              fan_out_->ToOwners<v1::PullRowsRequest, v1::PullRowsResponse>(
-                  map, part, table, /*every_server=*/false,
-                  [](auto* async, grpc::ClientContext* ctx,
-                     const v1::PullRowsRequest* req, v1::PullRowsResponse* resp,
-                     DoneFn done) {
-                    async->PullRows(ctx, req, resp, std::move(done));
-                  });
-          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
-          const int state_size = resps.front().rows().state_size();
-          std::vector<RowBatch> parts(chunks.size());
-          // Sent index -> (chunk, row within it).
-          std::vector<std::pair<uint32_t, uint32_t>> where(part.num_sent());
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            const v1::RowBlock& block = resps[c].rows();
-            if (block.dim() != dim || block.state_size() != state_size) {
-              return TableChanged(table, "row shape");
-            }
-            PSDB_RETURN_IF_ERROR(FromProto(block, chunks[c].size(), &parts[c]));
-            for (size_t j = 0; j < chunks[c].size(); ++j) {
-              where[chunks[c].begin + j] = {static_cast<uint32_t>(c),
-                                            static_cast<uint32_t>(j)};
-            }
-          }
-          out->Resize(dim, state_size, keys.size());
-          const absl::Span<const uint32_t> inverse = part.inverse();
-          for (size_t i = 0; i < keys.size(); ++i) {
-            const auto [c, j] = where[inverse[i]];
-            const RowBatch& rows = parts[c];
-            std::memcpy(out->values.data() + i * dim,
-                        rows.values.data() + j * dim, dim * sizeof(float));
-            if (state_size > 0) {
-              std::memcpy(out->state.data() + i * state_size,
-                          rows.state.data() + j * state_size,
-                          state_size * sizeof(float));
-            }
-            out->headers[i] = rows.headers[j];
-          }
-          return absl::OkStatus();
-        }));
+        ResendRefused(
+            map, deadline, unique,
+            [&](const RoutedMap& routed, const Partitioner& p,
+                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
+                std::vector<Chunk>* out_chunks) -> absl::Status {
+              auto chunked =
+                  fan_out_->ToOwners<v1::PullRowsRequest, v1::PullRowsResponse>(
+                      routed, p, table, /*every_server=*/false,
+                      [](auto* async, grpc::ClientContext* ctx,
+                         const v1::PullRowsRequest* req,
+                         v1::PullRowsResponse* resp, DoneFn done) {
+                        async->PullRows(ctx, req, resp, std::move(done));
+                      });
+              const absl::Status status =
+                  fan_out_->Run(routed, chunked.calls, true, deadline);
+              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
+                if (!chunked.calls[c].status.ok()) continue;
+                const Chunk& chunk = chunked.chunks[c];
+                const v1::RowBlock& block = chunked.resps[c].rows();
+                if (block.dim() != dim || block.state_size() != state_size) {
+                  return TableChanged(table, "row shape");
+                }
+                RowBatch got;
+                PSDB_RETURN_IF_ERROR(FromProto(block, chunk.size(), &got));
+                for (size_t j = 0; j < chunk.size(); ++j) {
+                  const size_t u = index[chunk.begin + j];
+                  std::memcpy(rows.values.data() + u * dim,
+                              got.values.data() + j * dim, dim * sizeof(float));
+                  if (state_size > 0) {
+                    std::memcpy(rows.state.data() + u * state_size,
+                                got.state.data() + j * state_size,
+                                state_size * sizeof(float));
+                  }
+                  rows.headers[u] = got.headers[j];
+                }
+              }
+              *out_calls = std::move(chunked.calls);
+              *out_chunks = std::move(chunked.chunks);
+              return status;
+            })));
+    out->Resize(dim, state_size, 0);
+    for (size_t i = 0; i < keys.size(); ++i) out->AppendFrom(rows, inverse[i]);
+    return absl::OkStatus();
   }
 
   absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
@@ -446,8 +476,8 @@ class RemoteClient::Impl {
  private:
   absl::Time Deadline() const { return absl::Now() + options_.call_timeout; }
 
-  // One attempt of a write over `part`'s batch under `map`: index[j] is the
-  // position in the caller's arrays of part.sent_keys()[j]. Returns Run's
+  // One attempt of a keyed call over `part`'s batch under `map`: index[j] is
+  // the position in the caller's arrays of part.sent_keys()[j]. Returns Run's
   // status and leaves its calls and chunks.
   using WriteAttempt = std::function<absl::Status(
       const RoutedMap& map, const Partitioner& part,
@@ -455,13 +485,14 @@ class RemoteClient::Impl {
       std::vector<Chunk>* chunks)>;
 
   // Sends `keys` (unique) with `attempt`. A call refused with
-  // FAILED_PRECONDITION was routed with a stale map and nothing of it was
-  // applied (the server checks ownership before it applies anything), so
-  // its keys, and only they, are sent again under the refreshed map, up to
-  // three times (live resharding: rpc/control/README.md). With
-  // push_to_every_server the re-sent round goes to every server of the new
-  // map, empty where it owns none of the keys. Any other failure is
-  // returned as is: part of the write may have been applied.
+  // FAILED_PRECONDITION was routed with a stale map and nothing of it ran
+  // (the server checks ownership before anything else), so its keys, and
+  // only they, are sent again under the refreshed map, up to three times
+  // (live resharding: rpc/control/README.md). Calls that succeeded are not
+  // repeated: a write is applied once, and a read counts its sightings
+  // once. With push_to_every_server the re-sent push round goes to every
+  // server of the new map, empty where it owns none of the keys. Any other
+  // failure is returned as is: part of a write may have been applied.
   absl::Status ResendRefused(std::shared_ptr<const RoutedMap> map,
                              absl::Time deadline,
                              absl::Span<const uint64_t> keys,

@@ -35,7 +35,11 @@
 // UNAVAILABLE; Push, PutRows, DropTable and Checkpoint are not. A
 // FAILED_PRECONDITION (routed with a stale map) makes the client ask
 // options.map_source for the current map; if its epoch changed the call is
-// routed again, otherwise the error is returned. A dead server makes the call
+// routed again, otherwise the error is returned. For Pull, PullRows, Push
+// and PutRows only the per-server requests that were refused are sent
+// again, their keys routed by the new map (a refused request ran nothing),
+// so a live resharding (rpc/control/README.md) neither loses nor repeats a
+// push and counts each read once. A dead server makes the call
 // fail with UNAVAILABLE or DEADLINE_EXCEEDED within the deadline.
 //
 // Replicas (a map whose servers name replicas, e.g. the URL

@@ -243,16 +243,29 @@ TEST(LiveReshardTest, AsyncPushesLandExactlyOnceThroughAddAndDrain) {
       }
     });
   }
-  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= 30; }));
-  ASSERT_OK(cluster.Change({0, 1, 2, 3}));  // add server 3
-  const int after_add = pushes.load();
-  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= after_add + 30; }));
-  ASSERT_OK(cluster.Change({1, 2, 3}));  // drain server 0
-  const int after_drain = pushes.load();
-  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= after_drain + 30; }));
+  // Waits for `n` more pushes; false (and the workers stopped) if the
+  // workers stall or fail.
+  auto more_pushes = [&](int n) {
+    const int from = pushes.load();
+    const bool ok = WaitFor([&] { return pushes.load() >= from + n; });
+    if (!ok) {
+      stop = true;
+      for (auto& t : workers) t.join();
+      workers.clear();
+    }
+    return ok;
+  };
+  absl::Status changed;
+  if (more_pushes(30)) changed = cluster.Change({0, 1, 2, 3});  // add 3
+  if (changed.ok() && more_pushes(30)) {
+    changed = cluster.Change({1, 2, 3});  // drain server 0
+  }
+  if (changed.ok()) more_pushes(30);
   stop = true;
   for (auto& t : workers) t.join();
+  ASSERT_OK(changed);
   for (const absl::Status& e : errors) ASSERT_OK(e);
+  ASSERT_EQ(cluster.published().epoch(), 3u);
 
   std::map<uint64_t, int> total;
   for (const auto& m : counted) {
