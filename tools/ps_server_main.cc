@@ -13,6 +13,12 @@
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0
 //     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
+// Growing a running cluster: --join (PS_JOIN=1) registers the server as
+// JOINING under a new rank; it serves but owns no key until `ps-scheduler
+// add-server --node_id=ID` moves its rows to it and publishes the map.
+// After `ps-scheduler drain-server` the drained server logs "drained: this
+// server owns no keys and may be stopped" and stops beating; stop it then.
+//
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
@@ -361,6 +367,11 @@ int main(int argc, char** argv) {
         "--servers contradicts the scheduler (PS_SCHED_HOST/PS_SCHED_PORT "
         "or PS_SCHED_ADDRESSES): it assigns the server list"));
   }
+  if (config->join && !absl::GetFlag(FLAGS_restore_from).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--join with --restore_from: a joining server owns no keys until "
+        "add-server, which moves its rows to it"));
+  }
   // Checked before joining: a bad mode must not take a rank first.
   const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
   const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);
@@ -386,7 +397,8 @@ int main(int argc, char** argv) {
     if (config->has_scheduler()) {
       std::string host = absl::GetFlag(FLAGS_advertise_host);
       place = absl::StrCat(
-          "  scheduler ", config->SchedulerAddress(), ", node id ",
+          "  scheduler ", config->SchedulerAddress(),
+          config->join ? " (joining the running cluster)" : "", ", node id ",
           config->node_id, config->node_id_generated ? " (generated)" : "",
           ", advertised as ", host.empty() ? options.host : host, ":",
           options.port == 0 ? "(free port)" : absl::StrCat(options.port), "\n");
@@ -451,12 +463,18 @@ int main(int argc, char** argv) {
     if (!config->worker_num.has_value()) {
       config->worker_num = placement.worker_num;
     }
-    std::fprintf(stderr,
-                 "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s\n",
-                 config->node_id.c_str(), placement.rank,
-                 placement.cluster.servers().size(),
-                 static_cast<unsigned long long>(placement.cluster.epoch()),
-                 placement.recovered ? " (rank taken back)" : "");
+    const psdb::ServerInfo* self =
+        placement.cluster.Find(static_cast<psdb::ServerId>(placement.rank));
+    std::fprintf(
+        stderr,
+        "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s%s\n",
+        config->node_id.c_str(), placement.rank,
+        placement.cluster.servers().size(),
+        static_cast<unsigned long long>(placement.cluster.epoch()),
+        placement.recovered ? " (rank taken back)" : "",
+        self != nullptr && self->state == psdb::ServerState::kJoining
+            ? " (joining: no keys until add-server)"
+            : "");
   }
   if (sync_mode == "sync") {
     if (!config->worker_num.has_value() || *config->worker_num < 1) {

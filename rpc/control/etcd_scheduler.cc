@@ -243,10 +243,35 @@ absl::Status EtcdScheduler::PublishMapIfComplete() {
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status MembershipUnimplemented(absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(
+      what,
+      ": live resharding (joining servers, add-server, drain-server) is not "
+      "implemented with the scheduler's state in etcd yet; use the "
+      "in-process scheduler (no --etcd)"));
+}
+
+}  // namespace
+
+absl::StatusOr<MembershipPlan> EtcdScheduler::PlanMembershipChange(
+    const MembershipChange& change) {
+  return MembershipUnimplemented(absl::StrCat(
+      MembershipKindName(change.kind), "-server node id:", change.node_id));
+}
+
+absl::StatusOr<v1::ClusterMap> EtcdScheduler::PublishMembershipChange(
+    const MembershipChange& change, uint64_t) {
+  return MembershipUnimplemented(absl::StrCat(
+      MembershipKindName(change.kind), "-server node id:", change.node_id));
+}
+
 absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
     const v1::RegisterRequest& req, absl::Time) {
   PSDB_RETURN_IF_ERROR(scheduler_internal::ValidateRegistration(options_, req));
   if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  if (req.join()) return MembershipUnimplemented("join");
   const absl::string_view role = RoleWord(req.role());
   const std::string node_key =
       Key(absl::StrCat("members/nodes/", req.node_id()));

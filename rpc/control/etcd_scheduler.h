@@ -39,6 +39,11 @@
 //                              it, then it goes
 //   clocks/<id>                the worker's finished step (SSP/BSP)
 //
+// Live resharding is not implemented on etcd yet: a joining registration
+// (RegisterRequest.join), AddServer and DrainServer answer UNIMPLEMENTED
+// (the ring key's revision as epoch, written in a transaction comparing
+// its mod revision, is the intended way).
+//
 // The map a node gets is members/ read at one revision: epoch = the ring's
 // revision (it changes only when ownership changes), version = the newest
 // revision under members/ (any registration, address change or death), so
@@ -97,6 +102,12 @@ class EtcdScheduler final : public SchedulerBackend {
                                     int64_t finished_step, int staleness,
                                     absl::Time deadline) override;
   v1::SchedulerStatus Status() override;
+  // Not implemented with etcd yet: UNIMPLEMENTED naming the limitation
+  // (as Register with join).
+  absl::StatusOr<MembershipPlan> PlanMembershipChange(
+      const MembershipChange& change) override;
+  absl::StatusOr<v1::ClusterMap> PublishMembershipChange(
+      const MembershipChange& change, uint64_t expected_epoch) override;
   void Tick(absl::Time) override {}
   // Stops campaigning and revokes this scheduler's lease (a standby leads
   // at once); waiting calls end with UNAVAILABLE.
