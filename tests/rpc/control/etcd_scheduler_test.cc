@@ -368,5 +368,29 @@ TEST(EtcdSchedulerThreeMembersTest, LosingOneEtcdMemberChangesNothing) {
   EXPECT_TRUE(a->backend()->Status().healthy());
 }
 
+// Live resharding is not implemented on etcd yet: a join and both
+// membership changes answer UNIMPLEMENTED naming the limitation, and the
+// map is unchanged.
+TEST_F(EtcdSchedulerTest, MembershipChangesAreRefusedAsUnimplemented) {
+  auto a = Start(1, 0);
+  ASSERT_NE(a, nullptr);
+  SchedulerBackend* backend = a->backend();
+  ASSERT_OK(backend->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7001"),
+                              absl::Now()));
+  v1::RegisterRequest join = Req("s1", v1::NODE_ROLE_SERVER, "127.0.0.1:7002");
+  join.set_join(true);
+  auto r = backend->Register(join, absl::Now());
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("etcd"));
+  EXPECT_THAT(
+      backend->PlanMembershipChange({MembershipChange::Kind::kDrain, "s0"}),
+      StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(
+      backend->PublishMembershipChange({MembershipChange::Kind::kAdd, "s1"}, 1),
+      StatusIs(absl::StatusCode::kUnimplemented));
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap map, backend->CurrentMap());
+  EXPECT_EQ(map.servers_size(), 1);
+}
+
 }  // namespace
 }  // namespace psdb::rpc
