@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -78,6 +79,7 @@ struct Node {
   std::unique_ptr<Store> store;
   std::unique_ptr<SchedulerClient> sched;
   std::unique_ptr<PsServer> server;
+  ServerOptions options;  // what `server` started with
   int rank = -1;
 };
 
@@ -152,9 +154,52 @@ class MigrationTest : public ::testing::Test {
     options.num_threads = 2;
     options.cluster = joined.second.cluster;
     options.shard_id = node->rank;
+    node->options = options;
     PSDB_ASSIGN_OR_RETURN(node->server,
                           PsServer::Start(options, node->store.get()));
     return absl::OkStatus();
+  }
+
+  // A server killed (its process gone: the PsServer stops at once; its
+  // store, like a disk, stays) and started again on its address with the
+  // map it started with.
+  void Kill(Node* node) { node->server->Shutdown(absl::ZeroDuration()); }
+  absl::Status Restart(Node* node) {
+    node->server.reset();
+    PSDB_ASSIGN_OR_RETURN(node->server,
+                          PsServer::Start(node->options, node->store.get()));
+    return absl::OkStatus();
+  }
+
+  // The scheduler's GetStatus.migration.
+  v1::MigrationStatus MigrationNow() {
+    auto channel = grpc::CreateChannel(sched_->address(),
+                                       grpc::InsecureChannelCredentials());
+    grpc::ClientContext ctx;
+    v1::SchedulerStatus status;
+    EXPECT_TRUE(v1::SchedulerService::NewStub(channel)
+                    ->GetStatus(&ctx, v1::GetSchedulerStatusRequest(), &status)
+                    .ok());
+    return status.migration();
+  }
+
+  // Starts a rate-limited add of s2 on its own thread, waits until rows
+  // are moving, runs `fault`, and returns the add's result.
+  absl::StatusOr<v1::MigrationStatus> AddWithFault(
+      const std::function<void()>& fault) {
+    absl::StatusOr<v1::MigrationStatus> result;
+    std::thread add(
+        [&] { result = Change(MembershipChange::Kind::kAdd, "s2", 40); });
+    const bool copying = WaitFor(
+        [&] {
+          const v1::MigrationStatus m = MigrationNow();
+          return m.phase() == "copy" && m.rows_moved() > 0;
+        },
+        absl::Seconds(30));
+    EXPECT_TRUE(copying);
+    fault();
+    add.join();
+    return result;
   }
 
   // The same push through the cluster and on the reference.
@@ -360,6 +405,58 @@ TEST_F(MigrationTest, PushesDuringAMigrationAreNeitherLostNorDoubled) {
   EXPECT_THAT(lines[0], HasSubstr("add-server s2: "));
   ExpectRowsEqualReference();
   ExpectStoresHoldTheirKeys(Map());
+}
+
+// The joining server is killed while rows stream to it: the migration
+// aborts, the map still has it JOINING at epoch 1, every row reads as the
+// reference through the old map; once it is back, the add succeeds.
+TEST_F(MigrationTest, NewServerKilledMidCopyAbortsThenTheAddIsRedone) {
+  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
+  nodes_.push_back(std::make_unique<Node>());
+  ASSERT_OK(StartNode("s2", true, nodes_[2].get()));
+  const ClusterMap epoch1 = Map();
+
+  auto aborted = AddWithFault([&] { Kill(nodes_[2].get()); });
+  EXPECT_FALSE(aborted.ok());
+  const v1::MigrationStatus m = MigrationNow();
+  EXPECT_EQ(m.phase(), "aborted");
+  EXPECT_THAT(m.error(), HasSubstr("COPY on server"));
+  EXPECT_EQ(m.to_epoch(), 0u);
+  EXPECT_EQ(Map(), epoch1);
+  ExpectRowsEqualReference();
+  Push(Keys(), 3);
+  ExpectRowsEqualReference();
+
+  ASSERT_OK(Restart(nodes_[2].get()));
+  ASSERT_OK_AND_ASSIGN(v1::MigrationStatus added,
+                       Change(MembershipChange::Kind::kAdd, "s2"));
+  EXPECT_EQ(added.to_epoch(), 2u);
+  ExpectStoresHoldTheirKeys(Map());
+  ExpectRowsEqualReference();
+}
+
+// An old owner (a source) is killed while it copies: the migration aborts,
+// the map is unchanged, and once the old owner is back every row reads as
+// the reference (the new server dropped what it had received).
+TEST_F(MigrationTest, OldOwnerKilledMidCopyAbortsAndNothingIsLost) {
+  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
+  nodes_.push_back(std::make_unique<Node>());
+  ASSERT_OK(StartNode("s2", true, nodes_[2].get()));
+  const ClusterMap epoch1 = Map();
+
+  auto aborted = AddWithFault([&] { Kill(nodes_[0].get()); });
+  EXPECT_FALSE(aborted.ok());
+  EXPECT_EQ(MigrationNow().phase(), "aborted");
+  EXPECT_EQ(Map(), epoch1);
+  ASSERT_OK(Restart(nodes_[0].get()));
+  ExpectRowsEqualReference();
+  ExpectStoresHoldTheirKeys(epoch1);
+
+  ASSERT_OK_AND_ASSIGN(v1::MigrationStatus added,
+                       Change(MembershipChange::Kind::kAdd, "s2"));
+  EXPECT_EQ(added.to_epoch(), 2u);
+  ExpectStoresHoldTheirKeys(Map());
+  ExpectRowsEqualReference();
 }
 
 }  // namespace
