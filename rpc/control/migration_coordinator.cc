@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
+#include "util/status_macros.h"
 
 namespace psdb::rpc {
 namespace {
@@ -62,7 +63,7 @@ MigrationCoordinator::MigrationCoordinator(const MigrationOptions& options,
   auto add = [&](const v1::NodeEntry& e, bool loses_keys) {
     auto [it, inserted] = index.try_emplace(e.node_id(), servers_.size());
     if (inserted) {
-      servers_.push_back({e.node_id(), e.address(), e.rank(), false});
+      servers_.push_back({e.node_id(), e.address(), e.rank(), false, nullptr});
     }
     servers_[it->second].source |= loses_keys;
   };
@@ -127,10 +128,9 @@ absl::Status MigrationCoordinator::Call(const Server& server,
                                         const v1::ReshardRequest& req,
                                         absl::Duration timeout,
                                         v1::ReshardResponse* resp) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      MakeChannel(options_.tls, server.address);
-  if (!channel.ok()) return channel.status();
-  auto stub = v1::ParameterService::NewStub(*channel);
+  if (server.stub == nullptr) {
+    return absl::FailedPreconditionError("no channel to the server");
+  }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   {
@@ -140,7 +140,7 @@ absl::Status MigrationCoordinator::Call(const Server& server,
   }
   v1::ReshardResponse ignored;
   const absl::Status s = FromGrpcStatus(
-      stub->Reshard(&ctx, req, resp != nullptr ? resp : &ignored));
+      server.stub->Reshard(&ctx, req, resp != nullptr ? resp : &ignored));
   absl::MutexLock lock(&mu_);
   std::erase(in_flight_, &ctx);
   return s;
@@ -232,6 +232,17 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
   const std::vector<const Server*> all = Participants();
   Log(absl::StrCat(name, ": ", sources.size(), " source(s), ", all.size(),
                    " server(s), from epoch ", plan_.current.epoch()));
+
+  for (Server& server : servers_) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        MakeChannel(options_.tls, server.address);
+    if (!channel.ok()) {
+      return Abort(Annotate(channel.status(),
+                            absl::StrCat("server node id:", server.node_id,
+                                         " addr:", server.address)));
+    }
+    server.stub = v1::ParameterService::NewStub(*std::move(channel));
+  }
 
   v1::ReshardRequest req;
   req.set_migration_id(id_);

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,12 +37,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/control/scheduler.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/psdb.pb.h"
 #include "rpc/wire/tls.h"
-
-namespace grpc {
-class ClientContext;
-}  // namespace grpc
 
 namespace psdb::rpc {
 
@@ -99,6 +97,8 @@ class MigrationCoordinator {
     std::string address;
     int rank = 0;
     bool source = false;
+    // Opened by Run before the first call; one channel per server.
+    std::unique_ptr<v1::ParameterService::Stub> stub;
   };
 
   void Log(absl::string_view line) const;
