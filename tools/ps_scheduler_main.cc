@@ -199,8 +199,8 @@ int ChangeMembership(psdb::rpc::MembershipChange::Kind kind) {
   auto done = psdb::rpc::AdminMembershipChange(
       options, [](absl::string_view line) { std::cout << line << std::endl; });
   if (!done.ok()) {
-    std::cout << verb << " " << options.node_id << ": failed: " << done.status()
-              << std::endl;
+    std::cout << verb << (options.node_id.empty() ? "" : " ") << options.node_id
+              << ": failed: " << done.status() << std::endl;
     return 1;
   }
   std::cout << psdb::rpc::FormatMigrationDone(*done, absl::Now() - start)

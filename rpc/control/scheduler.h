@@ -95,7 +95,9 @@ struct SchedulerOptions {
   // atomic rename, after every change, and read back at start. Nodes
   // reloaded from it count as alive with a fresh heartbeat timeout, so
   // running nodes carry on beating to a restarted scheduler without
-  // restarting themselves. Barrier and step-clock state is not kept.
+  // restarting themselves. Barrier and step-clock state is not kept. After
+  // a membership change (saved epoch > 1) the saved servers win over
+  // server_num, which then only names the cluster as it was formed.
   // Empty = no persistence. Default: ""
   std::string recovery_path;
   // Receives each log line (no trailing newline); null = stderr.
