@@ -23,8 +23,10 @@
 //   addresses/<host:port>      the server node id holding that address,
 //                              claimed in the registration's transaction
 //   members/map                the ring (ClusterMap: servers and workers
-//                              by rank), written once every rank is taken;
-//                              the map's epoch is this key's etcd revision
+//                              by rank, server_num), written once every
+//                              rank is taken and again by each published
+//                              membership change; the map's epoch is this
+//                              key's etcd revision
 //   alive/<id>                 the node's incarnation, bound to the node's
 //                              own lease (TTL lease_ttl), renewed by its
 //                              heartbeats: a killed node's key disappears
@@ -39,10 +41,16 @@
 //                              it, then it goes
 //   clocks/<id>                the worker's finished step (SSP/BSP)
 //
-// Live resharding is not implemented on etcd yet: a joining registration
-// (RegisterRequest.join), AddServer and DrainServer answer UNIMPLEMENTED
-// (the ring key's revision as epoch, written in a transaction comparing
-// its mod revision, is the intended way).
+// Live resharding (scheduler.h's rules): a joining server takes the
+// lowest free rank (beyond every rank key, which are never deleted) in a
+// transaction that also requires members/map unchanged; it is in
+// members/nodes/ but not in the ring, so the map shows it JOINING. A
+// membership change is published by rewriting members/map in a
+// transaction comparing its mod revision with the epoch the migration
+// started from (the new epoch is the transaction's revision); a drain
+// deletes the node's members/nodes/, alive/ and addresses/ keys in the
+// same transaction (its ranks/ key stays: the rank is retired). Only the
+// leading scheduler runs a migration (SchedulerServer).
 //
 // The map a node gets is members/ read at one revision: epoch = the ring's
 // revision (it changes only when ownership changes), version = the newest
@@ -102,8 +110,6 @@ class EtcdScheduler final : public SchedulerBackend {
                                     int64_t finished_step, int staleness,
                                     absl::Time deadline) override;
   v1::SchedulerStatus Status() override;
-  // Not implemented with etcd yet: UNIMPLEMENTED naming the limitation
-  // (as Register with join).
   absl::StatusOr<MembershipPlan> PlanMembershipChange(
       const MembershipChange& change) override;
   absl::StatusOr<v1::ClusterMap> PublishMembershipChange(

@@ -800,6 +800,15 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
     {
       absl::MutexLock lock(&mu);
       if (closing) return absl::UnavailableError("scheduler is shutting down");
+      if (etcd != nullptr && !etcd->leader()) {
+        const v1::SchedulerStatus status = backend->Status();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "refused ", verb, " node id:", change.node_id,
+            ": this scheduler is a standby; send it to the leader (",
+            status.leader_address().empty() ? std::string("none yet")
+                                            : status.leader_address(),
+            ")"));
+      }
       if (migrating) {
         const v1::MigrationStatus running = migration->status();
         return absl::FailedPreconditionError(absl::StrCat(

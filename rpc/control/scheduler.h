@@ -44,9 +44,9 @@
 //    the rest under recovery_path), server_num follows. A drained server's
 //    heartbeat answers NOT_FOUND ("was drained ... may be stopped"), and
 //    its client, seeing itself absent from a ready map, stops beating
-//    instead of registering again (scheduler_client.h). With etcd,
-//    joining and membership changes are not implemented yet
-//    (UNIMPLEMENTED).
+//    instead of registering again (scheduler_client.h). With etcd the
+//    same rules hold (etcd_scheduler.h), the epoch being the ring key's
+//    revision, and only the leader runs a migration.
 //  - StepClock gives bounded staleness (SSP): a worker that has finished
 //    step s proceeds once every worker has finished s - k.
 //  - Barrier(name) is across all worker ranks: the n-th call of a name by
@@ -334,6 +334,8 @@ absl::StatusOr<v1::ClusterMap> MapAfterChange(const v1::ClusterMap& now,
 // call while one runs is refused with FAILED_PRECONDITION naming the
 // running one; GetStatus.migration is the running or last one. Shutdown
 // cancels a running migration (it aborts unless its map is published).
+// With etcd only the leader runs one (a standby refuses with
+// FAILED_PRECONDITION naming the leader).
 class SchedulerServer {
  public:
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
