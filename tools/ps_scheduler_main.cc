@@ -17,7 +17,7 @@
 // running nodes (they reconnect on their own).
 //
 // Live resharding (rpc/control/migration_coordinator.h), admin commands
-// against a running (in-process) scheduler:
+// against a running scheduler (with --etcd, the leader):
 //   ps-scheduler add-server --scheduler=HOST:PORT --node_id=ID
 //                [--batch_rows=N] [--max_rows_per_second=N]
 //   ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID [...]
