@@ -17,6 +17,8 @@ PACKAGES=(
   libssl-dev openssl redis-server libhiredis-dev gnuplot-nox python3
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
   prometheus-cpp-dev
+  # Compressed Criteo data (train/line_reader.h): .gz and .zst files.
+  zlib1g-dev libzstd-dev
   # etcd's v3 API protos (rpc/control/etcd_client.h generates its stubs from
   # them) and the etcd server the control-plane tests start.
   golang-etcd-server-dev golang-github-gogo-protobuf-dev

@@ -15,6 +15,10 @@ find_package(Eigen3 REQUIRED CONFIG)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
+# Compressed Criteo data (train/line_reader.h): gzip through zlib
+# (zlib1g-dev), zstd through libzstd (libzstd-dev).
+find_package(ZLIB REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 find_package(OpenSSL)
 # Prometheus metrics: prometheus-cpp's core (registries, metric families)
 # and pull (the HTTP /metrics endpoint, over civetweb); rpc/wire/metrics_http.h.

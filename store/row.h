@@ -40,6 +40,16 @@ struct RowBatch {
     state.assign(n * static_cast<size_t>(state_size_), 0.0f);
     headers.assign(n, RowHeader{});
   }
+  // Appends row i of `other` (same dim and state_size).
+  void AppendFrom(const RowBatch& other, size_t i) {
+    const size_t d = static_cast<size_t>(dim);
+    const size_t ss = static_cast<size_t>(state_size);
+    values.insert(values.end(), other.values.begin() + i * d,
+                  other.values.begin() + (i + 1) * d);
+    state.insert(state.end(), other.state.begin() + i * ss,
+                 other.state.begin() + (i + 1) * ss);
+    headers.push_back(other.headers[i]);
+  }
 };
 
 }  // namespace psdb

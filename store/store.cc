@@ -538,6 +538,28 @@ absl::Status Store::PutRows(absl::string_view table,
   return t->PutRows(keys, rows);
 }
 
+absl::Status Store::ReadRows(absl::string_view table,
+                             absl::Span<const uint64_t> keys, RowBatch* out,
+                             std::vector<uint8_t>* present) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->PullRows(keys, out, /*serving=*/true, present);
+}
+
+absl::Status Store::ScanKeys(
+    absl::string_view table, size_t batch,
+    absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("ScanKeys"));
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->ScanKeys(batch, fn);
+}
+
+absl::StatusOr<uint64_t> Store::DeleteRows(absl::string_view table,
+                                           absl::Span<const uint64_t> keys) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("DeleteRows"));
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->DeleteRows(keys);
+}
+
 absl::StatusOr<CheckpointInfo> Store::Checkpoint(
     absl::string_view root_dir, const CheckpointOptions& options) {
   PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));

@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -188,6 +189,23 @@ class Store {
   // an unknown table.
   absl::StatusOr<std::vector<uint64_t>> ResidentKeys(absl::string_view table,
                                                      size_t max) const;
+
+  // Row transfer for live resharding (rpc/server's migration): the rows
+  // that exist, read as they are: ReadRows creates no row, counts no
+  // sighting and sets present[i] to 0 for a key with no row (its out row
+  // is then the table's serving default). ScanKeys writes every dirty row,
+  // then calls fn with every key of `table` in numeric order, `batch` keys
+  // at a time, from one RocksDB snapshot (keys created later are not
+  // seen). DeleteRows removes rows from both tiers and returns how many
+  // existed. NotFound for an unknown table.
+  absl::Status ReadRows(absl::string_view table,
+                        absl::Span<const uint64_t> keys, RowBatch* out,
+                        std::vector<uint8_t>* present);
+  absl::Status ScanKeys(
+      absl::string_view table, size_t batch,
+      absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn);
+  absl::StatusOr<uint64_t> DeleteRows(absl::string_view table,
+                                      absl::Span<const uint64_t> keys);
 
   // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
   absl::Status Flush();

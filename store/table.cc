@@ -646,7 +646,7 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
 // PullRows / PutRows
 
 absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
-                             bool serving) {
+                             bool serving, std::vector<uint8_t>* present) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
   if (out == nullptr) {
     return absl::InvalidArgumentError(
@@ -669,6 +669,7 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
   const size_t nu = ukeys.size();
   RowBatch u;
   u.Resize(dim(), state_size_, nu);
+  std::vector<uint8_t> upresent(present != nullptr ? nu : 0, 1);
   auto copy_out = [&](size_t i, uint32_t slot) {
     RowHeader* h = mem_.header(slot);
     h->frequency += occ[i];
@@ -700,6 +701,7 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
         [&](size_t j, uint32_t slot) { copy_out(mu[j], slot); },
         [&](size_t j) {
           const size_t i = mu[j];
+          if (present != nullptr) upresent[i] = 0;
           DefaultRow(spec_, ukeys[i],
                      absl::MakeSpan(u.values.data() + i * d, d));
           optim::InitState(spec_.optimizer, dim(),
@@ -715,6 +717,10 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
       std::memcpy(out->state.data() + i * ss, u.state.data() + k * ss, 4 * ss);
     }
     out->headers[i] = u.headers[k];
+  }
+  if (present != nullptr) {
+    present->resize(n);
+    for (size_t i = 0; i < n; ++i) (*present)[i] = upresent[inverse[i]];
   }
   return absl::OkStatus();
 }

@@ -128,8 +128,12 @@ class Table {
                     absl::Span<const float> grads, const PushOptions& options);
   // `serving`: as a serving pull, create no row (a missing key gets its
   // DefaultRow, fresh state and a zero header) and count no sighting.
+  // `present` (optional): set to 1 for each key whose row exists, 0 for
+  // one that got the serving default (only a serving pull leaves rows
+  // absent).
   absl::Status PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
-                        bool serving = false);
+                        bool serving = false,
+                        std::vector<uint8_t>* present = nullptr);
   absl::Status PutRows(absl::Span<const uint64_t> keys, const RowBatch& rows);
 
   // Evicts up to n resident rows (dirty ones are written first); returns
@@ -140,6 +144,15 @@ class Table {
   // Deletes rows past their TTL from both tiers (no-op when ttl_steps is 0);
   // returns how many. Call after FlushDirty.
   absl::StatusOr<uint64_t> ExpireRows();
+
+  // Migration (Store::ScanKeys, Store::DeleteRows): writes every dirty row,
+  // then calls fn with the table's keys in numeric order, `batch` at a
+  // time, from one RocksDB snapshot; stops at fn's first error.
+  absl::Status ScanKeys(
+      size_t batch,
+      absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn);
+  // Deletes the rows of `keys` from both tiers; returns how many existed.
+  absl::StatusOr<uint64_t> DeleteRows(absl::Span<const uint64_t> keys);
 
   // Up to `max` keys resident in the memory tier, stripe by stripe.
   std::vector<uint64_t> ResidentKeys(size_t max);

@@ -244,4 +244,82 @@ absl::StatusOr<uint64_t> Table::ExpireRows() {
   return expired;
 }
 
+absl::Status Table::ScanKeys(
+    size_t batch,
+    absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn) {
+  if (batch == 0) return absl::InvalidArgumentError("ScanKeys batch is 0");
+  // Every row that exists now is on disk after the flush (created rows are
+  // dirty), so the iterator's snapshot holds every key of this moment.
+  PSDB_RETURN_IF_ERROR(FlushDirty().status());
+  std::unique_ptr<rocksdb::Iterator> it(
+      disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
+  std::vector<uint64_t> keys;
+  keys.reserve(batch);
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    uint64_t key;
+    PSDB_RETURN_IF_ERROR(
+        DecodeKey(absl::string_view(it->key().data(), it->key().size()), &key));
+    keys.push_back(key);
+    if (keys.size() == batch) {
+      PSDB_RETURN_IF_ERROR(fn(keys));
+      keys.clear();
+    }
+  }
+  PSDB_RETURN_IF_ERROR(FromRocks(it->status(), "scan keys"));
+  if (!keys.empty()) PSDB_RETURN_IF_ERROR(fn(keys));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  std::vector<uint64_t> sorted(keys.begin(), keys.end());
+  std::sort(sorted.begin(), sorted.end(), [&](uint64_t a, uint64_t b) {
+    const uint32_t sa = mem_.StripeOf(a), sb = mem_.StripeOf(b);
+    return sa != sb ? sa < sb : a < b;
+  });
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  absl::MutexLock el(&evict_mu_);  // no row writes while we delete
+  uint64_t deleted = 0;
+  std::vector<uint32_t> freed;
+  rocksdb::WriteBatch batch;
+  char kbuf[8];
+  absl::Status status;
+  // As ExpireRows: each stripe's deletes are written under its lock and
+  // noted as removed, so a concurrent miss reads again.
+  for (size_t j = 0; j < sorted.size() && status.ok();) {
+    const uint32_t sid = mem_.StripeOf(sorted[j]);
+    Stripe& st = mem_.stripe(sid);
+    absl::MutexLock l(&st.mu);
+    batch.Clear();
+    for (; j < sorted.size() && mem_.StripeOf(sorted[j]) == sid; ++j) {
+      const uint64_t key = sorted[j];
+      EncodeKey(key, kbuf);
+      const rocksdb::Slice k(kbuf, 8);
+      auto mit = st.index.find(key);
+      bool existed = mit != st.index.end();
+      if (existed) {
+        const uint32_t slot = mit->second;
+        RemoveLocked(st, key, slot);
+        freed.push_back(slot);
+      } else {
+        std::string value;
+        status = disk_->Get(cf_, k, &value, &existed);
+        if (!status.ok()) break;
+      }
+      if (!existed) continue;
+      batch.Delete(cf_, k);
+      st.NoteRemoved(key);
+      ++deleted;
+    }
+    if (status.ok() && batch.Count() > 0) status = disk_->WriteRows(&batch);
+  }
+  mem_.Free(freed.data(), freed.size());
+  uint64_t cur = rows_.load(std::memory_order_relaxed);
+  while (
+      !rows_.compare_exchange_weak(cur, cur >= deleted ? cur - deleted : 0)) {
+  }
+  if (!status.ok()) return status;
+  return deleted;
+}
+
 }  // namespace psdb::internal

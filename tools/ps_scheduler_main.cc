@@ -52,6 +52,8 @@
 #include "rpc/wire/address.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
+#include "rpc/wire/tls.h"
+#include "tools/common/flags_help.h"
 
 ABSL_FLAG(int, heartbeat_interval_ms, 1000, "How often nodes beat.");
 ABSL_FLAG(int, heartbeat_timeout_ms, 5000,
@@ -63,6 +65,17 @@ ABSL_FLAG(bool, require_client_cert, false,
           "Mutual TLS: refuse clients without a certificate from --tls_ca.");
 ABSL_FLAG(bool, insecure, false,
           "Allow plaintext on a non-loopback --sched_host.");
+ABSL_FLAG(int, cert_expiry_warning_days, 90,
+          "Warn when the server certificate expires within this many days.");
+ABSL_FLAG(std::string, tls_crl, "",
+          "PEM or DER certificate revocation list(s) of --tls_ca: a client "
+          "certificate listed is refused in the handshake. Checked at start "
+          "(signed by a --tls_ca CA, current); read once.");
+ABSL_FLAG(std::string, tls_ciphers, "",
+          "OpenSSL TLS 1.2 cipher list A:B:... for every TLS connection of "
+          "this process (GRPC_SSL_CIPHER_SUITES); a TLS 1.2 client offering "
+          "none is refused. TLS 1.3 uses OpenSSL's suites (gRPC cannot "
+          "choose them). Empty = gRPC's default.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics over HTTP at /metrics on this port; "
           "0 picks a free one, -1 = off.");
@@ -211,15 +224,25 @@ int ChangeMembership(psdb::rpc::MembershipChange::Kind kind) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psdb::tools::SetFlagsHelp(
       "ps-scheduler --server_num=N --worker_num=M --sched_port=P "
       "[--sched_host=H] (or PS_SERVER_NUM, PS_WORKER_NUM, PS_SCHED_PORT, "
-      "PS_SCHED_HOST)\n"
+      "PS_SCHED_HOST) [--tls_cert=... --tls_key=... [--tls_ca=... "
+      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]\n"
       "ps-scheduler add-server --scheduler=HOST:PORT --node_id=ID "
       "[--batch_rows=N] [--max_rows_per_second=N]\n"
       "ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID "
-      "[--batch_rows=N] [--max_rows_per_second=N]");
+      "[--batch_rows=N] [--max_rows_per_second=N]",
+      {"ps_scheduler_main.cc", "node_config_flags.cc"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // Before anything makes a TLS connection: gRPC reads the list once.
+  if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
+      !ciphers.empty()) {
+    if (absl::Status set = psdb::rpc::SetProcessCipherList(ciphers);
+        !set.ok()) {
+      return Fail(set);
+    }
+  }
   if (positional.size() > 1) {
     const std::string command = positional[1];
     if (positional.size() == 2 && command == "add-server") {
@@ -257,6 +280,9 @@ int main(int argc, char** argv) {
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
+  options.tls.crl_file = absl::GetFlag(FLAGS_tls_crl);
+  options.tls.cert_expiry_warning_days =
+      absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
   // Reaching ps-servers to migrate rows: their CA, and this scheduler's
   // certificate as a client's where servers require one.
@@ -298,6 +324,10 @@ int main(int argc, char** argv) {
     return Fail(valid);
   }
   if (absl::GetFlag(FLAGS_dry_run)) {
+    // Reads the TLS files (certificate, CA, CRL) as a start would.
+    auto credentials =
+        psdb::rpc::MakeServerCredentials(options.tls, options.host);
+    if (!credentials.ok()) return Fail(credentials.status());
     std::cout << "ps-scheduler (dry run): " << options.server_num
               << " servers, " << options.worker_num << " workers, listen on "
               << options.host << ":" << options.port << ", state "

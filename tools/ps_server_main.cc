@@ -75,6 +75,7 @@
 #include "store/checkpoint_restore.h"
 #include "store/store.h"
 #include "tools/common/args.h"
+#include "tools/common/flags_help.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -108,6 +109,15 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM CA that client certificates chain to.");
 ABSL_FLAG(bool, require_client_cert, false,
           "Mutual TLS: refuse clients without a certificate from --tls_ca.");
+ABSL_FLAG(std::string, tls_crl, "",
+          "PEM or DER certificate revocation list(s) of --tls_ca: a client "
+          "certificate listed is refused in the handshake. Checked at start "
+          "(signed by a --tls_ca CA, current); read once.");
+ABSL_FLAG(std::string, tls_ciphers, "",
+          "OpenSSL TLS 1.2 cipher list A:B:... for every TLS connection of "
+          "this process (GRPC_SSL_CIPHER_SUITES); a TLS 1.2 client offering "
+          "none is refused. TLS 1.3 uses OpenSSL's suites (gRPC cannot "
+          "choose them). Empty = gRPC's default.");
 ABSL_FLAG(int, cert_expiry_warning_days, 90,
           "Warn when the server certificate expires within this many days.");
 ABSL_FLAG(bool, insecure, false, "Allow plaintext on a non-loopback --host.");
@@ -168,10 +178,14 @@ int FinishDryRun() {
 
 std::string TransportSummary(const psdb::rpc::ServerOptions& options) {
   if (!options.tls.cert_file.empty()) {
-    return absl::StrCat("TLS ", options.tls.cert_file,
-                        options.tls.require_client_cert
-                            ? ", client certificates required"
-                            : "");
+    const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
+    return absl::StrCat(
+        "TLS ", options.tls.cert_file,
+        options.tls.require_client_cert ? ", client certificates required" : "",
+        options.tls.crl_file.empty()
+            ? ""
+            : absl::StrCat(", revocations from ", options.tls.crl_file),
+        ciphers.empty() ? "" : absl::StrCat(", TLS 1.2 ciphers ", ciphers));
   }
   return options.tls.insecure ? "plaintext (--insecure)" : "plaintext";
 }
@@ -295,15 +309,25 @@ int Serve(const std::string& root, const psdb::rpc::ServerOptions& options,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  psdb::tools::SetFlagsHelp(
       "ps-server --data_dir=DIR [--port=P] [--servers=h1:p1,... "
-      "--shard_id=K] [--tls_cert=... --tls_key=...]\n"
+      "--shard_id=K] [--tls_cert=... --tls_key=... [--tls_ca=... "
+      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]\n"
       "ps-server --serve_from=CKPT_ROOT [--shard_id=K] [--port=P] "
       "[--follow_interval_s=S]\n"
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
-      "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)");
+      "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)",
+      {"ps_server_main.cc", "node_config_flags.cc"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // Before anything makes a TLS connection: gRPC reads the list once.
+  if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
+      !ciphers.empty()) {
+    if (absl::Status set = psdb::rpc::SetProcessCipherList(ciphers);
+        !set.ok()) {
+      return Fail(set);
+    }
+  }
   if (positional.size() > 1) {
     if (positional.size() == 2 && std::string(positional[1]) == "checkpoint") {
       return RunCheckpoint();
@@ -351,6 +375,7 @@ int main(int argc, char** argv) {
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
   options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
+  options.tls.crl_file = absl::GetFlag(FLAGS_tls_crl);
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);

@@ -7,9 +7,12 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "util/hash.h"
 
 namespace psdb::train {
@@ -36,6 +39,26 @@ bool ParseHex(absl::string_view s, uint64_t* out) {
   }
   *out = v;
   return true;
+}
+
+// A field for a message: quoted, at most 32 bytes of it, C-escaped.
+std::string Quoted(absl::string_view field) {
+  constexpr size_t kMax = 32;
+  if (field.size() <= kMax)
+    return absl::StrCat("'", absl::CHexEscape(field), "'");
+  return absl::StrCat("'", absl::CHexEscape(field.substr(0, kMax)), "...' (",
+                      field.size(), " bytes)");
+}
+
+// The Criteo Terabyte logs' names: day_<N>, day_<N>.gz, day_<N>.zst.
+bool TerabyteDay(absl::string_view name, uint64_t* day) {
+  if (!absl::ConsumePrefix(&name, "day_")) return false;
+  if (!absl::ConsumeSuffix(&name, ".gz")) absl::ConsumeSuffix(&name, ".zst");
+  if (name.empty() || name.size() > 9) return false;
+  for (char c : name) {
+    if (c < '0' || c > '9') return false;
+  }
+  return absl::SimpleAtoi(name, day);
 }
 
 }  // namespace
@@ -81,7 +104,7 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch) {
     label = 1.0f;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("label '", fields[0], "' is not 0 or 1"));
+        absl::StrCat("label ", Quoted(fields[0]), " is not 0 or 1"));
   }
   int64_t ints[kNumIntFeatures];
   uint8_t present[kNumIntFeatures];
@@ -94,7 +117,7 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch) {
     }
     if (!absl::SimpleAtoi(f, &ints[j])) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "integer feature I", j + 1, " '", f, "' is not an integer"));
+          "integer feature I", j + 1, " ", Quoted(f), " is not an integer"));
     }
     present[j] = 1;
   }
@@ -108,7 +131,7 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch) {
     uint64_t v;
     if (!ParseHex(f, &v)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "categorical feature C", j + 1, " '", f, "' is not a hex id"));
+          "categorical feature C", j + 1, " ", Quoted(f), " is not a hex id"));
     }
     keys[j] = CategoricalKey(j, v);
   }
@@ -151,25 +174,20 @@ CriteoReader::CriteoReader(std::vector<std::string> files,
                            const ReaderOptions& options)
     : files_(std::move(files)), options_(options) {}
 
-CriteoReader::~CriteoReader() {
-  if (file_ != nullptr) std::fclose(file_);
-  std::free(line_buf_);
-}
+CriteoReader::~CriteoReader() = default;
 
 void CriteoReader::Rewind() {
-  if (file_ != nullptr) std::fclose(file_);
-  file_ = nullptr;
+  file_.reset();
   file_index_ = 0;
   global_line_ = 0;
 }
 
 absl::Status CriteoReader::OpenNextFile() {
   current_path_ = files_[file_index_++];
-  file_ = std::fopen(current_path_.c_str(), "r");
-  if (file_ == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open data file ", current_path_));
-  }
+  absl::StatusOr<std::unique_ptr<LineReader>> opened =
+      LineReader::Open(current_path_);
+  if (!opened.ok()) return opened.status();
+  file_ = *std::move(opened);
   line_in_file_ = 0;
   examined_in_file_ = 0;
   valid_in_file_ = 0;
@@ -177,8 +195,7 @@ absl::Status CriteoReader::OpenNextFile() {
 }
 
 absl::Status CriteoReader::CloseFile() {
-  std::fclose(file_);
-  file_ = nullptr;
+  file_.reset();
   // A line-sharded rank may legitimately get no line of a short file; an
   // empty file, or one whose examined lines are all bad, is an error.
   if (line_in_file_ == 0 || (examined_in_file_ > 0 && valid_in_file_ == 0)) {
@@ -199,14 +216,14 @@ absl::StatusOr<size_t> CriteoReader::Next(size_t max_examples,
       absl::Status s = OpenNextFile();
       if (!s.ok()) return s;
     }
-    const ssize_t len = getline(&line_buf_, &line_cap_, file_);
-    if (len < 0) {
+    Line line;
+    absl::StatusOr<bool> more = file_->Next(&line);
+    if (!more.ok()) return more.status();
+    if (!*more) {
       absl::Status s = CloseFile();
       if (!s.ok()) return s;
       continue;
     }
-    absl::string_view line(line_buf_, static_cast<size_t>(len));
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
     ++line_in_file_;
     const uint64_t g = global_line_++;
     if (options_.shard_by == ShardBy::kLine &&
@@ -214,18 +231,52 @@ absl::StatusOr<size_t> CriteoReader::Next(size_t max_examples,
       continue;
     }
     ++examined_in_file_;
-    absl::Status s = ParseCriteoLine(line, batch);
+    if (line.truncated()) {
+      CountMalformed(absl::StrCat("longer than the ", kMaxLineBytes,
+                                  " bytes a Criteo line may have"),
+                     line);
+      continue;
+    }
+    absl::Status s = ParseCriteoLine(line.text, batch);
     if (s.ok()) {
       ++valid_in_file_;
       ++valid_lines_;
     } else {
-      if (malformed_lines_++ == 0) {
-        first_error_ =
-            absl::StrCat(current_path_, ":", line_in_file_, ": ", s.message());
-      }
+      CountMalformed(s.message(), line);
     }
   }
   return batch->size();
+}
+
+void CriteoReader::CountMalformed(absl::string_view problem, const Line& line) {
+  const uint64_t n = malformed_lines_++;
+  if (n == 0) {
+    first_error_ =
+        absl::StrCat(current_path_, ":", line_in_file_, ": ", problem);
+  }
+  if (options_.malformed_log == nullptr) return;
+  if (n < options_.max_logged_malformed) {
+    const std::string text = DescribeMalformedLine(
+        current_path_, line_in_file_, problem, line.text, line.length);
+    std::fprintf(options_.malformed_log, "malformed line %s\n", text.c_str());
+  } else if (n == options_.max_logged_malformed) {
+    std::fprintf(options_.malformed_log,
+                 "malformed lines: %llu logged; further ones are counted, "
+                 "not logged\n",
+                 static_cast<unsigned long long>(n));
+  }
+}
+
+std::string DescribeMalformedLine(absl::string_view path, uint64_t line,
+                                  absl::string_view problem,
+                                  absl::string_view text, uint64_t length) {
+  const bool cut = length > kLoggedLineBytes;
+  return absl::StrCat(
+      path, ":", line, ": ", problem, " (", length, " bytes): ",
+      absl::CHexEscape(
+          text.substr(0, std::min<uint64_t>(kLoggedLineBytes, length))),
+      cut ? absl::StrCat("[... ", length - kLoggedLineBytes, " more bytes]")
+          : "");
 }
 
 std::optional<double> JsonNumber(absl::string_view json,
@@ -261,13 +312,17 @@ absl::StatusOr<DataDir> LoadDataDir(absl::string_view dir) {
         absl::StrCat("data directory ", dir, " does not exist"));
   }
   DataDir out;
+  std::vector<std::pair<uint64_t, std::string>> days;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     if (!entry.is_regular_file()) continue;
     const std::string name = entry.path().filename().string();
-    if (name.rfind("train", 0) == 0) {
+    uint64_t day;
+    if (absl::StartsWith(name, "train")) {
       out.train_files.push_back(entry.path().string());
-    } else if (name.rfind("test", 0) == 0) {
+    } else if (absl::StartsWith(name, "test")) {
       out.test_files.push_back(entry.path().string());
+    } else if (TerabyteDay(name, &day)) {
+      days.emplace_back(day, entry.path().string());
     }
   }
   if (ec) {
@@ -276,9 +331,16 @@ absl::StatusOr<DataDir> LoadDataDir(absl::string_view dir) {
   }
   std::sort(out.train_files.begin(), out.train_files.end());
   std::sort(out.test_files.begin(), out.test_files.end());
+  std::sort(days.begin(), days.end());
+  if (out.test_files.empty() && days.size() >= 2) {
+    out.test_files.push_back(days.back().second);
+    days.pop_back();
+  }
+  for (auto& [day, path] : days) out.train_files.push_back(std::move(path));
   if (out.train_files.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("data directory ", dir, " has no train* file"));
+    return absl::NotFoundError(absl::StrCat(
+        "data directory ", dir,
+        " has no train file (train*, or the Terabyte logs' day_N[.gz|.zst])"));
   }
   std::ifstream meta(root / "meta.json");
   if (meta) {

@@ -6,6 +6,15 @@
 // (missing). A line with another field count, a bad label, a bad integer or
 // a bad hex id is malformed: it is counted and skipped, never fatal, unless
 // a whole file yields no valid line (then Next() fails naming the file).
+// Files may be plain, gzip or zstd, told apart by their first bytes
+// (train/line_reader.h); all three read the same, in bounded memory.
+//
+// Malformed lines are logged rate-limited: the first max_logged_malformed
+// of a reader, one log line each, saying file:line, the problem, the line's
+// length and its first 200 bytes (C-escaped, so binary data stays one
+// printable line); after them one line says the rest are counted only.
+// Every message quotes at most 32 bytes of a bad field, so a hostile 1 MiB
+// field never reaches a log whole.
 //
 // Categorical values become psdb keys with CategoricalKey(field, value): the
 // field is folded into the 64-bit hash, so one embedding table serves all 26
@@ -32,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "train/line_reader.h"
 
 namespace psdb::train {
 
@@ -68,7 +78,22 @@ struct ReaderOptions {
   int world = 1;
   // Default: kFile
   ShardBy shard_by = ShardBy::kFile;
+  // Where malformed lines are logged; nullptr logs nothing (they are still
+  // counted). Default: stderr
+  std::FILE* malformed_log = stderr;
+  // How many malformed lines one reader logs before it only counts them.
+  // Default: 20
+  uint64_t max_logged_malformed = 20;
 };
+
+// How much of a malformed line a log line shows.
+inline constexpr size_t kLoggedLineBytes = 200;
+
+// The log text for malformed line `line` (1-based) of `path`: "path:line:
+// problem (N bytes): first kLoggedLineBytes bytes, C-escaped[...]".
+std::string DescribeMalformedLine(absl::string_view path, uint64_t line,
+                                  absl::string_view problem,
+                                  absl::string_view text, uint64_t length);
 
 class CriteoReader {
  public:
@@ -83,7 +108,8 @@ class CriteoReader {
   // Appends up to `max_examples` valid examples of this shard to *batch
   // (cleared first); returns how many, 0 at the end of the input. NotFound
   // if a file cannot be opened, DataLoss if a file (of this shard) has no
-  // valid line.
+  // valid line or its gzip/zstd stream is corrupt or truncated (the message
+  // names the file, the compressed byte offset and the last line read).
   absl::StatusOr<size_t> Next(size_t max_examples, CriteoBatch* batch);
 
   // Starts over from the first file (next epoch). Counters keep counting.
@@ -93,39 +119,49 @@ class CriteoReader {
   const std::vector<std::string>& files() const { return files_; }
   uint64_t valid_lines() const { return valid_lines_; }
   uint64_t malformed_lines() const { return malformed_lines_; }
-  // The first malformed line's file, line number and problem ("" if none).
+  // The first malformed line's file, line number and problem ("" if none);
+  // bounded: a bad field is quoted to at most 32 bytes.
   const std::string& first_error() const { return first_error_; }
 
  private:
   CriteoReader(std::vector<std::string> files, const ReaderOptions& options);
   absl::Status OpenNextFile();
   absl::Status CloseFile();
+  void CountMalformed(absl::string_view problem, const Line& line);
 
   const std::vector<std::string> files_;
   const ReaderOptions options_;
   size_t file_index_ = 0;  // next file to open
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<LineReader> file_;
   std::string current_path_;
   uint64_t line_in_file_ = 0;
   uint64_t examined_in_file_ = 0;
   uint64_t valid_in_file_ = 0;
   uint64_t global_line_ = 0;  // lines seen over all files (kLine sharding)
-  char* line_buf_ = nullptr;
-  size_t line_cap_ = 0;
   uint64_t valid_lines_ = 0;
   uint64_t malformed_lines_ = 0;
   std::string first_error_;
 };
 
-// A data directory: train* and test* files in Criteo format (sorted by
-// name), and meta.json's bayes_auc if present.
+// A data directory's Criteo files (plain, .gz or .zst alike: the format
+// comes from the bytes, see line_reader.h) and meta.json's bayes_auc if
+// present. Which regular files count:
+//   train files: every name starting with "train" (train.txt,
+//     train.txt-00000, train.txt.gz, train_1.zst, ...), sorted by name, then
+//     the Criteo Terabyte logs' day_<N>, day_<N>.gz, day_<N>.zst in day
+//     order (day_2 before day_10);
+//   test files: every name starting with "test" (test.txt, test.txt.gz,
+//     ...), sorted by name. With none and two or more day files, the last
+//     day is the test file (day_23 of the Terabyte logs: the MLPerf DLRM
+//     split, days 0-22 train, 23 test).
+// Anything else (meta.json, README, checksums) is ignored.
 struct DataDir {
   std::vector<std::string> train_files;
   std::vector<std::string> test_files;
   std::optional<double> bayes_auc;
 };
 
-// NotFound if `dir` does not exist or holds no train* file.
+// NotFound if `dir` does not exist or holds no train file.
 absl::StatusOr<DataDir> LoadDataDir(absl::string_view dir);
 
 // The number value of top-level key `key` in a flat JSON object, if there.

@@ -46,11 +46,13 @@ absl::Status WriteFileAtomically(absl::string_view path,
 absl::Status WriteMetricsCsv(absl::string_view path,
                              const std::vector<MetricsRow>& rows) {
   std::string out =
-      "step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss\n";
+      "step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss,"
+      "wide_loss,deep_loss\n";
   for (const MetricsRow& r : rows) {
     absl::StrAppend(&out, r.step, ",", r.epoch, ",", r.samples, ",",
                     Cell(r.train_loss), ",", Cell(r.train_auc), ",",
-                    Cell(r.eval_auc), ",", Cell(r.eval_logloss), "\n");
+                    Cell(r.eval_auc), ",", Cell(r.eval_logloss), ",",
+                    Cell(r.wide_loss), ",", Cell(r.deep_loss), "\n");
   }
   return WriteFileAtomically(path, out);
 }
@@ -70,14 +72,8 @@ std::optional<std::string> FindOnPath(absl::string_view program) {
   return std::nullopt;
 }
 
-absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
-                         std::optional<double> bayes_auc) {
-  const std::optional<std::string> gnuplot = FindOnPath("gnuplot");
-  if (!gnuplot.has_value()) {
-    return absl::UnavailableError(
-        "gnuplot is not installed (apt-get install gnuplot-nox); "
-        "skipping the PNG plot");
-  }
+std::string MetricsPlotScript(absl::string_view csv, absl::string_view png,
+                              std::optional<double> bayes_auc) {
   std::string script = absl::StrCat(
       "set terminal pngcairo size 1000,700 noenhanced\n"
       "set output '",
@@ -90,21 +86,36 @@ absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
       "set grid\n"
       "plot '",
       csv,
-      "' using 1:4 with lines lw 2 title 'train loss (window)', "
-      "'' using 1:7 with linespoints pt 7 title 'eval log-loss'\n"
-      "set ylabel 'AUC'\n");
+      "' using 'step':'train_loss' with lines lw 2 "
+      "title 'train loss (window)', "
+      "'' using 'step':'wide_loss' with lines lw 2 dt 3 "
+      "title 'wide part alone (window)', "
+      "'' using 'step':'deep_loss' with lines lw 2 dt 4 "
+      "title 'deep part alone (window)', "
+      "'' using 'step':'eval_logloss' with linespoints pt 7 "
+      "title 'eval log-loss'\n"
+      "set ylabel 'AUC'\n"
+      "plot '",
+      csv,
+      "' using 'step':'train_auc' with lines lw 2 title 'train AUC (window)', "
+      "'' using 'step':'eval_auc' with linespoints pt 7 title 'eval AUC'");
   if (bayes_auc.has_value()) {
-    absl::StrAppend(&script, "plot '", csv,
-                    "' using 1:5 with lines lw 2 title 'train AUC (window)', "
-                    "'' using 1:6 with linespoints pt 7 title 'eval AUC', ",
-                    Number(*bayes_auc),
-                    " with lines dt 2 title 'Bayes-optimal AUC'\n");
-  } else {
-    absl::StrAppend(&script, "plot '", csv,
-                    "' using 1:5 with lines lw 2 title 'train AUC (window)', "
-                    "'' using 1:6 with linespoints pt 7 title 'eval AUC'\n");
+    absl::StrAppend(&script, ", ", Number(*bayes_auc),
+                    " with lines dt 2 title 'Bayes-optimal AUC'");
   }
-  absl::StrAppend(&script, "unset multiplot\n");
+  absl::StrAppend(&script, "\nunset multiplot\n");
+  return script;
+}
+
+absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
+                         std::optional<double> bayes_auc) {
+  const std::optional<std::string> gnuplot = FindOnPath("gnuplot");
+  if (!gnuplot.has_value()) {
+    return absl::UnavailableError(
+        "gnuplot is not installed (apt-get install gnuplot-nox); "
+        "skipping the PNG plot");
+  }
+  const std::string script = MetricsPlotScript(csv, png, bayes_auc);
   const std::string script_path = absl::StrCat(png, ".gp");
   absl::Status s = WriteFileAtomically(script_path, script);
   if (!s.ok()) return s;

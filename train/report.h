@@ -1,7 +1,11 @@
 // The files a training run leaves next to its checkpoints:
-//   metrics.csv   step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss
-//                 (empty cells where a value was not measured at that row)
-//   metrics.png   loss and AUC against step, rendered by gnuplot
+//   metrics.csv   step,epoch,samples,train_loss,train_auc,eval_auc,
+//                 eval_logloss,wide_loss,deep_loss
+//                 (empty cells where a value was not measured at that row;
+//                 wide_loss and deep_loss are the training window's
+//                 per-part losses, WideDeepLoss in train/wide_deep.h)
+//   metrics.png   losses (train, each part's, eval) and AUC against step,
+//                 rendered by gnuplot
 //   summary.json  the run's headline numbers
 //
 // Thread-safety: thread-compatible.
@@ -27,14 +31,22 @@ struct MetricsRow {
   std::optional<double> train_auc;
   std::optional<double> eval_auc;
   std::optional<double> eval_logloss;
+  std::optional<double> wide_loss;  // log-loss of the wide part alone
+  std::optional<double> deep_loss;  // log-loss of the deep part alone
 };
 
 absl::Status WriteMetricsCsv(absl::string_view path,
                              const std::vector<MetricsRow>& rows);
 
-// Renders `csv` to `png` with gnuplot (a horizontal line at bayes_auc when
-// given). Unavailable (with a message saying so) if gnuplot is not on PATH;
-// Internal if it fails.
+// The gnuplot script PlotMetrics runs: two panels against step, the losses
+// (train, wide part, deep part, eval) and the AUCs (train, eval, a
+// horizontal line at bayes_auc when given). Columns are named by their
+// metrics.csv header, not their position.
+std::string MetricsPlotScript(absl::string_view csv, absl::string_view png,
+                              std::optional<double> bayes_auc);
+
+// Renders `csv` to `png` with gnuplot (MetricsPlotScript). Unavailable (with a
+// message saying so) if gnuplot is not on PATH; Internal if it fails.
 absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
                          std::optional<double> bayes_auc);
 

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -94,6 +95,21 @@ absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
 }
 
 }  // namespace
+
+std::string PartLossLine(int epoch, int64_t step, double wide_loss,
+                         double deep_loss) {
+  // The seed's values are float32 printed in their shortest round-trip form
+  // (0.6873926, 0.80273706, 0.566089): std::to_chars on the float does that.
+  auto shortest = [](double v) {
+    char buf[64];
+    const auto [end, ec] =
+        std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v));
+    return std::string(buf, end);
+  };
+  return absl::StrCat("epoch: ", epoch, " step: ", step, ", wide_loss is ",
+                      shortest(wide_loss), ", deep_loss is ",
+                      shortest(deep_loss));
+}
 
 absl::StatusOr<uint64_t> CountLines(const std::vector<std::string>& files) {
   uint64_t lines = 0;
@@ -245,7 +261,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   }
   const absl::Time start = absl::Now();
   int64_t step = 0;
-  double window_loss = 0;
+  // Sums of the steps' mean losses since the last log line: each line
+  // reports the mean over its window of steps.
+  double window_loss = 0, window_wide_loss = 0, window_deep_loss = 0;
   int window_steps = 0;
   std::vector<float> window_probs, window_labels, probs;
   int last_epoch = current.epoch;
@@ -255,14 +273,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     ++step;
     const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
     PSDB_ASSIGN_OR_RETURN(
-        double loss,
+        const WideDeepLoss loss,
         model->TrainStep(
             *current.batch,
             stop_here || !options.prefetch ? nullptr : next.batch.get(), step,
             &probs));
     if (options.after_step) PSDB_RETURN_IF_ERROR(options.after_step(step));
     result.samples += current.batch->size();
-    window_loss += loss;
+    window_loss += loss.loss;
+    window_wide_loss += loss.wide_loss;
+    window_deep_loss += loss.deep_loss;
     ++window_steps;
     window_probs.insert(window_probs.end(), probs.begin(), probs.end());
     window_labels.insert(window_labels.end(), current.batch->labels.begin(),
@@ -273,8 +293,14 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       result.last_loss = mean_loss;
       absl::StatusOr<double> window_auc = Auc(window_probs, window_labels);
       progress.Clear();
+      const double mean_wide_loss = window_wide_loss / window_steps;
+      const double mean_deep_loss = window_deep_loss / window_steps;
       std::fprintf(log, "epoch: %d step: %lld, loss is %.4f\n", current.epoch,
                    static_cast<long long>(step), mean_loss);
+      std::fprintf(
+          log, "%s\n",
+          PartLossLine(current.epoch, step, mean_wide_loss, mean_deep_loss)
+              .c_str());
       std::fflush(log);
       MetricsRow row;
       row.step = step;
@@ -282,9 +308,11 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       row.samples = result.samples;
       row.train_loss = mean_loss;
       if (window_auc.ok()) row.train_auc = *window_auc;
+      row.wide_loss = mean_wide_loss;
+      row.deep_loss = mean_deep_loss;
       metrics.push_back(row);
       PSDB_RETURN_IF_ERROR(WriteMetricsCsv(csv_path, metrics));
-      window_loss = 0;
+      window_loss = window_wide_loss = window_deep_loss = 0;
       window_steps = 0;
       window_probs.clear();
       window_labels.clear();

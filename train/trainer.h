@@ -2,8 +2,11 @@
 // (train* / test* files, optional meta.json), trains Wide&Deep through an
 // EmbeddingSource and a ParameterClient, evaluates AUC and log-loss on the
 // held-out split, writes checkpoints, and reports:
-//   - a line per log_every steps in the seeds' style
-//     (`epoch: 1 step: 200, loss is 0.4873`),
+//   - two lines per log_every steps in the seeds' style
+//     (`epoch: 1 step: 200, loss is 0.4873` and, seed 004's per-part
+//     losses, `epoch: 1 step: 200, wide_loss is 0.5712, deep_loss is
+//     0.6011`), each the mean over the steps since the previous line of the
+//     steps' WideDeepLoss (train/wide_deep.h),
 //   - a progress bar with samples/s and ETA on a terminal (plain lines
 //     otherwise),
 //   - a final summary, CDIR/summary.json, CDIR/metrics.csv and (when gnuplot
@@ -111,6 +114,13 @@ struct TrainResult {
 absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                                         ParameterClient* client,
                                         EmbeddingSource* embeddings, FILE* log);
+
+// The per-part loss line (no newline), in seed 004's format:
+// `epoch: E step: S, wide_loss is W, deep_loss is D`, W and D rounded to
+// float32 and printed in their shortest round-trip decimal form, as the seed's
+// (float32) values are, so the line parses back to the exact floats.
+std::string PartLossLine(int epoch, int64_t step, double wide_loss,
+                         double deep_loss);
 
 // Lines of `files` (counting a final line without newline).
 absl::StatusOr<uint64_t> CountLines(const std::vector<std::string>& files);

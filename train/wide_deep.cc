@@ -52,8 +52,19 @@ void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out) {
   }
 }
 
-double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
-                       std::vector<float>* probs, WideDeepGrads* grads) {
+namespace {
+
+// log(1 + e^z) - y z: sigmoid cross-entropy of logit z, stable for either
+// sign of z.
+double LogLossOfLogit(double z, double y) {
+  return std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+}
+
+}  // namespace
+
+WideDeepLoss ForwardBackward(const WideDeepShape& shape,
+                             const WideDeepInputs& in,
+                             std::vector<float>* probs, WideDeepGrads* grads) {
   const int n = in.n;
   const int d = shape.deep_dim;
   const int deep_width = kNumCatFeatures * d;
@@ -73,24 +84,36 @@ double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
 
   probs->resize(n);
   std::vector<float> dlogit(n);
-  double loss = 0;
+  WideDeepLoss loss;
   for (int i = 0; i < n; ++i) {
+    // z adds the wide terms to the deep logit; the wide logit accumulates
+    // the same terms, in the same order, on its own (39 more additions per
+    // example, no second pass). Computing z as wide + deep instead would
+    // round differently and change trained rows in their last bits.
     double z = deep_logit[i] + in.linear[kNumIntFeatures];
+    double wide_z = in.linear[kNumIntFeatures];
     for (int f = 0; f < kNumCatFeatures; ++f) {
-      z += in.wide[static_cast<size_t>(i) * kNumCatFeatures + f];
+      const float w = in.wide[static_cast<size_t>(i) * kNumCatFeatures + f];
+      z += w;
+      wide_z += w;
     }
     for (int j = 0; j < kNumIntFeatures; ++j) {
-      z +=
+      const float lx =
           in.linear[j] * in.dense[static_cast<size_t>(i) * kNumIntFeatures + j];
+      z += lx;
+      wide_z += lx;
     }
     const double y = in.labels[i];
-    // log(1 + e^z) - y z, stable for either sign of z.
-    loss += std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+    loss.loss += LogLossOfLogit(z, y);
+    loss.wide_loss += LogLossOfLogit(wide_z, y);
+    loss.deep_loss += LogLossOfLogit(deep_logit[i], y);
     const double p = 1.0 / (1.0 + std::exp(-z));
     (*probs)[i] = static_cast<float>(p);
     dlogit[i] = static_cast<float>((p - y) / n);
   }
-  loss /= n;
+  loss.loss /= n;
+  loss.wide_loss /= n;
+  loss.deep_loss /= n;
   if (grads == nullptr) return loss;
 
   grads->wide.resize(static_cast<size_t>(n) * kNumCatFeatures);
@@ -312,10 +335,9 @@ absl::Status WideDeepModel::PushDense(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> WideDeepModel::TrainStep(const CriteoBatch& batch,
-                                                const CriteoBatch* next,
-                                                int64_t step,
-                                                std::vector<float>* probs) {
+absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
+    const CriteoBatch& batch, const CriteoBatch* next, int64_t step,
+    std::vector<float>* probs) {
   if (batch.size() == 0) return absl::InvalidArgumentError("empty batch");
   if (!config_.async_push) PSDB_RETURN_IF_ERROR(WaitForPush());
   PSDB_RETURN_IF_ERROR(PullAll(batch, next, /*serving=*/false));
@@ -328,7 +350,7 @@ absl::StatusOr<double> WideDeepModel::TrainStep(const CriteoBatch& batch,
   in.labels = batch.labels;
   in.linear = linear_values_;
   for (const auto& v : mlp_values_) in.mlp.push_back(v);
-  const double loss = ForwardBackward(shape_, in, probs, &grads_);
+  const WideDeepLoss loss = ForwardBackward(shape_, in, probs, &grads_);
 
   // The previous asynchronous push still owns the push buffers.
   PSDB_RETURN_IF_ERROR(WaitForPush());

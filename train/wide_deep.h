@@ -7,6 +7,13 @@
 //           MLP (429 -> 256 -> 128 -> 1 by default, ReLU), whose weights are
 //           psdb dense tables (Adam);
 //   p     = sigmoid(wide + deep), trained on mean sigmoid cross-entropy.
+// The wide logit is the sum of the 26 wide embeddings plus the linear model
+// (weights . normalized ints + bias); the deep logit is the MLP's output.
+// Besides the trained loss, ForwardBackward reports each part's own loss
+// (WideDeepLoss): the log-loss of sigmoid(wide logit) and of sigmoid(deep
+// logit), from the same forward pass. They say how well each part predicts
+// alone; they are not separate objectives (both parts train on the joint
+// loss).
 // Integer feature x is normalized to sign(x) * log(1 + |x|), 0 if missing.
 //
 // Tables (created idempotently by Create): "wide" (dim 1), "deep"
@@ -88,10 +95,20 @@ struct WideDeepGrads {
   std::vector<std::vector<float>> mlp;
 };
 
-// Mean sigmoid cross-entropy of the batch; fills probs (n) and, if grads is
-// not null, the gradients of the mean loss.
-double ForwardBackward(const WideDeepShape& shape, const WideDeepInputs& in,
-                       std::vector<float>* probs, WideDeepGrads* grads);
+// Mean sigmoid cross-entropy over a batch, of the model and of each part's
+// own prediction. Each is mean_i [log(1 + e^z_i) - y_i z_i] for its logit z:
+struct WideDeepLoss {
+  double loss = 0;       // z = wide + deep: the loss that is trained
+  double wide_loss = 0;  // z = wide logit alone (embeddings + linear + bias)
+  double deep_loss = 0;  // z = deep logit alone (the MLP's output)
+};
+
+// Fills probs (n, sigmoid(wide + deep)) and, if grads is not null, the
+// gradients of the mean loss (WideDeepLoss::loss). One forward pass gives
+// all three losses.
+WideDeepLoss ForwardBackward(const WideDeepShape& shape,
+                             const WideDeepInputs& in,
+                             std::vector<float>* probs, WideDeepGrads* grads);
 
 // sign(x) * log1p(|x|) of present features, 0 for missing ones.
 void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out);
@@ -119,10 +136,11 @@ class WideDeepModel {
   void Begin(const CriteoBatch& first);
   // One step on `batch` at global step `step` (>= 1): look up, prefetch
   // `next`'s rows (if not null; it is also announced), forward, backward,
-  // update. Returns the batch's mean loss; probs gets its predictions.
-  absl::StatusOr<double> TrainStep(const CriteoBatch& batch,
-                                   const CriteoBatch* next, int64_t step,
-                                   std::vector<float>* probs);
+  // update. Returns the batch's mean losses (the trained one and each
+  // part's); probs gets its predictions.
+  absl::StatusOr<WideDeepLoss> TrainStep(const CriteoBatch& batch,
+                                         const CriteoBatch* next, int64_t step,
+                                         std::vector<float>* probs);
   // Predictions without creating rows or updating anything.
   absl::Status Predict(const CriteoBatch& batch, std::vector<float>* probs);
   // Waits for a pending asynchronous push; returns its status.

@@ -197,7 +197,11 @@ def mlp(sizes, generator):
 
 
 class WideDeep(torch.nn.Module):
-    """logit = sum_f wide[id_f] + linear . x + b + MLP([deep[id_f]..., x])."""
+    """logit = sum_f wide[id_f] + linear . x + b + MLP([deep[id_f]..., x]).
+
+    forward returns (logit, wide logit, deep logit): the wide logit is
+    sum_f wide[id_f] + linear . x + b, the deep logit the MLP's output, and
+    logit their sum (train/wide_deep.h WideDeepLoss)."""
 
     def __init__(self, client, args, caches=None):
         super().__init__()
@@ -241,9 +245,9 @@ class WideDeep(torch.nn.Module):
         lin = self.linear(self._zero, step=step)[0]           # (14,)
         if prefetch is not None:
             self.prefetch(prefetch)
-        logit = (wide[:, 0] + dense @ lin[:NUM_INT] + lin[NUM_INT]
-                 + self.mlp(torch.cat([deep, dense], 1))[:, 0])
-        return logit
+        wide_logit = wide[:, 0] + dense @ lin[:NUM_INT] + lin[NUM_INT]
+        deep_logit = self.mlp(torch.cat([deep, dense], 1))[:, 0]
+        return wide_logit + deep_logit, wide_logit, deep_logit
 
     def prefetch(self, keys):
         """keys: the next batch's unique() (announced, then fetched)."""
@@ -328,7 +332,7 @@ def evaluate(model, data, batch_size):
     probs = []
     with torch.no_grad():
         for keys, dense, _ in data.batches(batch_size):
-            probs.append(torch.sigmoid(model(keys, dense)).numpy())
+            probs.append(torch.sigmoid(model(keys, dense)[0]).numpy())
     model.train()
     return np.concatenate(probs)
 
@@ -342,8 +346,10 @@ def load_data(data_dir):
     return train_data, test_data, bayes_auc, time.perf_counter() - t0
 
 
-def train(args, log=sys.stdout, data=None):
-    """Runs the job; `data` = load_data(args.data) if already loaded."""
+def train(args, log=None, data=None):
+    """Runs the job; `data` = load_data(args.data) if already loaded; the log
+    goes to `log`, else to sys.stdout as it is at the call."""
+    log = log or sys.stdout
     os.makedirs(args.checkpoint_dir, exist_ok=True)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -380,6 +386,7 @@ def train(args, log=sys.stdout, data=None):
     csv_path = os.path.join(args.checkpoint_dir, "metrics.csv")
     step, samples = 0, 0
     window_loss, window_steps, last_loss = 0.0, 0, float("nan")
+    window_wide, window_deep = 0.0, 0.0
     batches = [b for _ in range(args.epochs)
                for b in train_data.batches(args.batch_size)]
     epoch_of = [e + 1 for e in range(args.epochs)
@@ -397,11 +404,21 @@ def train(args, log=sys.stdout, data=None):
         # batch's lookups, as ps-train does) and for its own step.
         following = (model.unique(batches[i + 1][0])
                      if i + 1 < len(batches) else None)
-        logit = model(uniq, dense, step=step,
-                      prefetch=following if prefetch else None)
+        logit, wide_logit, deep_logit = model(
+            uniq, dense, step=step, prefetch=following if prefetch else None)
         uniq = following
+        target = torch.from_numpy(labels)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logit, torch.from_numpy(labels))
+            logit, target)
+        # Each part's own log-loss, from the same forward pass (reported,
+        # not trained): seed 004's wide_loss / deep_loss.
+        with torch.no_grad():
+            window_wide += float(
+                torch.nn.functional.binary_cross_entropy_with_logits(
+                    wide_logit, target))
+            window_deep += float(
+                torch.nn.functional.binary_cross_entropy_with_logits(
+                    deep_logit, target))
         dense_opt.zero_grad()
         loss.backward()  # pushes the embedding gradients to psdb
         dense_opt.step()
@@ -410,12 +427,21 @@ def train(args, log=sys.stdout, data=None):
         window_steps += 1
         if step % args.log_every == 0 or i + 1 == len(batches):
             last_loss = window_loss / window_steps
+            wide_loss = window_wide / window_steps
+            deep_loss = window_deep / window_steps
             print(f"epoch: {epoch_of[i]} step: {step}, loss is "
                   f"{last_loss:.4f}", file=log)
+            # As ps-train: float32 in shortest form, seed 004's format
+            # (str() of a numpy float32; format() would widen it to double).
+            print(f"epoch: {epoch_of[i]} step: {step}, wide_loss is "
+                  f"{str(np.float32(wide_loss))}, deep_loss is "
+                  f"{str(np.float32(deep_loss))}", file=log)
             log.flush()
             metrics.append({"step": step, "epoch": epoch_of[i],
-                            "samples": samples, "train_loss": last_loss})
+                            "samples": samples, "train_loss": last_loss,
+                            "wide_loss": wide_loss, "deep_loss": deep_loss})
             window_loss, window_steps = 0.0, 0
+            window_wide, window_deep = 0.0, 0.0
     # Timed like ps-train (train/trainer.cc): the training loop, not the
     # cache flush before evaluation.
     seconds = time.perf_counter() - start
@@ -466,7 +492,7 @@ def train(args, log=sys.stdout, data=None):
     })
     with open(csv_path, "w") as f:
         cols = ["step", "epoch", "samples", "train_loss", "eval_auc",
-                "eval_logloss"]
+                "eval_logloss", "wide_loss", "deep_loss"]
         f.write(",".join(cols) + "\n")
         for row in metrics:
             f.write(",".join("" if row.get(c) is None else str(row[c])

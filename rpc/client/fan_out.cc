@@ -118,6 +118,36 @@ absl::Status FanOut::WithMap(
   }
 }
 
+absl::StatusOr<std::shared_ptr<const RoutedMap>> FanOut::Refresh(
+    const RoutedMap& current, absl::Time deadline) {
+  if (!options_.map_source) {
+    return absl::FailedPreconditionError("no map source to refresh from");
+  }
+  absl::Duration backoff = options_.initial_backoff;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (map_->cluster.epoch() > current.cluster.epoch()) return map_;
+    }
+    absl::StatusOr<ClusterMap> fresh = options_.map_source();
+    if (fresh.ok() && fresh->epoch() > current.cluster.epoch()) {
+      PSDB_ASSIGN_OR_RETURN(std::shared_ptr<const RoutedMap> next,
+                            Connect(*fresh));
+      absl::MutexLock lock(&mu_);
+      if (map_->cluster.epoch() < next->cluster.epoch()) map_ = next;
+      return map_;
+    }
+    if (absl::Now() + backoff > deadline) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cluster map still at epoch ", current.cluster.epoch(),
+          fresh.ok() ? std::string()
+                     : absl::StrCat(" (", fresh.status().message(), ")")));
+    }
+    absl::SleepFor(backoff);  // backoff between asks, as Run's retries
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
 absl::Status FanOut::RefuseWriteToReplicas(absl::string_view operation) const {
   const std::shared_ptr<const RoutedMap> current = map();
   for (const ServerInfo& server : current->cluster.servers()) {

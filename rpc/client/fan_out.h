@@ -129,6 +129,15 @@ class FanOut {
   absl::Status WithMap(bool reroute,
                        const std::function<absl::Status(const RoutedMap&)>& fn);
 
+  // A map newer than `current` from map_source, installed (unless another
+  // call installed one meanwhile, which is then returned): asks again with
+  // backoff until the epoch moves or `deadline` (a server that refused
+  // with a newer epoch has it published already, but a watch may lag).
+  // FailedPrecondition when there is no map_source or the epoch did not
+  // move in time.
+  absl::StatusOr<std::shared_ptr<const RoutedMap>> Refresh(
+      const RoutedMap& current, absl::Time deadline);
+
   // FailedPrecondition, before anything is sent, when the map has a server
   // with replicas: replicas are read-only, so the client refuses writes
   // (`operation`, e.g. "Push") to the whole cluster. Outside WithMap: it is

@@ -216,34 +216,50 @@ class RemoteClient::Impl {
     }
     const int32_t worker_id = options_.worker_id.value_or(options.worker_id);
     Partitioner& part = ThreadPartitioner();
-    // A push is not re-routed after a map change: some servers may have
-    // applied their part. The map is refreshed for the next call.
+    // Duplicates summed in order of occurrence (the store's order), once:
+    // re-sent keys carry the same sums.
+    std::shared_ptr<const RoutedMap> map = fan_out_->map();
+    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
+    std::vector<uint64_t> pending(part.sent_keys().begin(),
+                                  part.sent_keys().end());
+    std::vector<float> pending_grads(part.num_sent() * dim);
+    PSDB_RETURN_IF_ERROR(
+        part.GatherSum<float>(grads, dim, absl::MakeSpan(pending_grads)));
     return Forget(
         table,
-        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
-          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          // Duplicates summed in order of occurrence (the store's order).
-          std::vector<float> sent(part.num_sent() * dim);
-          PSDB_RETURN_IF_ERROR(
-              part.GatherSum<float>(grads, dim, absl::MakeSpan(sent)));
-          auto [chunks, reqs, resps, calls] =
-              fan_out_->ToOwners<v1::PushRequest, v1::PushResponse>(
-                  map, part, table, options_.push_to_every_server,
-                  [](auto* async, grpc::ClientContext* ctx,
-                     const v1::PushRequest* req, v1::PushResponse* resp,
-                     DoneFn done) {
-                    async->Push(ctx, req, resp, std::move(done));
-                  });
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            v1::PushRequest& req = reqs[c];
-            req.set_step(step);
-            req.set_worker_id(worker_id);
-            FloatsToBytes(absl::MakeConstSpan(sent).subspan(
-                              chunks[c].begin * dim, chunks[c].size() * dim),
-                          req.mutable_grads());
-          }
-          return fan_out_->Run(map, calls, false, deadline);
-        }));
+        ResendRefused(
+            map, deadline, pending,
+            [&](const RoutedMap& routed, const Partitioner& p,
+                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
+                std::vector<Chunk>* out_chunks) -> absl::Status {
+              auto chunked =
+                  fan_out_->ToOwners<v1::PushRequest, v1::PushResponse>(
+                      routed, p, table, options_.push_to_every_server,
+                      [](auto* async, grpc::ClientContext* ctx,
+                         const v1::PushRequest* req, v1::PushResponse* resp,
+                         DoneFn done) {
+                        async->Push(ctx, req, resp, std::move(done));
+                      });
+              std::vector<float> sent(index.size() * dim);
+              for (size_t j = 0; j < index.size(); ++j) {
+                std::copy_n(pending_grads.begin() + index[j] * dim, dim,
+                            sent.begin() + j * dim);
+              }
+              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
+                v1::PushRequest& req = chunked.reqs[c];
+                req.set_step(step);
+                req.set_worker_id(worker_id);
+                FloatsToBytes(absl::MakeConstSpan(sent).subspan(
+                                  chunked.chunks[c].begin * dim,
+                                  chunked.chunks[c].size() * dim),
+                              req.mutable_grads());
+              }
+              absl::Status status =
+                  fan_out_->Run(routed, chunked.calls, false, deadline);
+              *out_calls = std::move(chunked.calls);
+              *out_chunks = std::move(chunked.chunks);
+              return status;
+            }));
   }
 
   absl::Status PullRows(absl::string_view table,
@@ -322,41 +338,50 @@ class RemoteClient::Impl {
     if (keys.empty()) return absl::OkStatus();
     const absl::Time deadline = Deadline();
     Partitioner& part = ThreadPartitioner();
+    std::shared_ptr<const RoutedMap> map = fan_out_->map();
+    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
+    // Duplicates: the last one wins. `unique` holds one row per key, in
+    // the partitioner's order; re-sent keys index into it.
+    RowBatch unique;
+    unique.Resize(dim, state_size, part.num_sent());
+    PSDB_RETURN_IF_ERROR(
+        part.Gather<float>(rows.values, dim, absl::MakeSpan(unique.values)));
+    PSDB_RETURN_IF_ERROR(part.Gather<float>(rows.state, state_size,
+                                            absl::MakeSpan(unique.state)));
+    PSDB_RETURN_IF_ERROR(part.Gather<RowHeader>(
+        rows.headers, 1, absl::MakeSpan(unique.headers)));
+    const std::vector<uint64_t> pending(part.sent_keys().begin(),
+                                        part.sent_keys().end());
     return Forget(
         table,
-        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
-          PSDB_RETURN_IF_ERROR(part.Partition(map.cluster.ring(), keys));
-          // Duplicates: the last one wins.
-          RowBatch sent;
-          sent.Resize(dim, state_size, part.num_sent());
-          PSDB_RETURN_IF_ERROR(part.Gather<float>(rows.values, dim,
-                                                  absl::MakeSpan(sent.values)));
-          PSDB_RETURN_IF_ERROR(part.Gather<float>(rows.state, state_size,
-                                                  absl::MakeSpan(sent.state)));
-          PSDB_RETURN_IF_ERROR(part.Gather<RowHeader>(
-              rows.headers, 1, absl::MakeSpan(sent.headers)));
-          auto [chunks, reqs, resps, calls] =
-              fan_out_->ToOwners<v1::PutRowsRequest, v1::PutRowsResponse>(
-                  map, part, table, /*every_server=*/false,
-                  [](auto* async, grpc::ClientContext* ctx,
-                     const v1::PutRowsRequest* req, v1::PutRowsResponse* resp,
-                     DoneFn done) {
-                    async->PutRows(ctx, req, resp, std::move(done));
-                  });
-          for (size_t c = 0; c < chunks.size(); ++c) {
-            const Chunk& chunk = chunks[c];
-            RowBatch block;
-            block.Resize(dim, state_size, chunk.size());
-            std::copy_n(sent.values.begin() + chunk.begin * dim,
-                        chunk.size() * dim, block.values.begin());
-            std::copy_n(sent.state.begin() + chunk.begin * state_size,
-                        chunk.size() * state_size, block.state.begin());
-            std::copy_n(sent.headers.begin() + chunk.begin, chunk.size(),
-                        block.headers.begin());
-            ToProto(block, reqs[c].mutable_rows());
-          }
-          return fan_out_->Run(map, calls, false, deadline);
-        }));
+        ResendRefused(
+            map, deadline, pending,
+            [&](const RoutedMap& routed, const Partitioner& p,
+                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
+                std::vector<Chunk>* out_chunks) -> absl::Status {
+              auto chunked =
+                  fan_out_->ToOwners<v1::PutRowsRequest, v1::PutRowsResponse>(
+                      routed, p, table, /*every_server=*/false,
+                      [](auto* async, grpc::ClientContext* ctx,
+                         const v1::PutRowsRequest* req,
+                         v1::PutRowsResponse* resp, DoneFn done) {
+                        async->PutRows(ctx, req, resp, std::move(done));
+                      });
+              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
+                const Chunk& chunk = chunked.chunks[c];
+                RowBatch block;
+                block.Resize(dim, state_size, 0);
+                for (size_t j = chunk.begin; j < chunk.end; ++j) {
+                  block.AppendFrom(unique, index[j]);
+                }
+                ToProto(block, chunked.reqs[c].mutable_rows());
+              }
+              absl::Status status =
+                  fan_out_->Run(routed, chunked.calls, false, deadline);
+              *out_calls = std::move(chunked.calls);
+              *out_chunks = std::move(chunked.chunks);
+              return status;
+            }));
   }
 
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view root_dir,
@@ -420,6 +445,64 @@ class RemoteClient::Impl {
 
  private:
   absl::Time Deadline() const { return absl::Now() + options_.call_timeout; }
+
+  // One attempt of a write over `part`'s batch under `map`: index[j] is the
+  // position in the caller's arrays of part.sent_keys()[j]. Returns Run's
+  // status and leaves its calls and chunks.
+  using WriteAttempt = std::function<absl::Status(
+      const RoutedMap& map, const Partitioner& part,
+      absl::Span<const uint32_t> index, std::vector<Call>* calls,
+      std::vector<Chunk>* chunks)>;
+
+  // Sends `keys` (unique) with `attempt`. A call refused with
+  // FAILED_PRECONDITION was routed with a stale map and nothing of it was
+  // applied (the server checks ownership before it applies anything), so
+  // its keys, and only they, are sent again under the refreshed map, up to
+  // three times (live resharding: rpc/control/README.md). With
+  // push_to_every_server the re-sent round goes to every server of the new
+  // map, empty where it owns none of the keys. Any other failure is
+  // returned as is: part of the write may have been applied.
+  absl::Status ResendRefused(std::shared_ptr<const RoutedMap> map,
+                             absl::Time deadline,
+                             absl::Span<const uint64_t> keys,
+                             const WriteAttempt& attempt) {
+    std::vector<uint32_t> todo(keys.size());
+    for (size_t i = 0; i < todo.size(); ++i) todo[i] = static_cast<uint32_t>(i);
+    Partitioner part;
+    for (int round = 0;; ++round) {
+      std::vector<uint64_t> round_keys(todo.size());
+      for (size_t i = 0; i < todo.size(); ++i) round_keys[i] = keys[todo[i]];
+      PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), round_keys));
+      std::vector<uint32_t> index(part.num_sent());
+      const absl::Span<const uint32_t> inverse = part.inverse();
+      for (size_t i = 0; i < todo.size(); ++i) index[inverse[i]] = todo[i];
+      std::vector<Call> calls;
+      std::vector<Chunk> chunks;
+      const absl::Status status = attempt(*map, part, index, &calls, &chunks);
+      if (status.ok()) return status;
+      std::vector<uint32_t> refused;
+      bool any_refused = false;
+      for (size_t c = 0; c < calls.size(); ++c) {
+        const grpc::StatusCode code = calls[c].status.error_code();
+        if (code == grpc::StatusCode::OK) continue;
+        if (code != grpc::StatusCode::FAILED_PRECONDITION) return status;
+        any_refused = true;
+        for (size_t j = chunks[c].begin; j < chunks[c].end; ++j) {
+          refused.push_back(index[j]);
+        }
+      }
+      if (!any_refused || round >= 3) return status;
+      // A server refuses with a new epoch only after the scheduler
+      // published it, so a fresh map is there at once unless the refusal
+      // was of another kind: wait briefly, not the whole deadline.
+      absl::StatusOr<std::shared_ptr<const RoutedMap>> fresh =
+          fan_out_->Refresh(*map,
+                            std::min(deadline, absl::Now() + absl::Seconds(1)));
+      if (!fresh.ok()) return status;
+      map = *std::move(fresh);
+      todo = std::move(refused);
+    }
+  }
 
   // Forgets a table's cached spec when the servers no longer know it.
   absl::Status Forget(absl::string_view table, absl::Status status) {

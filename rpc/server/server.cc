@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/server/resharder.h"
 #include "rpc/server/server_metrics.h"
 #include "rpc/server/thread_pool.h"
 #include "rpc/wire/address.h"
@@ -82,6 +85,8 @@ RpcMethod MethodOf(const v1::CheckpointRequest&) {
   return RpcMethod::kCheckpoint;
 }
 RpcMethod MethodOf(const v1::StatsRequest&) { return RpcMethod::kStats; }
+RpcMethod MethodOf(const v1::ReshardRequest&) { return RpcMethod::kReshard; }
+RpcMethod MethodOf(const v1::MigrateRequest&) { return RpcMethod::kMigrate; }
 
 // What one request reads, held until it is answered: the training store,
 // or the serving replica's current checkpoint (reads are serving reads).
@@ -125,11 +130,12 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   // `metrics` may be null (metrics off).
   ServiceImpl(const ServerOptions& options, Store* store,
               CheckpointFollower* follower, ThreadPool* pool,
-              ServerMetrics* metrics)
+              ThreadPool* control_pool, ServerMetrics* metrics)
       : options_(options),
         store_(store),
         follower_(follower),
         pool_(pool),
+        control_pool_(control_pool),
         metrics_(metrics) {
     if (options_.sync.num_workers > 0 && store != nullptr) {
       sync_ = std::make_unique<SyncAggregator>(
@@ -141,27 +147,67 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
             return store->Push(table, keys, grads, push);
           });
     }
+    if (store != nullptr) {
+      resharder_ = std::make_unique<internal::Resharder>(
+          options_.cluster, options_.shard_id, store, sync_.get(),
+          options_.peer_tls, options_.max_batch_keys);
+    }
+  }
+
+  // Releases requests held by a migration (they fail UNAVAILABLE).
+  void ReleaseHeld() {
+    if (resharder_ != nullptr) resharder_->Shutdown();
   }
 
   ServerUnaryReactor* Pull(CallbackServerContext* ctx,
                            const v1::PullRequest* req,
                            v1::PullResponse* resp) override {
-    return Run(ctx, req, [this, req, resp] { return DoPull(*req, resp); });
+    return Run(
+        ctx, req, [this, req, resp] { return DoPull(*req, resp); }, Gate(*req));
   }
   ServerUnaryReactor* Push(CallbackServerContext* ctx,
                            const v1::PushRequest* req,
                            v1::PushResponse*) override {
-    return Run(ctx, req, [this, req] { return DoPush(*req); });
+    internal::GateRequest gate = Gate(*req);
+    if (sync_ != nullptr) gate.sync_step = req->step();
+    return Run(
+        ctx, req, [this, req] { return DoPush(*req); }, gate);
   }
   ServerUnaryReactor* PullRows(CallbackServerContext* ctx,
                                const v1::PullRowsRequest* req,
                                v1::PullRowsResponse* resp) override {
-    return Run(ctx, req, [this, req, resp] { return DoPullRows(*req, resp); });
+    return Run(
+        ctx, req, [this, req, resp] { return DoPullRows(*req, resp); },
+        Gate(*req));
   }
   ServerUnaryReactor* PutRows(CallbackServerContext* ctx,
                               const v1::PutRowsRequest* req,
                               v1::PutRowsResponse*) override {
-    return Run(ctx, req, [this, req] { return DoPutRows(*req); });
+    return Run(
+        ctx, req, [this, req] { return DoPutRows(*req); }, Gate(*req));
+  }
+  ServerUnaryReactor* Reshard(CallbackServerContext* ctx,
+                              const v1::ReshardRequest* req,
+                              v1::ReshardResponse* resp) override {
+    const absl::Time deadline = absl::FromChrono(ctx->deadline());
+    return Run(
+        ctx, req,
+        [this, req, resp, deadline]() -> absl::Status {
+          PSDB_RETURN_IF_ERROR(CheckWritable("Reshard"));
+          return resharder_->Reshard(*req, resp, deadline);
+        },
+        std::nullopt, control_pool_);
+  }
+  ServerUnaryReactor* Migrate(CallbackServerContext* ctx,
+                              const v1::MigrateRequest* req,
+                              v1::MigrateResponse*) override {
+    return Run(
+        ctx, req,
+        [this, req]() -> absl::Status {
+          PSDB_RETURN_IF_ERROR(CheckWritable("Migrate"));
+          return resharder_->Migrate(*req);
+        },
+        std::nullopt, control_pool_);
   }
   ServerUnaryReactor* CreateTable(CallbackServerContext* ctx,
                                   const v1::CreateTableRequest* req,
@@ -213,7 +259,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                 });
       ToProto(stats, resp);
       resp->set_shard_id(options_.shard_id);
-      resp->set_cluster_epoch(options_.cluster.epoch());
+      resp->set_cluster_epoch(Map()->epoch());
       if (follower_ != nullptr) {
         const ServingStatus status = follower_->status();
         v1::ServingStats* serving = resp->mutable_serving();
@@ -237,50 +283,115 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   // comes through here, so this is where each call is counted and timed
   // (from its arrival, queueing included), under the method its request
   // type names, with its key count when the request has keys.
+  // Hands the request to the pool (`pool`, or the handler pool); answers
+  // without running it when the client has gone or the deadline has passed
+  // meanwhile. A keyed request of a training server first passes the
+  // resharding gate (`gate`); one it holds is parked without a thread and
+  // scheduled again when the migration ends. Every handler comes through
+  // here, so this is where each call is counted and timed (from its
+  // arrival, queueing and holding included), under the method its request
+  // type names, with its key count when the request has keys.
   template <typename Request, typename Fn>
-  ServerUnaryReactor* Run(CallbackServerContext* ctx, const Request* req,
-                          Fn fn) {
-    ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    const absl::Time arrived = absl::Now();
+  ServerUnaryReactor* Run(
+      CallbackServerContext* ctx, const Request* req, Fn fn,
+      std::optional<internal::GateRequest> gate = std::nullopt,
+      ThreadPool* pool = nullptr) {
     std::optional<size_t> keys;
     if constexpr (requires { req->keys_size(); }) {
       keys = static_cast<size_t>(req->keys_size());
     }
-    pool_->Schedule([this, ctx, reactor, method = MethodOf(*req), keys, arrived,
-                     fn = std::move(fn)]() mutable {
-      const auto finish = [&](const grpc::Status& status) {
-        if (metrics_ != nullptr) {
-          const absl::Time now = absl::Now();
-          metrics_->RecordRequest(
-              method, static_cast<absl::StatusCode>(status.error_code()),
-              now - arrived, keys, now);
-        }
-        reactor->Finish(status);
-      };
-      if (ctx->IsCancelled()) {
-        finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                            "request cancelled before it ran"));
-        return;
-      }
-      if (ctx->deadline() <= std::chrono::system_clock::now()) {
-        finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                            "deadline passed before the request ran"));
-        return;
-      }
-      const absl::Status status = fn();
-      if (absl::IsFailedPrecondition(status)) {
-        ctx->AddTrailingMetadata(kServerEpochMetadataKey,
-                                 absl::StrCat(options_.cluster.epoch()));
-      }
-      finish(ToGrpcStatus(status));
-    });
+    auto call = std::make_shared<PendingCall>();
+    call->ctx = ctx;
+    call->reactor = ctx->DefaultReactor();
+    call->method = MethodOf(*req);
+    call->keys = keys;
+    call->arrived = absl::Now();
+    call->fn = std::move(fn);
+    if (resharder_ != nullptr) call->gate = std::move(gate);
+    call->pool = pool != nullptr ? pool : pool_;
+    ServerUnaryReactor* reactor = call->reactor;
+    Schedule(std::move(call));
     return reactor;
   }
 
-  absl::Status WrongEpoch(absl::string_view why) const {
-    return absl::FailedPreconditionError(
-        absl::StrCat(why, "; server ", options_.shard_id, " has server epoch ",
-                     options_.cluster.epoch()));
+  struct PendingCall {
+    CallbackServerContext* ctx = nullptr;
+    ServerUnaryReactor* reactor = nullptr;
+    RpcMethod method = RpcMethod::kPull;
+    std::optional<size_t> keys;
+    absl::Time arrived;
+    std::function<absl::Status()> fn;
+    std::optional<internal::GateRequest> gate;
+    ThreadPool* pool = nullptr;
+  };
+
+  void Schedule(std::shared_ptr<PendingCall> call) {
+    ThreadPool* pool = call->pool;
+    pool->Schedule(
+        [this, call = std::move(call)]() mutable { Execute(std::move(call)); });
+  }
+
+  void Execute(std::shared_ptr<PendingCall> call) {
+    const auto finish = [&](const grpc::Status& status) {
+      if (metrics_ != nullptr) {
+        const absl::Time now = absl::Now();
+        metrics_->RecordRequest(
+            call->method, static_cast<absl::StatusCode>(status.error_code()),
+            now - call->arrived, call->keys, now);
+      }
+      call->reactor->Finish(status);
+    };
+    if (call->ctx->IsCancelled()) {
+      finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "request cancelled before it ran"));
+      return;
+    }
+    if (call->ctx->deadline() <= std::chrono::system_clock::now()) {
+      finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "deadline passed before the request ran"));
+      return;
+    }
+    std::optional<internal::Resharder::Pass> pass;
+    if (call->gate.has_value()) {
+      absl::StatusOr<std::optional<internal::Resharder::Pass>> entered =
+          resharder_->TryEnter(*call->gate, [this, call]() { Schedule(call); });
+      if (!entered.ok()) {
+        finish(ToGrpcStatus(entered.status()));
+        return;
+      }
+      if (!entered->has_value()) return;  // held: scheduled again later
+      pass.emplace(std::move(**entered));
+    }
+    const absl::Status status = call->fn();
+    pass.reset();
+    if (absl::IsFailedPrecondition(status)) {
+      call->ctx->AddTrailingMetadata(kServerEpochMetadataKey,
+                                     absl::StrCat(Map()->epoch()));
+    }
+    finish(ToGrpcStatus(status));
+  }
+
+  // What the gate needs of a keyed request.
+  template <typename Request>
+  static internal::GateRequest Gate(const Request& req) {
+    internal::GateRequest gate;
+    gate.table = req.table();
+    gate.keys = KeySpan(req.keys());
+    gate.client_epoch = req.cluster_epoch();
+    return gate;
+  }
+
+  // The map this server routes with now (a training server's changes when
+  // a migration commits).
+  std::shared_ptr<const ClusterMap> Map() const {
+    if (resharder_ != nullptr) return resharder_->map();
+    return std::shared_ptr<const ClusterMap>(
+        std::shared_ptr<const ClusterMap>(), &options_.cluster);
+  }
+
+  absl::Status WrongEpoch(absl::string_view why, uint64_t epoch) const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        why, "; server ", options_.shard_id, " has server epoch ", epoch));
   }
 
   // The store this request runs against (see Lease).
@@ -298,10 +409,14 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   }
 
   absl::Status CheckEpoch(uint64_t client_epoch) const {
+    return CheckEpoch(*Map(), client_epoch);
+  }
+  absl::Status CheckEpoch(const ClusterMap& map, uint64_t client_epoch) const {
     if (follower_ != nullptr) return absl::OkStatus();  // see server.h
-    if (client_epoch != 0 && client_epoch != options_.cluster.epoch()) {
+    if (client_epoch != 0 && client_epoch != map.epoch()) {
       return WrongEpoch(
-          absl::StrCat("request routed with cluster epoch ", client_epoch));
+          absl::StrCat("request routed with cluster epoch ", client_epoch),
+          map.epoch());
     }
     return absl::OkStatus();
   }
@@ -311,7 +426,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   absl::Status CheckKeys(const Lease& lease, uint64_t client_epoch,
                          absl::string_view table,
                          absl::Span<const uint64_t> keys) const {
-    PSDB_RETURN_IF_ERROR(CheckEpoch(client_epoch));
+    const std::shared_ptr<const ClusterMap> map = Map();
+    PSDB_RETURN_IF_ERROR(CheckEpoch(*map, client_epoch));
     PSDB_RETURN_IF_ERROR(ValidateTableName(table));
     if (keys.size() > options_.max_batch_keys) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -328,13 +444,14 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                            absl::StrJoin(snap->shard_ids, ",")));
         }
       }
-    } else if (!alone()) {
+    } else if (!Alone(*map)) {
       for (uint64_t key : keys) {
-        const ServerId owner = options_.cluster.Owner(key);
+        const ServerId owner = map->Owner(key);
         if (owner != options_.shard_id) {
-          return WrongEpoch(absl::StrCat("table '", table, "': key ", key,
-                                         " is owned by server ", owner,
-                                         ", not this one"));
+          return WrongEpoch(
+              absl::StrCat("table '", table, "': key ", key,
+                           " is owned by server ", owner, ", not this one"),
+              map->epoch());
         }
       }
     }
@@ -389,7 +506,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     }
     if (sync_ != nullptr) {
       return sync_->Push(req.table(), spec.dim, req.worker_id(), req.step(),
-                         keys, grads);
+                         keys, grads, req.cluster_epoch());
     }
     PushOptions options;
     options.step = req.step();
@@ -464,7 +581,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     }
     PSDB_RETURN_IF_ERROR(ValidateRootDir(req.root_dir()));
     std::string root = req.root_dir();
-    if (!alone()) {
+    if (!Alone(*Map())) {
       root = absl::StrCat(root, "/server-", options_.shard_id);
     }
     CheckpointOptions options;
@@ -481,14 +598,17 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   }
 
   // A server with no peers owns every key.
-  bool alone() const { return options_.cluster.servers().size() <= 1; }
+  static bool Alone(const ClusterMap& map) { return map.servers().size() <= 1; }
 
   const ServerOptions options_;
   Store* const store_;                  // training; null when serving
   CheckpointFollower* const follower_;  // serving; null when training
   ThreadPool* const pool_;
+  ThreadPool* const control_pool_;        // Reshard and Migrate
   ServerMetrics* const metrics_;          // null: metrics off
   std::unique_ptr<SyncAggregator> sync_;  // null: async
+  // Null when serving. Declared last: destroyed first.
+  std::unique_ptr<internal::Resharder> resharder_;
 };
 
 }  // namespace
@@ -498,6 +618,7 @@ class PsServer::Impl {
   ServerOptions options;
   int port = 0;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<ThreadPool> control_pool;
   std::unique_ptr<ServiceImpl> service;
   std::unique_ptr<grpc::Server> server;
   // Null when options.metrics_port is -1. Members go in reverse order:
@@ -571,8 +692,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
     impl->http->Register(impl->metrics->requests());
     impl->http->Register(impl->metrics->store_collector());
   }
+  // Reshard's phases run for as long as a copy takes, and Migrate must run
+  // while requests are held: a pool of their own.
+  impl->control_pool = std::make_unique<ThreadPool>(4);
   impl->service = std::make_unique<ServiceImpl>(
-      options, store, follower, impl->pool.get(), impl->metrics.get());
+      options, store, follower, impl->pool.get(), impl->control_pool.get(),
+      impl->metrics.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -619,12 +744,14 @@ void PsServer::Shutdown(absl::Duration grace) {
     impl_->shut_down = true;
   }
   impl_->server->GetHealthCheckService()->SetServingStatus(false);
+  impl_->service->ReleaseHeld();
   // Returns once every running request has finished (or was cancelled at
   // the deadline); their handlers have run on the pool by then.
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           absl::ToChronoMilliseconds(grace));
   impl_->server->Wait();
   impl_->pool.reset();
+  impl_->control_pool.reset();
   // The store may be closed once Shutdown returns: no scrape may read it.
   impl_->http.reset();
 }

@@ -31,6 +31,13 @@
 // cluster epoch: replicas do not take part in membership changes. Stats
 // reports the serving checkpoint (StatsResponse.serving).
 //
+// Live resharding (rpc/server/resharder.h; the protocol in
+// rpc/control/README.md): the Reshard and Migrate RPCs. The cluster map
+// starts as options.cluster and is replaced when a migration commits; a
+// request a migration holds takes no handler thread while it waits.
+// Reshard and Migrate run on a pool of their own, so held requests never
+// keep them from running.
+//
 // Metrics (options.metrics_port >= 0): every call is counted by method and
 // status code and timed, and the store's figures (a replica's: the served
 // checkpoint's, with its step and age) are exposed, in the Prometheus text
@@ -78,6 +85,9 @@ struct ServerOptions {
   // This server's id in `cluster` (its rank). Default: 0
   int shard_id = 0;
   ServerTlsOptions tls;
+  // How this server reaches its peers: live resharding sends rows to their
+  // new owners (Migrate). Default: plaintext
+  ClientTlsOptions peer_tls;
   // Synchronous (BSP) training: with num_workers > 0 each push is held
   // until every worker has pushed the same (table, step), then the step's
   // gradients are reduced and applied once (rpc/server/sync_aggregator.h).

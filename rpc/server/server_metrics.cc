@@ -17,12 +17,14 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 constexpr std::array<absl::string_view, kNumRpcMethods> kMethodNames = {
-    "Pull",      "Push",       "PullRows",   "PutRows", "CreateTable",
-    "DropTable", "ListTables", "Checkpoint", "Stats"};
+    "Pull",        "Push",      "PullRows",   "PutRows",
+    "CreateTable", "DropTable", "ListTables", "Checkpoint",
+    "Stats",       "Reshard",   "Migrate"};
 
 bool HasKeys(RpcMethod method) {
   return method == RpcMethod::kPull || method == RpcMethod::kPush ||
-         method == RpcMethod::kPullRows || method == RpcMethod::kPutRows;
+         method == RpcMethod::kPullRows || method == RpcMethod::kPutRows ||
+         method == RpcMethod::kMigrate;
 }
 
 // Request latency buckets: from 50 us (a small pull on loopback) to 10 s (a

@@ -89,8 +89,10 @@ enum class RpcMethod : int {
   kListTables,
   kCheckpoint,
   kStats,
+  kReshard,
+  kMigrate,
 };
-inline constexpr int kNumRpcMethods = 9;
+inline constexpr int kNumRpcMethods = 11;
 // "Pull", "Push", ... as in psdb.proto.
 absl::string_view RpcMethodName(RpcMethod method);
 

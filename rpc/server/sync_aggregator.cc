@@ -12,7 +12,8 @@ SyncAggregator::SyncAggregator(const SyncOptions& options, ApplyFn apply)
 absl::Status SyncAggregator::Push(absl::string_view table, int dim,
                                   int worker_id, int64_t step,
                                   absl::Span<const uint64_t> keys,
-                                  absl::Span<const float> grads) {
+                                  absl::Span<const float> grads,
+                                  uint64_t epoch) {
   if (worker_id < 0 || worker_id >= options_.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "table '", table, "': sync push from worker ", worker_id,
@@ -29,12 +30,18 @@ absl::Status SyncAggregator::Push(absl::string_view table, int dim,
   }
   absl::MutexLock lock(&mu_);
   Table& t = tables_[std::string(table)];
-  if (step <= t.last_applied) {
+  const Round round{step, epoch};
+  if (round <= t.last_applied) {
+    const auto name = [](const Round& r) {
+      return r.second == 0
+                 ? absl::StrCat("step ", r.first)
+                 : absl::StrCat("step ", r.first, " (epoch ", r.second, ")");
+    };
     return absl::FailedPreconditionError(absl::StrCat(
-        "table '", table, "': sync push of worker ", worker_id, " for step ",
-        step, " arrived after step ", t.last_applied, " was applied"));
+        "table '", table, "': sync push of worker ", worker_id, " for ",
+        name(round), " arrived after ", name(t.last_applied), " was applied"));
   }
-  Step& s = t.steps[step];
+  Step& s = t.steps[round];
   if (s.workers.empty()) {
     s.workers.resize(options_.num_workers);
     s.dim = dim;
@@ -50,8 +57,8 @@ absl::Status SyncAggregator::Push(absl::string_view table, int dim,
   part.grads.assign(grads.begin(), grads.end());
   if (++s.arrived < options_.num_workers) return absl::OkStatus();
   const absl::Status applied = ApplyLocked(table, step, s);
-  t.steps.erase(step);
-  if (step > t.last_applied) t.last_applied = step;
+  t.steps.erase(round);
+  if (round > t.last_applied) t.last_applied = round;
   return applied;
 }
 
@@ -113,7 +120,14 @@ int SyncAggregator::pending_steps(absl::string_view table) const {
 int64_t SyncAggregator::last_applied_step(absl::string_view table) const {
   absl::MutexLock lock(&mu_);
   auto it = tables_.find(table);
-  return it == tables_.end() ? 0 : it->second.last_applied;
+  return it == tables_.end() ? 0 : it->second.last_applied.first;
+}
+
+int SyncAggregator::pending_rounds() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [name, t] : tables_) n += static_cast<int>(t.steps.size());
+  return n;
 }
 
 }  // namespace psdb::rpc

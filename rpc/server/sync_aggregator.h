@@ -16,9 +16,16 @@
 // worker's duplicates summed in order of occurrence first, so the result does
 // not depend on arrival order.
 //
-// Errors (nothing is recorded): worker id out of range, step <= the last
-// applied step of the table ("arrived after step N was applied"), a second
-// push of one worker for a (table, step), wrong gradient length. An error of
+// Rounds: a round is (table, step, epoch), the epoch being the cluster
+// epoch the push was routed with. Live resharding (rpc/server/resharder.h)
+// can apply part of a step's keys under the old map and re-sent keys under
+// the new one: two rounds of one step, over disjoint keys, applied in
+// (step, epoch) order.
+//
+// Errors (nothing is recorded): worker id out of range, a (step, epoch) at
+// or below the table's last applied one ("arrived after step N was
+// applied"), a second push of one worker for a round, wrong gradient
+// length. An error of
 // `apply` is returned to the completing push and the step is dropped
 // (logged in the message).
 //
@@ -31,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -65,13 +73,16 @@ class SyncAggregator {
   // Records worker `worker_id`'s gradients of `step` (>= 1) for `table`
   // (grads.size() == keys.size() * dim); applies the step if it was the
   // last worker missing.
+  // `epoch`: the cluster epoch the push was routed with (0 = unchecked).
   absl::Status Push(absl::string_view table, int dim, int worker_id,
                     int64_t step, absl::Span<const uint64_t> keys,
-                    absl::Span<const float> grads);
+                    absl::Span<const float> grads, uint64_t epoch = 0);
 
-  // Steps of `table` waiting for workers, and the last one applied.
+  // Rounds of `table` waiting for workers, and the last step applied.
   int pending_steps(absl::string_view table) const;
   int64_t last_applied_step(absl::string_view table) const;
+  // Rounds of every table waiting for workers.
+  int pending_rounds() const;
 
  private:
   struct WorkerPart {
@@ -84,9 +95,11 @@ class SyncAggregator {
     int arrived = 0;
     std::vector<WorkerPart> workers;
   };
+  // (step, epoch).
+  using Round = std::pair<int64_t, uint64_t>;
   struct Table {
-    int64_t last_applied = 0;
-    std::map<int64_t, Step> steps;
+    Round last_applied{0, 0};
+    std::map<Round, Step> steps;
   };
 
   absl::Status ApplyLocked(absl::string_view table, int64_t step_number,

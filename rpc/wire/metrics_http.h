@@ -13,7 +13,12 @@
 // It lives in rpc/wire because both rpc/server and rpc/control serve it and
 // wire is the lowest module both include; it knows nothing of either.
 // Plain HTTP, no TLS and no authentication: bind it to an address only the
-// monitoring network reaches (Kubernetes scrapes the pod IP).
+// monitoring network reaches (Kubernetes scrapes the pod IP). civetweb can
+// serve TLS ("ssl_certificate", "ssl_cipher_list", passed through the
+// Exposer's options), but Debian 12's civetweb 1.15 loads OpenSSL 1.1
+// functions by name and, with OpenSSL 3, crashes on the first TLS
+// connection (SSL_get_peer_certificate no longer exists); so psdb's TLS
+// flags (--tls_crl, --tls_ciphers) do not apply here.
 //
 // Thread-safety: Register may be called from any thread; scrapes run on
 // civetweb's threads (2) and call each collectable's Collect() concurrently

@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -50,7 +51,8 @@ def data_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("cache_rows,flags", [
     (0, []), (2 * 100 * 26, []), (2 * 100 * 26, ["--sync_push"])])
-def test_trains_and_writes_summary(data_dir, tmp_path, cache_rows, flags):
+def test_trains_and_writes_summary(data_dir, tmp_path, capsys, cache_rows,
+                                   flags):
     cdir = tmp_path / "ckpt"
     argv = ["--data", data_dir, "--checkpoint_dir", str(cdir),
             "--batch_size", "100", "--epochs", "2", "--log_every", "10",
@@ -73,8 +75,24 @@ def test_trains_and_writes_summary(data_dir, tmp_path, cache_rows, flags):
         assert summary["cache_hit_rate"] is None
     with open(cdir / "metrics.csv") as f:
         lines = f.read().splitlines()
-    assert lines[0].startswith("step,epoch,samples,train_loss")
+    assert lines[0] == ("step,epoch,samples,train_loss,eval_auc,"
+                        "eval_logloss,wide_loss,deep_loss")
     assert len(lines) == 1 + 6 + 1  # 6 loss lines, 1 eval line
+    # Each loss line is followed by ps-train's per-part line (seed 004's
+    # format, float32 in shortest form), whose values are metrics.csv's.
+    rows = {int(r.split(",")[0]): r.split(",") for r in lines[1:7]}
+    log = capsys.readouterr().out.splitlines()
+    parts = [i for i, line in enumerate(log) if ", wide_loss is " in line]
+    assert len(parts) == 6, log
+    for i in parts:
+        head, wide, deep = re.fullmatch(
+            r"(epoch: \d+ step: (?:\d+)), wide_loss is ([0-9.e-]+), "
+            r"deep_loss is ([0-9.e-]+)", log[i]).groups()
+        assert log[i - 1].startswith(head + ", loss is ")
+        step = int(head.split()[-1])
+        for text, cell in ((wide, rows[step][6]), (deep, rows[step][7])):
+            assert str(np.float32(text)) == text  # shortest float32 form
+            assert np.float32(float(cell)) == np.float32(text)
 
 
 def test_same_run_same_tables(data_dir, tmp_path):

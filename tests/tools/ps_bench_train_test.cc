@@ -1,14 +1,17 @@
 // ps-bench `train` smoke test: at toy size the scenario generates data, runs
 // ps-train embedded and on a real local cluster (ps-scheduler, 2 ps-servers,
-// 2 ps-train workers) with prefetch on and off, stops every process, and
-// prints one JSON object with every run and both ratios, finite and
-// positive, in report.h's blocks. Speed is not asserted (benchmarks measure
-// speed; tests never do).
+// 2 ps-train workers) with prefetch on and off, then embedded on the other
+// generator kinds, stops every process, and prints one JSON object with
+// every run (its kind, test AUC and the data's Bayes AUC) and both ratios,
+// finite and positive, in report.h's blocks. Speed is not asserted (benchmarks
+// measure speed; tests never do).
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,19 +39,27 @@ double Field(const std::string& json, const std::string& name, size_t from) {
 TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
   testing::ScratchDir dir;
   const std::string bin = testing::BuiltBinary("tools/ps-bench");
-  auto [code, out] = testing::RunShell(
-      absl::StrCat(
-          bin,
-          " train --train_rows=256 --test_rows=16 --batch_size=32 --deep_dim=4 "
-          "--hidden=8 --max_vocab=200 --json --dir=",
-          dir.Sub("bench"), " 2>&1"),
-      /*merge_stderr=*/false);
+  auto [code, out] =
+      testing::RunShell(absl::StrCat(bin,
+                                     " train --train_rows=256 --test_rows=400 "
+                                     "--batch_size=32 --deep_dim=4 "
+                                     "--hidden=8 --max_vocab=200 --json --dir=",
+                                     dir.Sub("bench"), " 2>&1"),
+                        /*merge_stderr=*/false);
   ASSERT_EQ(code, 0) << out;
   ASSERT_EQ(out.front(), '{') << out;
   ASSERT_EQ(out.substr(out.size() - 2), "}\n");
   EXPECT_THAT(out, HasSubstr("\"scenario\":\"train\""));
   EXPECT_THAT(out, HasSubstr("\"train_rows\":256"));
-  for (const char* run : {"embedded", "cluster_on", "cluster_off"}) {
+  EXPECT_THAT(out,
+              HasSubstr("\"kinds\":[\"additive\",\"pairs\",\"longtail\"]"));
+  for (const auto& [run, kind] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"embedded", "additive"},
+           {"cluster_on", "additive"},
+           {"cluster_off", "additive"},
+           {"embedded_pairs", "pairs"},
+           {"embedded_longtail", "longtail"}}) {
     const size_t at = out.find(absl::StrCat("\"", run, "\":{"));
     ASSERT_NE(at, std::string::npos) << run << "\n" << out;
     // Every example of the data set is trained once per run.
@@ -57,6 +68,16 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
     EXPECT_TRUE(std::isfinite(rate) && rate > 0) << run << "\n" << out;
     const double hit = Field(out, "cache_hit_rate", at);
     EXPECT_TRUE(hit >= 0 && hit <= 1) << run << "\n" << out;
+    const std::string kind_field = absl::StrCat("\"kind\":\"", kind, "\",");
+    EXPECT_EQ(out.substr(out.find("\"kind\":", at), kind_field.size()),
+              kind_field)
+        << run;
+    // A test AUC, the data's Bayes AUC above chance, their difference.
+    const double auc = Field(out, "auc", at);
+    const double bayes = Field(out, "bayes_auc", at);
+    EXPECT_TRUE(auc > 0 && auc < 1) << run << "\n" << out;
+    EXPECT_TRUE(bayes > 0.6 && bayes < 1) << run << "\n" << out;
+    EXPECT_NEAR(Field(out, "auc_gap", at), bayes - auc, 1e-9) << run;
   }
   testing::ExpectRatioBlocks(out,
                              {"prefetch_on_vs_off", "cluster_vs_embedded"});

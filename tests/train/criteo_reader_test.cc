@@ -1,13 +1,18 @@
 #include "train/criteo_reader.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tests/testing/test_util.h"
+#include "tests/train/compress.h"
 
 namespace psdb::train {
 namespace {
@@ -29,6 +34,65 @@ std::string Line(int label, int tag) {
 void WriteFile(const std::string& path, const std::vector<std::string>& lines) {
   std::ofstream out(path);
   for (const auto& l : lines) out << l << "\n";
+}
+
+// What a FILE* log received: open_memstream's buffer, read after Close().
+class MemoryLog {
+ public:
+  MemoryLog() : file_(open_memstream(&buf_, &size_)) {}
+  ~MemoryLog() {
+    Close();
+    std::free(buf_);
+  }
+  std::FILE* file() { return file_; }
+  std::vector<std::string> Close() {
+    if (file_ != nullptr) std::fclose(file_);
+    file_ = nullptr;
+    return absl::StrSplit(absl::string_view(buf_, size_), '\n',
+                          absl::SkipEmpty());
+  }
+
+ private:
+  char* buf_ = nullptr;
+  size_t size_ = 0;
+  std::FILE* file_;
+};
+
+// Everything a reader yields: every example's columns and its counters.
+struct ReadResult {
+  CriteoBatch all;
+  uint64_t valid = 0;
+  uint64_t malformed = 0;
+  std::string first_error;
+  std::vector<std::string> log;
+};
+
+ReadResult ReadEverything(const std::vector<std::string>& files,
+                          size_t batch_size) {
+  ReadResult out;
+  MemoryLog log;
+  ReaderOptions options;
+  options.malformed_log = log.file();
+  auto reader = CriteoReader::Open(files, options);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  CriteoBatch batch;
+  while (true) {
+    auto n = (*reader)->Next(batch_size, &batch);
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (!n.ok() || *n == 0) break;
+    auto append = [](auto& to, const auto& from) {
+      to.insert(to.end(), from.begin(), from.end());
+    };
+    append(out.all.labels, batch.labels);
+    append(out.all.ints, batch.ints);
+    append(out.all.int_present, batch.int_present);
+    append(out.all.cat_keys, batch.cat_keys);
+  }
+  out.valid = (*reader)->valid_lines();
+  out.malformed = (*reader)->malformed_lines();
+  out.first_error = (*reader)->first_error();
+  out.log = log.Close();
+  return out;
 }
 
 TEST(ParseCriteoLineTest, ParsesEveryFieldAndEmptyOnes) {
@@ -115,6 +179,151 @@ TEST(CriteoReaderTest, CountsAndSkipsMalformedLines) {
             absl::StrCat(path, ":2: 1 fields, expected 40"));
   ASSERT_OK_AND_ASSIGN(n, reader->Next(100, &batch));
   EXPECT_EQ(n, 0u);
+}
+
+// Valid lines with malformed ones among them, one with a 1 MiB field.
+std::string MixedText(int lines) {
+  std::string text;
+  for (int i = 0; i < lines; ++i) {
+    absl::StrAppend(&text, Line(i % 3 == 0, i), i % 7 == 0 ? "\r\n" : "\n");
+    if (i % 1000 == 17) text += "1\t2\t3\n";
+    if (i == 2500) {
+      std::string huge = Line(1, i);
+      huge.replace(huge.rfind('\t') + 1, std::string::npos,
+                   std::string(1 << 20, 'z'));
+      absl::StrAppend(&text, huge, "\n");
+    }
+  }
+  return text;
+}
+
+TEST(CriteoReaderTest, GzipAndZstdFilesReadExactlyAsThePlainFile) {
+  ScratchDir dir;
+  const std::string text = MixedText(6000);
+  const size_t cut = text.size() / 3;
+  testing::WriteBytes(dir.Sub("plain"), text);
+  testing::WriteBytes(dir.Sub("day_0.gz"),
+                      testing::GzipMember(text.substr(0, cut)) +
+                          testing::GzipMember(text.substr(cut)));
+  testing::WriteBytes(dir.Sub("train.zst"),
+                      testing::ZstdFrame(text.substr(0, cut)) +
+                          testing::ZstdFrame(text.substr(cut)));
+  const ReadResult plain = ReadEverything({dir.Sub("plain")}, 512);
+  EXPECT_EQ(plain.valid, 6000u);
+  EXPECT_EQ(plain.malformed, 7u);  // 6 short lines and the 1 MiB field
+  EXPECT_EQ(plain.all.size(), 6000u);
+  EXPECT_EQ(plain.first_error,
+            absl::StrCat(dir.Sub("plain"), ":19: 3 fields, expected 40"));
+  for (const char* name : {"day_0.gz", "train.zst"}) {
+    for (size_t batch : {1000, 4096}) {
+      const ReadResult got = ReadEverything({dir.Sub(name)}, batch);
+      EXPECT_EQ(got.valid, plain.valid) << name;
+      EXPECT_EQ(got.malformed, plain.malformed) << name;
+      EXPECT_EQ(got.all.labels, plain.all.labels) << name;
+      EXPECT_EQ(got.all.ints, plain.all.ints) << name;
+      EXPECT_EQ(got.all.int_present, plain.all.int_present) << name;
+      EXPECT_EQ(got.all.cat_keys, plain.all.cat_keys) << name;
+      EXPECT_EQ(got.first_error,
+                absl::StrCat(dir.Sub(name), ":19: 3 fields, expected 40"));
+      ASSERT_EQ(got.log.size(), plain.log.size()) << name;
+      for (size_t i = 0; i < got.log.size(); ++i) {
+        EXPECT_EQ(got.log[i].substr(got.log[i].find(':')),
+                  plain.log[i].substr(plain.log[i].find(':')));
+      }
+    }
+  }
+}
+
+TEST(CriteoReaderTest, TruncatedArchiveFailsNamingTheFile) {
+  ScratchDir dir;
+  const std::string gz = testing::GzipMember(MixedText(3000));
+  testing::WriteBytes(dir.Sub("train.txt.gz"), gz.substr(0, gz.size() - 100));
+  ASSERT_OK_AND_ASSIGN(auto reader,
+                       CriteoReader::Open({dir.Sub("train.txt.gz")},
+                                          {.malformed_log = nullptr}));
+  CriteoBatch batch;
+  absl::Status status;
+  for (int i = 0; i < 100 && status.ok(); ++i) {
+    status = reader->Next(256, &batch).status();
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(
+      std::string(status.message()),
+      ::testing::HasSubstr(absl::StrCat(
+          "gzip data file ", dir.Sub("train.txt.gz"), " is truncated")));
+}
+
+TEST(CriteoReaderTest, MalformedLinesAreLoggedBoundedAndRateLimited) {
+  ScratchDir dir;
+  const std::string path = dir.Sub("train.txt");
+  // A 1 MiB field: longer than any Criteo line, skipped in bounded memory.
+  std::string huge_field = Line(1, 1);
+  huge_field.replace(huge_field.rfind('\t') + 1, std::string::npos,
+                     std::string(1 << 20, 'q'));
+  // A 50000-byte label: the line is kept, the message quotes 32 bytes of it.
+  const std::string long_label =
+      absl::StrCat(std::string(50000, '7'), Line(1, 1).substr(1));
+  WriteFile(path,
+            {huge_field, Line(1, 1), long_label, std::string(1 << 20, '\x1b'),
+             "bad\x1b[31mred", "5", "6", Line(0, 2)});
+  MemoryLog log;
+  ASSERT_OK_AND_ASSIGN(auto reader,
+                       CriteoReader::Open({path}, {.malformed_log = log.file(),
+                                                   .max_logged_malformed = 4}));
+  CriteoBatch batch;
+  ASSERT_OK_AND_ASSIGN(size_t n, reader->Next(100, &batch));
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(reader->malformed_lines(), 6u);
+  const std::vector<std::string> lines = log.Close();
+  ASSERT_EQ(lines.size(), 5u);
+  for (const std::string& l : lines) {
+    // Path, problem and 200 bytes of the line (at most 4x when escaped).
+    EXPECT_LT(l.size(), 1200u) << l.substr(0, 1500);
+    EXPECT_EQ(l.find('\x1b'), std::string::npos) << l.substr(0, 1500);
+  }
+  const size_t huge_len = huge_field.size();
+  EXPECT_EQ(lines[0],
+            absl::StrCat("malformed line ", path,
+                         ":1: longer than the 65536 bytes a Criteo line may "
+                         "have (",
+                         huge_len, " bytes): ",
+                         absl::CHexEscape(huge_field.substr(0, 200)), "[... ",
+                         huge_len - 200, " more bytes]"));
+  EXPECT_EQ(
+      lines[1],
+      absl::StrCat("malformed line ", path, ":3: label '", std::string(32, '7'),
+                   "...' (50000 bytes) is not 0 or 1 (", long_label.size(),
+                   " bytes): ", std::string(200, '7'), "[... ",
+                   long_label.size() - 200, " more bytes]"));
+  EXPECT_EQ(lines[2], absl::StrCat("malformed line ", path,
+                                   ":4: longer than the 65536 bytes a Criteo "
+                                   "line may have (1048576 bytes): ",
+                                   absl::CHexEscape(std::string(200, '\x1b')),
+                                   "[... 1048376 more bytes]"));
+  EXPECT_EQ(
+      lines[3],
+      absl::StrCat("malformed line ", path,
+                   ":5: 1 fields, expected 40 (11 bytes): bad\\x1b[31mred"));
+  EXPECT_EQ(lines[4],
+            "malformed lines: 4 logged; further ones are counted, not logged");
+  EXPECT_EQ(reader->first_error(),
+            absl::StrCat(path,
+                         ":1: longer than the 65536 bytes a Criteo line may "
+                         "have"));
+}
+
+TEST(ParseCriteoLineTest, MessagesQuoteAtMost32BytesOfAField) {
+  CriteoBatch batch;
+  std::string line = Line(1, 1);
+  line.replace(line.rfind('\t') + 1, std::string::npos,
+               std::string(40000, 'q'));
+  EXPECT_EQ(ParseCriteoLine(line, &batch).message(),
+            absl::StrCat("categorical feature C26 '", std::string(32, 'q'),
+                         "...' (40000 bytes) is not a hex id"));
+  line = Line(1, 1);
+  line.replace(line.find('\t') + 1, 1, "\x01z");
+  EXPECT_EQ(ParseCriteoLine(line, &batch).message(),
+            "integer feature I1 '\\x01z' is not an integer");
 }
 
 TEST(CriteoReaderTest, BatchesSpanFilesAndRewind) {
@@ -249,6 +458,37 @@ TEST(LoadDataDirTest, MissingDirOrTrainFilesIsNotFound) {
               StatusIs(absl::StatusCode::kNotFound));
   WriteFile(dir.Sub("test.txt"), {Line(1, 1)});
   EXPECT_THAT(LoadDataDir(dir.path()), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(LoadDataDirTest, CompressedNamesAndTerabyteDays) {
+  ScratchDir dir;
+  for (const char* name :
+       {"train.txt.gz", "train.txt-00001.zst", "day_0.gz", "day_10.gz",
+        "day_2.zst", "day_1", "day_x.gz", "days_3.gz", "day_4.gz.md5"}) {
+    WriteFile(dir.Sub(name), {Line(1, 1)});
+  }
+  ASSERT_OK_AND_ASSIGN(DataDir data, LoadDataDir(dir.path()));
+  // No test* file: the last day is held out as the test file.
+  EXPECT_EQ(data.train_files,
+            (std::vector<std::string>{
+                dir.Sub("train.txt-00001.zst"), dir.Sub("train.txt.gz"),
+                dir.Sub("day_0.gz"), dir.Sub("day_1"), dir.Sub("day_2.zst")}));
+  EXPECT_EQ(data.test_files, (std::vector<std::string>{dir.Sub("day_10.gz")}));
+
+  // With a test* file every day trains.
+  WriteFile(dir.Sub("test.txt.zst"), {Line(1, 1)});
+  ASSERT_OK_AND_ASSIGN(data, LoadDataDir(dir.path()));
+  EXPECT_EQ(data.train_files.size(), 6u);
+  EXPECT_EQ(data.train_files.back(), dir.Sub("day_10.gz"));
+  EXPECT_EQ(data.test_files,
+            (std::vector<std::string>{dir.Sub("test.txt.zst")}));
+
+  // One day alone is a train file.
+  ScratchDir one;
+  WriteFile(one.Sub("day_0.gz"), {Line(1, 1)});
+  ASSERT_OK_AND_ASSIGN(data, LoadDataDir(one.path()));
+  EXPECT_EQ(data.train_files, (std::vector<std::string>{one.Sub("day_0.gz")}));
+  EXPECT_TRUE(data.test_files.empty());
 }
 
 TEST(JsonNumberTest, ReadsNumbers) {

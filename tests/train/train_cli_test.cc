@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "rocksdb/iterator.h"
 #include "store/checkpoint_reader.h"
 #include "store/row_codec.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
+#include "tests/train/compress.h"
 #include "train/criteo_reader.h"
 
 namespace psdb::train {
@@ -133,6 +136,109 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
       ASSERT_EQ(va, vc) << table << " key " << key;
       ASSERT_EQ(sa, sc) << table << " key " << key;
     }
+  }
+}
+
+// The built ps-train binary's stdout: each loss line is followed by seed
+// 004's per-part line for the same step, and metrics.csv ends with their
+// columns.
+TEST_F(TrainCliTest, TheBinaryLogsTheLossAndThePerPartLossLines) {
+  std::string cmd = ::psdb::testing::BuiltBinary("tools/ps-train");
+  ASSERT_TRUE(std::filesystem::exists(cmd)) << cmd;
+  for (const std::string& a : TrainArgs("ckpt-log")) {
+    absl::StrAppend(&cmd, " '", a, "'");
+  }
+  absl::StrAppend(&cmd, " --max_steps 20");
+  const ::psdb::testing::ShellResult run =
+      ::psdb::testing::RunShell(cmd, /*merge_stderr=*/false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (int step : {10, 20}) {
+    EXPECT_THAT(run.output,
+                ::testing::ContainsRegex(absl::StrCat(
+                    "\nepoch: 1 step: ", step, ", loss is 0\\.[0-9]{4}\n",
+                    "epoch: 1 step: ", step,
+                    ", wide_loss is 0\\.[0-9]+, deep_loss is 0\\.[0-9]+\n")))
+        << run.output;
+  }
+  EXPECT_THAT(ReadAll(dir_.Sub("ckpt-log/metrics.csv")),
+              ::testing::StartsWith("step,epoch,samples,train_loss,train_auc,"
+                                    "eval_auc,eval_logloss,wide_loss,"
+                                    "deep_loss\n10,1,1000,"));
+}
+
+// The new user: the same data set gzip- and zstd-compressed (the
+// test file as test.txt.zst) trains to exactly the rows the plain files do.
+TEST_F(TrainCliTest, TrainsOnGzipAndZstdFilesExactlyAsOnPlainOnes) {
+  const std::string packed = dir_.Sub("packed");
+  std::filesystem::create_directories(packed);
+  for (const char* name : {"train.txt-00000", "train.txt-00001"}) {
+    testing::WriteBytes(packed + "/" + name + ".gz",
+                        testing::GzipMember(ReadAll(data() + "/" + name)));
+  }
+  const std::string test = ReadAll(data() + "/test.txt");
+  testing::WriteBytes(packed + "/test.txt.zst",
+                      testing::ZstdFrame(test.substr(0, test.size() / 2)) +
+                          testing::ZstdFrame(test.substr(test.size() / 2)));
+  std::filesystem::copy_file(data() + "/meta.json", packed + "/meta.json");
+
+  std::vector<std::string> plain = TrainArgs("ckpt-plain");
+  plain.insert(plain.end(), {"--cache_rows", "0"});
+  ASSERT_EQ(RunPsTrain(plain), 0);
+  std::vector<std::string> compressed = TrainArgs("ckpt-packed");
+  compressed[1] = packed;  // --data
+  compressed.insert(compressed.end(), {"--cache_rows", "0"});
+  ASSERT_EQ(RunPsTrain(compressed), 0);
+
+  const std::string s_plain = ReadAll(dir_.Sub("ckpt-plain/summary.json"));
+  const std::string s_packed = ReadAll(dir_.Sub("ckpt-packed/summary.json"));
+  EXPECT_EQ(JsonNumber(s_packed, "samples"), 3000.0);
+  EXPECT_EQ(JsonNumber(s_packed, "malformed_lines"), 0.0);
+  ASSERT_TRUE(JsonNumber(s_plain, "auc").has_value()) << s_plain;
+  EXPECT_EQ(JsonNumber(s_packed, "auc"), JsonNumber(s_plain, "auc"));
+  const Rows rows_plain = CheckpointRows(dir_.Sub("ckpt-plain"));
+  ASSERT_EQ(rows_plain.size(), 9u);
+  EXPECT_TRUE(CheckpointRows(dir_.Sub("ckpt-packed")) == rows_plain);
+}
+
+TEST(TrainCliGenTest, KindsWriteTheirDataAndRejectOtherKindsFlags) {
+  ScratchDir dir;
+  std::string out, err;
+  ASSERT_EQ(RunPsTrain({"gen", "--out", dir.Sub("lt"), "--kind=longtail",
+                        "--train_rows", "2000", "--test_rows", "500",
+                        "--singleton_rate", "0.5", "--max_vocab", "100"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("ps-train gen: longtail data: wrote "
+                                        "2000 train rows"));
+  const std::string meta = ReadAll(dir.Sub("lt/meta.json"));
+  EXPECT_THAT(meta, ::testing::HasSubstr("\"kind\": \"longtail\""));
+  const std::optional<double> singletons = JsonNumber(meta, "singleton_values");
+  ASSERT_TRUE(singletons.has_value());
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       absl::StrCat(static_cast<int64_t>(*singletons),
+                                    " categorical values are singletons")));
+
+  ASSERT_EQ(RunPsTrain({"gen", "--out", dir.Sub("pairs"), "--kind", "pairs",
+                        "--train_rows", "2000", "--test_rows", "500",
+                        "--interaction_pairs", "5", "--factor_dim", "2"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(ReadAll(dir.Sub("pairs/meta.json")),
+              ::testing::HasSubstr("\"kind\": \"pairs\""));
+
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{
+           {"--kind=zipf"},
+           {"--kind=pairs", "--singleton_rate=0.1"},
+           {"--kind=longtail", "--factor_dim=3"},
+           {"--interaction_std=1"},
+           {"--kind=pairs", "--interaction_pairs=400"}}) {
+    std::vector<std::string> args = {"gen", "--out", dir.Sub("bad")};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_EQ(RunPsTrain(args, &out, &err), 2) << bad[0];
+    EXPECT_FALSE(std::filesystem::exists(dir.Sub("bad"))) << bad[0];
   }
 }
 

@@ -7,11 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "store/local_client.h"
 #include "tests/testing/test_util.h"
 #include "train/criteo_reader.h"
 #include "train/synthetic.h"
+#include "train/wide_deep.h"
 #include "util/status_macros.h"
 
 namespace psdb::train {
@@ -24,6 +28,30 @@ std::string ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Everything written to `log` (a tmpfile), which it closes.
+std::string ReadLog(std::FILE* log) {
+  std::rewind(log);
+  std::string text;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), log)) > 0)
+    text.append(buf, got);
+  std::fclose(log);
+  return text;
+}
+
+// The metrics.csv row of `step` that has a train_loss, split into cells.
+std::vector<std::string> TrainRow(const std::string& csv, int64_t step) {
+  for (absl::string_view line : absl::StrSplit(csv, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    if (cells.size() > 3 && cells[0] == absl::StrCat(step) &&
+        !cells[3].empty()) {
+      return cells;
+    }
+  }
+  return {};
 }
 
 class TrainerTest : public ::testing::Test {
@@ -96,19 +124,42 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   const std::string csv = ReadAll(o.checkpoint_dir + "/metrics.csv");
   EXPECT_THAT(csv, ::testing::StartsWith(
                        "step,epoch,samples,train_loss,train_auc,eval_auc,"
-                       "eval_logloss\n20,1,2000,"));
-  // Log lines in the seeds' style, an eval line per epoch, two mid-run
-  // checkpoints plus the final one.
-  std::rewind(log);
-  std::string text;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), log)) > 0)
-    text.append(buf, got);
-  std::fclose(log);
+                       "eval_logloss,wide_loss,deep_loss\n20,1,2000,"));
+  // Log lines in the seeds' style (the loss, then seed 004's per-part
+  // losses), an eval line per epoch, two mid-run checkpoints plus the final
+  // one.
+  const std::string text = ReadLog(log);
   EXPECT_THAT(text, ::testing::ContainsRegex(
-                        "epoch: 1 step: 20, loss is 0\\.[0-9]{4}\n"));
+                        "epoch: 1 step: 20, loss is 0\\.[0-9]{4}\n"
+                        "epoch: 1 step: 20, wide_loss is 0\\.[0-9]+, "
+                        "deep_loss is 0\\.[0-9]+\n"));
   EXPECT_THAT(text, ::testing::ContainsRegex("epoch: 2 step: 80, loss is"));
+  EXPECT_THAT(text, ::testing::HasSubstr("epoch: 2 step: 80, wide_loss is "));
+  // Every loss line has its per-part line, and metrics.csv the same values.
+  int loss_lines = 0, part_lines = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, ", loss is ")) ++loss_lines;
+    if (!absl::StrContains(line, ", wide_loss is ")) continue;
+    ++part_lines;
+    int epoch;
+    long long step;
+    float wide, deep;
+    ASSERT_EQ(std::sscanf(std::string(line).c_str(),
+                          "epoch: %d step: %lld, wide_loss is %f, "
+                          "deep_loss is %f",
+                          &epoch, &step, &wide, &deep),
+              4)
+        << line;
+    EXPECT_EQ(PartLossLine(epoch, step, wide, deep), line);
+    const std::vector<std::string> row = TrainRow(csv, step);
+    ASSERT_EQ(row.size(), 9u) << "step " << step << "\n" << csv;
+    // The CSV cells are %.6f of the same doubles the log rounds to float:
+    // they agree within 5e-7 (the cell) + 6e-8 (the float, values < 1).
+    EXPECT_NEAR(std::stod(row[7]), wide, 6e-7) << line;
+    EXPECT_NEAR(std::stod(row[8]), deep, 6e-7) << line;
+  }
+  EXPECT_EQ(loss_lines, 4);  // steps 20, 40, 60, 80
+  EXPECT_EQ(part_lines, 4);
   EXPECT_THAT(text, ::testing::HasSubstr("epoch: 1 step: 40, eval AUC is"));
   EXPECT_THAT(text, ::testing::HasSubstr("checkpoint: step 50 ->"));
   EXPECT_THAT(text, ::testing::HasSubstr("checkpoint: step 80 ->"));
@@ -131,6 +182,82 @@ TEST_F(TrainerTest, AsyncModeAndLineShardingTrain) {
   EXPECT_EQ(r.samples, 2000u);
   ASSERT_TRUE(r.auc.has_value());
   EXPECT_GT(*r.auc, 0.55);
+}
+
+// Seed 004's loss.log lines come back byte for byte from their values.
+TEST(PartLossLineTest, IsSeed004sFormat) {
+  struct SeedLine {
+    int step;
+    double wide, deep;
+    const char* line;
+  };
+  const SeedLine seed[] = {
+      {1, 0.6873926, 0.8878349,
+       "epoch: 1 step: 1, wide_loss is 0.6873926, deep_loss is 0.8878349"},
+      {2, 0.6442529, 0.8342661,
+       "epoch: 1 step: 2, wide_loss is 0.6442529, deep_loss is 0.8342661"},
+      {3, 0.6227323, 0.80273706,
+       "epoch: 1 step: 3, wide_loss is 0.6227323, deep_loss is 0.80273706"},
+      {8, 0.57553077, 0.7123517,
+       "epoch: 1 step: 8, wide_loss is 0.57553077, deep_loss is 0.7123517"},
+      {9, 0.5733629, 0.70278376,
+       "epoch: 1 step: 9, wide_loss is 0.5733629, deep_loss is 0.70278376"},
+      {10, 0.566089, 0.6884129,
+       "epoch: 1 step: 10, wide_loss is 0.566089, deep_loss is 0.6884129"},
+  };
+  for (const SeedLine& s : seed) {
+    EXPECT_EQ(PartLossLine(1, s.step, s.wide, s.deep), s.line);
+  }
+  // A double is shown as the float it rounds to.
+  EXPECT_EQ(PartLossLine(3, 12345, 0.1, 1.0 / 3),
+            "epoch: 3 step: 12345, wide_loss is 0.1, deep_loss is 0.33333334");
+}
+
+// With a line per step, the logged losses are exactly the model's for that
+// step: a second store trained by hand on the same batches through
+// WideDeepModel gives the same three numbers.
+TEST_F(TrainerTest, LoggedPartLossesAreTheModelsOwn) {
+  auto client = OpenStore("store");
+  ASSERT_NE(client, nullptr);
+  ClientEmbeddingSource embeddings(client.get());
+  TrainerOptions o = Options("ckpt");
+  o.epochs = 1;
+  o.log_every = 1;
+  o.max_steps = 3;
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK(RunTraining(o, client.get(), &embeddings, log).status());
+  const std::string text = ReadLog(log);
+
+  auto by_hand = OpenStore("by-hand");
+  ASSERT_NE(by_hand, nullptr);
+  ClientEmbeddingSource hand_embeddings(by_hand.get());
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<WideDeepModel> model,
+      WideDeepModel::Create(o.model, by_hand.get(), &hand_embeddings));
+  ASSERT_OK_AND_ASSIGN(DataDir data, LoadDataDir(o.data_dir));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<CriteoReader> reader,
+                       CriteoReader::Open(data.train_files));
+  std::vector<CriteoBatch> batches(4);
+  for (CriteoBatch& b : batches) {
+    ASSERT_OK_AND_ASSIGN(size_t n, reader->Next(o.batch_size, &b));
+    ASSERT_EQ(n, static_cast<size_t>(o.batch_size));
+  }
+  model->Begin(batches[0]);
+  std::vector<float> probs;
+  for (int step = 1; step <= 3; ++step) {
+    // The trainer hands the next batch over for prefetch, except at its
+    // last step.
+    ASSERT_OK_AND_ASSIGN(
+        const WideDeepLoss loss,
+        model->TrainStep(batches[step - 1], step < 3 ? &batches[step] : nullptr,
+                         step, &probs));
+    EXPECT_THAT(text,
+                ::testing::HasSubstr(absl::StrFormat(
+                    "epoch: 1 step: %d, loss is %.4f\n", step, loss.loss)));
+    const std::string part = absl::StrCat(
+        PartLossLine(1, step, loss.wide_loss, loss.deep_loss), "\n");
+    EXPECT_THAT(text, ::testing::HasSubstr(part));
+  }
 }
 
 TEST_F(TrainerTest, BadOptionsAndMissingDataFail) {

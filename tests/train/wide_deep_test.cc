@@ -1,5 +1,6 @@
 #include "train/wide_deep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -52,9 +53,50 @@ struct Problem {
 
   double Loss() const {
     std::vector<float> probs;
-    return ForwardBackward(shape, Inputs(), &probs, nullptr);
+    return ForwardBackward(shape, Inputs(), &probs, nullptr).loss;
+  }
+
+  // Example i's logits computed here, in double, straight from the
+  // definitions in wide_deep.h (not through ForwardBackward or Mlp):
+  // wide = bias + sum of its 26 wide embeddings + linear . dense,
+  // deep = the MLP (w_l row-major [in x out], ReLU between layers) on
+  // [its deep embeddings | dense].
+  double WideLogit(int i) const {
+    double z = linear[kNumIntFeatures];
+    for (int f = 0; f < kNumCatFeatures; ++f)
+      z += wide[i * kNumCatFeatures + f];
+    for (int j = 0; j < kNumIntFeatures; ++j) {
+      z += static_cast<double>(linear[j]) * dense[i * kNumIntFeatures + j];
+    }
+    return z;
+  }
+  double DeepLogit(int i) const {
+    const int d = shape.deep_dim;
+    std::vector<double> a(deep.begin() + i * kNumCatFeatures * d,
+                          deep.begin() + (i + 1) * kNumCatFeatures * d);
+    a.insert(a.end(), dense.begin() + i * kNumIntFeatures,
+             dense.begin() + (i + 1) * kNumIntFeatures);
+    const std::vector<int>& sizes = shape.mlp.sizes();
+    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+      const std::vector<float>& w = mlp[2 * l];
+      const std::vector<float>& b = mlp[2 * l + 1];
+      std::vector<double> next(sizes[l + 1]);
+      for (int o = 0; o < sizes[l + 1]; ++o) {
+        double z = b[o];
+        for (int k = 0; k < sizes[l]; ++k) z += a[k] * w[k * sizes[l + 1] + o];
+        next[o] = l + 2 < sizes.size() ? std::max(z, 0.0) : z;
+      }
+      a = std::move(next);
+    }
+    return a[0];
   }
 };
+
+// -[y log sigmoid(z) + (1 - y) log(1 - sigmoid(z))], the textbook form.
+double LogLoss(double z, double y) {
+  const double p = 1.0 / (1.0 + std::exp(-z));
+  return -(y * std::log(p) + (1 - y) * std::log(1 - p));
+}
 
 // Central differences of the loss in every coordinate of *v against the
 // analytic gradient g.
@@ -82,8 +124,10 @@ TEST(WideDeepMathTest, ZeroParametersGiveHalfAndLog2) {
   for (auto& t : p.mlp) std::fill(t.begin(), t.end(), 0.0f);
   std::vector<float> probs;
   WideDeepGrads g;
-  const double loss = ForwardBackward(p.shape, p.Inputs(), &probs, &g);
-  EXPECT_NEAR(loss, std::log(2.0), 1e-9);
+  const WideDeepLoss loss = ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+  EXPECT_NEAR(loss.loss, std::log(2.0), 1e-9);
+  EXPECT_NEAR(loss.wide_loss, std::log(2.0), 1e-9);
+  EXPECT_NEAR(loss.deep_loss, std::log(2.0), 1e-9);
   EXPECT_EQ(probs, (std::vector<float>{0.5f, 0.5f, 0.5f}));
   // d loss / d wide = (p - y) / n for each of the example's 26 positions.
   EXPECT_FLOAT_EQ(g.wide[0], -0.5f / 3);
@@ -103,6 +147,66 @@ TEST(WideDeepMathTest, GradientsMatchFiniteDifferences) {
     CheckGradient(&p, &p.mlp[t], g.mlp[t],
                   t % 2 == 0 ? "mlp weight" : "mlp bias");
   }
+}
+
+// The three losses against a computation by hand of each example's logits.
+// Tolerances: the hand computation is in double; ForwardBackward rounds each
+// linear-weight product to float (13 products of magnitude <= 0.2, each off
+// by <= 0.2 * 2^-24 = 1.2e-8, so the wide logit is off by <= 1.6e-7) and
+// runs the MLP in float (Eigen; dot products of <= 67 terms of magnitude
+// <= 0.4, three layers: well under 1e-5 on the logit). The log-loss's slope
+// in z is p - y, at most 1 in magnitude, so the losses are off by no more
+// than their logits.
+TEST(WideDeepMathTest, PartLossesAreEachPartsOwnLogLoss) {
+  for (uint32_t seed : {3u, 11u, 29u}) {
+    Problem p(seed);
+    double want_loss = 0, want_wide = 0, want_deep = 0;
+    for (int i = 0; i < p.n; ++i) {
+      const double wide = p.WideLogit(i);
+      const double deep = p.DeepLogit(i);
+      want_loss += LogLoss(wide + deep, p.labels[i]) / p.n;
+      want_wide += LogLoss(wide, p.labels[i]) / p.n;
+      want_deep += LogLoss(deep, p.labels[i]) / p.n;
+    }
+    std::vector<float> probs;
+    WideDeepGrads g;
+    const WideDeepLoss got = ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+    EXPECT_NEAR(got.wide_loss, want_wide, 2e-7) << "seed " << seed;
+    EXPECT_NEAR(got.deep_loss, want_deep, 1e-5) << "seed " << seed;
+    EXPECT_NEAR(got.loss, want_loss, 1e-5) << "seed " << seed;
+    // The parts differ from each other and from the joint loss: each is its
+    // own quantity, not a copy.
+    EXPECT_GT(std::abs(got.wide_loss - got.deep_loss), 1e-3);
+    EXPECT_GT(std::abs(got.wide_loss - got.loss), 1e-3);
+    // Without gradients, the same forward pass gives the same three.
+    const WideDeepLoss forward_only =
+        ForwardBackward(p.shape, p.Inputs(), &probs, nullptr);
+    EXPECT_EQ(forward_only.loss, got.loss);
+    EXPECT_EQ(forward_only.wide_loss, got.wide_loss);
+    EXPECT_EQ(forward_only.deep_loss, got.deep_loss);
+  }
+}
+
+// With one part at zero the model is the other part, bit for bit: the joint
+// logit sums the same terms as that part's own.
+TEST(WideDeepMathTest, PartLossIsTheLossWhenTheOtherPartIsZero) {
+  std::vector<float> probs;
+  Problem deep_off(5);
+  for (auto& t : deep_off.mlp) std::fill(t.begin(), t.end(), 0.0f);
+  const WideDeepLoss a =
+      ForwardBackward(deep_off.shape, deep_off.Inputs(), &probs, nullptr);
+  EXPECT_EQ(a.loss, a.wide_loss);
+  EXPECT_DOUBLE_EQ(a.deep_loss, std::log(2.0));
+  EXPECT_NE(a.wide_loss, a.deep_loss);
+
+  Problem wide_off(5);
+  for (auto* v : {&wide_off.wide, &wide_off.linear})
+    std::fill(v->begin(), v->end(), 0.0f);
+  const WideDeepLoss b =
+      ForwardBackward(wide_off.shape, wide_off.Inputs(), &probs, nullptr);
+  EXPECT_EQ(b.loss, b.deep_loss);
+  EXPECT_DOUBLE_EQ(b.wide_loss, std::log(2.0));
+  EXPECT_NE(b.wide_loss, b.deep_loss);
 }
 
 TEST(WideDeepMathTest, DefaultShapeIs429To256To128To1) {

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
@@ -24,6 +25,7 @@
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
 #include "tools/common/text.h"
+#include "train/synthetic.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -32,12 +34,16 @@ namespace {
 constexpr char kUsage[] = R"(usage: ps-bench train [--json] [flags]
 
 Wide&Deep training samples/s of ps-train: embedded, and on a local cluster
-(ps-scheduler + servers + worker processes) with prefetch on and off.
+(ps-scheduler + servers + worker processes) with prefetch on and off, on the
+first generated kind; then embedded on every other kind. Every run reports
+its test AUC against the data's Bayes-optimal AUC.
 
 flags:
   --train_rows=N     generated training examples (rounded up to a multiple
                      of workers x batch_size)         default 200000
-  --test_rows=N      generated test examples          default 2000
+  --test_rows=N      generated test examples          default 20000
+  --kinds=LIST       ps-train gen --kind values, comma-separated
+                                       default additive,pairs,longtail
   --batch_size=N     examples per step                default 512
   --deep_dim=N       deep embedding dim               default 16
   --hidden=LIST      MLP widths                       default 64,32
@@ -57,7 +63,8 @@ flags:
 
 struct Params {
   int64_t train_rows = 200000;
-  int64_t test_rows = 2000;
+  int64_t test_rows = 20000;
+  std::vector<std::string> kinds = {"additive", "pairs", "longtail"};
   int64_t batch_size = 512;
   int64_t deep_dim = 16;
   std::string hidden = "64,32";
@@ -75,9 +82,9 @@ struct Params {
 ScenarioFlags Flags() {
   return {"train",
           kUsage,
-          {"train_rows", "test_rows", "batch_size", "deep_dim", "hidden",
-           "cache_rows", "max_vocab", "servers", "workers", "mode", "seed",
-           "bin", "dir"}};
+          {"train_rows", "test_rows", "kinds", "batch_size", "deep_dim",
+           "hidden", "cache_rows", "max_vocab", "servers", "workers", "mode",
+           "seed", "bin", "dir"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
@@ -86,6 +93,12 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
                         args.GetInt("train_rows", p.train_rows, 1, 1LL << 36));
   PSDB_ASSIGN_OR_RETURN(p.test_rows,
                         args.GetInt("test_rows", p.test_rows, 2, 1LL << 36));
+  if (args.Has("kinds")) {
+    p.kinds = absl::StrSplit(args.GetString("kinds", ""), ',');
+    for (const std::string& kind : p.kinds) {
+      PSDB_RETURN_IF_ERROR(train::ParseGeneratorKind(kind).status());
+    }
+  }
   PSDB_ASSIGN_OR_RETURN(p.batch_size,
                         args.GetInt("batch_size", p.batch_size, 1, 1 << 20));
   PSDB_ASSIGN_OR_RETURN(p.deep_dim,
@@ -138,10 +151,14 @@ absl::StatusOr<std::unique_ptr<tools::ChildProcess>> StartLogged(
 struct Run {
   std::string id;
   std::string label;
+  std::string kind;  // of the generated data
   uint64_t samples = 0;
   double seconds = 0;  // the slowest process's training loop
   double hit_rate = NAN;
+  double auc = NAN;        // test AUC (rank 0's evaluation)
+  double bayes_auc = NAN;  // the data's Bayes-optimal AUC
   double Rate() const { return seconds > 0 ? samples / seconds : 0; }
+  double Gap() const { return bayes_auc - auc; }
 };
 
 // A number field of ps-train's summary.json ("name": value); NAN if absent.
@@ -170,6 +187,12 @@ absl::Status AddSummary(const std::string& ckpt_dir, Run* run,
   }
   run->samples += static_cast<uint64_t>(samples);
   run->seconds = std::max(run->seconds, seconds);
+  // Every rank evaluates the whole test set with the same tables; the
+  // first summary read (rank 0's) gives the run's AUC.
+  if (std::isnan(run->auc)) {
+    run->auc = SummaryField(json, "auc");
+    run->bayes_auc = SummaryField(json, "bayes_auc");
+  }
   const double hit = SummaryField(json, "cache_hit_rate");
   if (std::isfinite(hit)) *hits_weighted += hit * samples;
   return absl::OkStatus();
@@ -192,12 +215,16 @@ std::vector<std::string> TrainArgs(const Params& p, const std::string& data,
           "--no_plot"};
 }
 
-absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& data,
+absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& kind,
+                                const std::string& data,
                                 const std::string& dir) {
-  Run run{"embedded", "embedded (local store, 1 process)"};
-  const std::string ckpt = dir + "/embedded";
+  // The first kind's run keeps the id "embedded"; the others name theirs.
+  const std::string id =
+      kind == p.kinds.front() ? "embedded" : "embedded_" + kind;
+  Run run{id, "embedded (local store, 1 process)", kind};
+  const std::string ckpt = dir + "/" + id;
   PSDB_ASSIGN_OR_RETURN(auto proc, StartLogged(TrainArgs(p, data, ckpt), {},
-                                               dir + "/embedded.log"));
+                                               dir + "/" + id + ".log"));
   PSDB_RETURN_IF_ERROR(proc->WaitForSuccess(absl::Hours(2)));
   double hits = 0;
   PSDB_RETURN_IF_ERROR(AddSummary(ckpt, &run, &hits));
@@ -208,8 +235,10 @@ absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& data,
 absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
                                const std::string& dir, bool prefetch) {
   const std::string id = prefetch ? "cluster_on" : "cluster_off";
-  Run run{id, absl::StrFormat("cluster %ds/%dw, prefetch %s", p.servers,
-                              p.workers, prefetch ? "on" : "off")};
+  Run run{id,
+          absl::StrFormat("cluster %ds/%dw, prefetch %s", p.servers, p.workers,
+                          prefetch ? "on" : "off"),
+          p.kinds.front()};
   const std::string root = dir + "/" + id;
   std::filesystem::create_directories(root);
   const int port = tools::FreeLoopbackPort();
@@ -272,15 +301,19 @@ void PrintReport(const Params& p, const MachineInfo& m,
   out << absl::StrFormat("machine     %d cores, %s, %.2f GiB RAM\n", m.cores,
                          m.cpu_model, m.memory_bytes / double(1ull << 30));
   out << absl::StrFormat(
-      "parameters  train_rows=%d batch_size=%d deep_dim=%d hidden=%s "
-      "cache_rows=%d max_vocab=%d servers=%d workers=%d mode=%s seed=%d\n\n",
-      p.train_rows, p.batch_size, p.deep_dim, p.hidden, p.cache_rows,
-      p.max_vocab, p.servers, p.workers, p.mode, p.seed);
-  out << absl::StrFormat("%-36s %10s %9s %12s %9s\n", "run", "samples",
-                         "seconds", "samples/s", "cache hit");
+      "parameters  train_rows=%d test_rows=%d batch_size=%d deep_dim=%d "
+      "hidden=%s cache_rows=%d max_vocab=%d servers=%d workers=%d mode=%s "
+      "seed=%d\n\n",
+      p.train_rows, p.test_rows, p.batch_size, p.deep_dim, p.hidden,
+      p.cache_rows, p.max_vocab, p.servers, p.workers, p.mode, p.seed);
+  out << absl::StrFormat("%-34s %-9s %9s %8s %11s %9s %7s %7s %7s\n", "run",
+                         "data", "samples", "seconds", "samples/s", "cache hit",
+                         "AUC", "Bayes", "gap");
   for (const Run& r : runs) {
-    out << absl::StrFormat("%-36s %10d %9.2f %12.0f %8.1f%%\n", r.label,
-                           r.samples, r.seconds, r.Rate(), 100 * r.hit_rate);
+    out << absl::StrFormat(
+        "%-34s %-9s %9d %8.2f %11.0f %8.1f%% %7.4f %7.4f %7.4f\n", r.label,
+        r.kind, r.samples, r.seconds, r.Rate(), 100 * r.hit_rate, r.auc,
+        r.bayes_auc, r.Gap());
   }
   out << "\n";
   PrintRatios(ratios, out);
@@ -295,6 +328,14 @@ void PrintJson(const Params& p, const MachineInfo& m,
   auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
   j += ",\"params\":{\"train_rows\":";
   num(p.train_rows);
+  j += ",\"test_rows\":";
+  num(p.test_rows);
+  j += ",\"kinds\":[";
+  for (size_t i = 0; i < p.kinds.size(); ++i) {
+    if (i > 0) j += ",";
+    str(p.kinds[i]);
+  }
+  j += "]";
   j += ",\"batch_size\":";
   num(p.batch_size);
   j += ",\"deep_dim\":";
@@ -320,6 +361,8 @@ void PrintJson(const Params& p, const MachineInfo& m,
     str(r.id);
     j += ":{\"label\":";
     str(r.label);
+    j += ",\"kind\":";
+    str(r.kind);
     j += ",\"samples\":";
     num(r.samples);
     j += ",\"seconds\":";
@@ -328,6 +371,12 @@ void PrintJson(const Params& p, const MachineInfo& m,
     num(r.Rate());
     j += ",\"cache_hit_rate\":";
     num(r.hit_rate);
+    j += ",\"auc\":";
+    num(r.auc);
+    j += ",\"bayes_auc\":";
+    num(r.bayes_auc);
+    j += ",\"auc_gap\":";
+    num(r.Gap());
     j += "}";
   }
   j += "},";
@@ -340,23 +389,34 @@ void PrintJson(const Params& p, const MachineInfo& m,
 absl::Status RunAll(Params& p, std::ostream& out) {
   PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "train"));
   p.dir = dir.path();
-  auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
-    const std::string data = p.dir + "/data";
+  auto gen = [&](const std::string& kind) -> absl::StatusOr<std::string> {
+    const std::string data = p.dir + "/data_" + kind;
     PSDB_ASSIGN_OR_RETURN(
-        auto gen, StartLogged({p.bin + "/ps-train", "gen", "--out=" + data,
-                               absl::StrCat("--seed=", p.seed),
-                               absl::StrCat("--train_rows=", p.train_rows),
-                               absl::StrCat("--test_rows=", p.test_rows),
-                               absl::StrCat("--max_vocab=", p.max_vocab)},
-                              {}, p.dir + "/gen.log"));
-    PSDB_RETURN_IF_ERROR(gen->WaitForSuccess(absl::Hours(1)));
+        auto proc,
+        StartLogged({p.bin + "/ps-train", "gen", "--out=" + data,
+                     "--kind=" + kind, absl::StrCat("--seed=", p.seed),
+                     absl::StrCat("--train_rows=", p.train_rows),
+                     absl::StrCat("--test_rows=", p.test_rows),
+                     absl::StrCat("--max_vocab=", p.max_vocab)},
+                    {}, p.dir + "/gen_" + kind + ".log"));
+    PSDB_RETURN_IF_ERROR(proc->WaitForSuccess(absl::Hours(1)));
+    return data;
+  };
+  auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
     std::vector<Run> runs;
-    PSDB_ASSIGN_OR_RETURN(Run embedded, RunEmbedded(p, data, p.dir));
+    PSDB_ASSIGN_OR_RETURN(std::string data, gen(p.kinds.front()));
+    PSDB_ASSIGN_OR_RETURN(Run embedded,
+                          RunEmbedded(p, p.kinds.front(), data, p.dir));
     runs.push_back(embedded);
     PSDB_ASSIGN_OR_RETURN(Run on, RunCluster(p, data, p.dir, true));
     runs.push_back(on);
     PSDB_ASSIGN_OR_RETURN(Run off, RunCluster(p, data, p.dir, false));
     runs.push_back(off);
+    for (size_t k = 1; k < p.kinds.size(); ++k) {
+      PSDB_ASSIGN_OR_RETURN(std::string other, gen(p.kinds[k]));
+      PSDB_ASSIGN_OR_RETURN(Run run, RunEmbedded(p, p.kinds[k], other, p.dir));
+      runs.push_back(run);
+    }
     return runs;
   };
   absl::StatusOr<std::vector<Run>> runs = run_all();

@@ -7,12 +7,18 @@
 //                 processes (--store scheduler:HOST:PORT, shard by line),
 //                 the worker cache prefetching the next batch's misses
 //   cluster_off   the same cluster, started afresh, with --no_prefetch
+//   embedded_<kind>  one embedded run on each further generated kind
+//                 (--kinds, default additive,pairs,longtail; the first kind
+//                 is the one above), to report the model on data it was not
+//                 tuned to
 // Every run uses the worker cache (--cache_rows); samples/s come from each
 // ps-train's summary.json (training loop only): a cluster's is its workers'
-// samples over the slowest worker's seconds.
+// samples over the slowest worker's seconds. Test AUC and the data's
+// Bayes-optimal AUC come from rank 0's summary.json.
 //
-// Output: a report, or with --json one JSON object with "runs" (samples,
-// seconds, samples_per_s, cache_hit_rate per run) and "ratios":
+// Output: a report, or with --json one JSON object with "runs" (kind,
+// samples, seconds, samples_per_s, cache_hit_rate, auc, bayes_auc, auc_gap
+// per run) and "ratios":
 // prefetch_on_vs_off (cluster samples/s with prefetch over without) and
 // cluster_vs_embedded (cluster with prefetch over embedded).
 //

@@ -30,9 +30,14 @@ namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  ps-train gen --out DIR [--seed N] [--train_rows N] [--test_rows N]\n"
-    "               [--train_files N] [--min_vocab N] [--max_vocab N]\n"
-    "               [--zipf S] [--missing_rate P]\n"
+    "  ps-train gen --out DIR [--kind additive|pairs|longtail] [--seed N]\n"
+    "               [--train_rows N] [--test_rows N] [--train_files N]\n"
+    "               [--min_vocab N] [--max_vocab N] [--zipf S]\n"
+    "               [--missing_rate P]\n"
+    "               pairs: [--interaction_pairs N] [--factor_dim N]\n"
+    "                      [--interaction_std F]\n"
+    "               longtail: [--singleton_rate P] [--weight_drift F]\n"
+    "                         [--bias_drift F]\n"
     "  ps-train --data DIR --checkpoint_dir CDIR [--store local:DIR |\n"
     "           servers:h1:p1,... | scheduler:HOST:PORT[,HOST:PORT...]] "
     "[--mode sync|async]\n"
@@ -67,15 +72,51 @@ int Fail(std::ostream& err, const absl::Status& status) {
 }
 
 int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
-  absl::Status known =
-      args.CheckKnown({"out", "seed", "train_rows", "test_rows", "train_files",
-                       "min_vocab", "max_vocab", "zipf", "missing_rate"});
+  absl::Status known = args.CheckKnown(
+      {"out", "kind", "seed", "train_rows", "test_rows", "train_files",
+       "min_vocab", "max_vocab", "zipf", "missing_rate", "interaction_pairs",
+       "factor_dim", "interaction_std", "singleton_rate", "weight_drift",
+       "bias_drift"});
   if (!known.ok()) return Usage(err, known);
   const std::string dir = args.GetString("out", "");
   if (dir.empty())
     return Usage(err, absl::InvalidArgumentError("gen needs --out DIR"));
   GeneratorOptions o;
   auto parse = [&]() -> absl::Status {
+    PSDB_ASSIGN_OR_RETURN(
+        o.kind, ParseGeneratorKind(args.GetString("kind", "additive")));
+    const bool pairs = o.kind == GeneratorKind::kPairs;
+    const bool longtail = o.kind == GeneratorKind::kLongtail;
+    for (const char* flag :
+         {"interaction_pairs", "factor_dim", "interaction_std"}) {
+      if (args.Has(flag) && !pairs) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, " is for --kind pairs"));
+      }
+    }
+    for (const char* flag : {"singleton_rate", "weight_drift", "bias_drift"}) {
+      if (args.Has(flag) && !longtail) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, " is for --kind longtail"));
+      }
+    }
+    PSDB_ASSIGN_OR_RETURN(
+        int64_t n, args.GetInt("interaction_pairs", o.interaction_pairs, 1,
+                               kNumCatFeatures * (kNumCatFeatures - 1) / 2));
+    o.interaction_pairs = static_cast<int>(n);
+    PSDB_ASSIGN_OR_RETURN(n, args.GetInt("factor_dim", o.factor_dim, 1, 64));
+    o.factor_dim = static_cast<int>(n);
+    PSDB_ASSIGN_OR_RETURN(
+        o.interaction_std,
+        args.GetDouble("interaction_std", o.interaction_std, 0, 20));
+    PSDB_ASSIGN_OR_RETURN(
+        o.singleton_rate,
+        args.GetDouble("singleton_rate", o.singleton_rate, 0, 0.99));
+    PSDB_ASSIGN_OR_RETURN(
+        o.weight_drift,
+        args.GetDouble("weight_drift", o.weight_drift, -100, 100));
+    PSDB_ASSIGN_OR_RETURN(
+        o.bias_drift, args.GetDouble("bias_drift", o.bias_drift, -100, 100));
     PSDB_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
     o.seed = static_cast<uint64_t>(seed);
     PSDB_ASSIGN_OR_RETURN(
@@ -100,11 +141,19 @@ int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<GeneratorResult> r = GenerateSynthetic(o, dir);
   if (!r.ok()) return Fail(err, r.status());
   out << absl::StrFormat(
-      "ps-train gen: wrote %d train rows in %d files and %d test rows to %s\n"
+      "ps-train gen: %s data: wrote %d train rows in %d files and %d test "
+      "rows to %s\n"
       "ps-train gen: click rate %.3f (train), %.3f (test); Bayes-optimal test "
       "AUC %.4f (expected %.4f), log-loss %.4f -> %s/meta.json\n",
-      o.train_rows, o.train_files, o.test_rows, dir, r->train_ctr, r->test_ctr,
-      r->bayes_auc, r->bayes_auc_expected, r->bayes_logloss, dir);
+      GeneratorKindName(o.kind), o.train_rows, o.train_files, o.test_rows, dir,
+      r->train_ctr, r->test_ctr, r->bayes_auc, r->bayes_auc_expected,
+      r->bayes_logloss, dir);
+  if (o.kind == GeneratorKind::kLongtail) {
+    out << absl::StrFormat(
+        "ps-train gen: %d categorical values are singletons (ids that occur "
+        "once)\n",
+        r->singleton_values);
+  }
   return 0;
 }
 

@@ -1,10 +1,15 @@
 // ps-train's command line (the logic behind tools/ps_train_main.cc):
 //
-//   ps-train gen --out DIR [--seed N --train_rows N --test_rows N
-//                --train_files N --min_vocab N --max_vocab N --zipf S
-//                --missing_rate P]
-//       Writes a synthetic Criteo-format data set (train/synthetic.h) and its
-//       meta.json with the Bayes-optimal AUC.
+//   ps-train gen --out DIR [--kind additive|pairs|longtail --seed N
+//                --train_rows N --test_rows N --train_files N --min_vocab N
+//                --max_vocab N --zipf S --missing_rate P]
+//                [pairs: --interaction_pairs N --factor_dim N
+//                 --interaction_std F]
+//                [longtail: --singleton_rate P --weight_drift F
+//                 --bias_drift F]
+//       Writes a synthetic Criteo-format data set of that kind
+//       (train/synthetic.h) and its meta.json with the Bayes-optimal AUC.
+//       A kind's flags given with another kind are a usage error.
 //
 //   ps-train --data DIR --checkpoint_dir CDIR [--store URL] [--mode sync|async]
 //            [--epochs N --batch_size N --max_steps N --log_every N

@@ -116,5 +116,29 @@ TEST_F(SyncAggregatorTest, BadPushesChangeNothing) {
               HasSubstr("arrived after step 1 was applied"));
 }
 
+// Live resharding: part of step 3 applied under epoch 1, the re-sent rest
+// under epoch 2 is a round of its own; older rounds are refused.
+TEST_F(SyncAggregatorTest, RoundsOfOneStepUnderTwoEpochsApplyApart) {
+  SyncAggregator agg = Make(2, SyncReduce::kSum);
+  const std::vector<uint64_t> a = {1}, b = {2};
+  const std::vector<float> g = {1.0f};
+  ASSERT_OK(agg.Push("t", 1, 0, 3, a, g, /*epoch=*/1));
+  ASSERT_OK(agg.Push("t", 1, 1, 3, a, g, 1));
+  ASSERT_EQ(applied_.size(), 1u);
+  ASSERT_OK(agg.Push("t", 1, 0, 3, b, g, 2));
+  EXPECT_EQ(agg.pending_rounds(), 1);
+  ASSERT_OK(agg.Push("t", 1, 1, 3, b, g, 2));
+  ASSERT_EQ(applied_.size(), 2u);
+  EXPECT_THAT(applied_[1].keys, ElementsAre(2));
+  EXPECT_THAT(applied_[1].grads, ElementsAre(2.0f));
+  EXPECT_EQ(applied_[1].step, 3);
+  EXPECT_EQ(agg.pending_rounds(), 0);
+  absl::Status late = agg.Push("t", 1, 0, 3, a, g, 1);
+  EXPECT_THAT(late, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(std::string(late.message()),
+              HasSubstr("step 3 (epoch 1) arrived after step 3 (epoch 2) was "
+                        "applied"));
+}
+
 }  // namespace
 }  // namespace psdb::rpc

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/server/server.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "util/status_macros.h"
@@ -19,51 +20,15 @@ namespace {
 
 using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildProcess;
-using ::psdb::testing::RunShell;
+using ::psdb::testing::MakeTestCertificates;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::StartPsServer;
-
-// Writes, under dir: ca1.{pem,key}, ca2.{pem,key}, server.{pem,key} (CA1,
-// 30 days, SAN 127.0.0.1/localhost), soon.pem (CA1, 10 days),
-// expired.pem (CA1, Jan 2020), client1.{pem,key} (CA1), client2.{pem,key}
-// (CA2).
-void MakeCertificates(const std::string& dir) {
-  const std::string script = absl::StrCat(
-      "set -e; cd '", dir, "';",
-      "for ca in ca1 ca2; do openssl req -x509 -newkey ec -pkeyopt "
-      "ec_paramgen_curve:prime256v1 -nodes "
-      "-keyout $ca.key -out $ca.pem -days 30 -subj /CN=$ca; done;",
-      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext;",
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-      "-keyout server.key -out server.csr "
-      "-subj /CN=localhost;",
-      "openssl x509 -req -in server.csr -CA ca1.pem -CAkey ca1.key "
-      "-set_serial 11 -days 30 -extfile san.ext -out server.pem;",
-      "openssl x509 -req -in server.csr -CA ca1.pem -CAkey ca1.key "
-      "-set_serial 12 -days 10 -extfile san.ext -out soon.pem;",
-      "for c in 1 2; do openssl req -newkey ec -pkeyopt "
-      "ec_paramgen_curve:prime256v1 -nodes "
-      "-keyout client$c.key -out client$c.csr -subj /CN=client$c; "
-      "openssl x509 -req -in client$c.csr -CA ca$c.pem -CAkey ca$c.key "
-      "-set_serial 2$c -days 30 -out client$c.pem; done;",
-      // openssl x509 cannot backdate; `openssl ca` takes explicit dates.
-      "mkdir -p cadb; : > cadb/index.txt; echo 01 > cadb/serial;",
-      "printf '[ca]\\ndefault_ca=c\\n[c]\\ndir=.\\ndatabase=cadb/index.txt\\n"
-      "serial=cadb/serial\\nnew_certs_dir=cadb\\ndefault_md=sha256\\n"
-      "policy=p\\ncopy_extensions=copy\\nunique_subject=no\\n"
-      "[p]\\ncommonName=supplied\\n' > ca.cnf;",
-      "openssl ca -batch -config ca.cnf -cert ca1.pem -keyfile ca1.key "
-      "-in server.csr -out expired.pem -notext "
-      "-startdate 20200101000000Z -enddate 20200102000000Z");
-  const auto result = RunShell(script);
-  ASSERT_EQ(result.exit_code, 0) << result.output;
-}
 
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     certs_ = new ScratchDir();
-    MakeCertificates(certs_->path());
+    ASSERT_OK(MakeTestCertificates(certs_->path()));
   }
   static void TearDownTestSuite() { delete certs_; }
   static std::string Cert(const std::string& name) { return certs_->Sub(name); }

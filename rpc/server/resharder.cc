@@ -1,0 +1,567 @@
+#include "rpc/server/resharder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/wire/cluster_map_proto.h"
+#include "rpc/wire/convert.h"
+#include "store/manifest.h"
+#include "store/row.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc::internal {
+
+namespace {
+
+constexpr int32_t kDefaultBatchRows = 1024;
+// Keys per ScanKeys batch when counting and deleting.
+constexpr size_t kScanBatch = 4096;
+
+absl::Span<const uint64_t> KeySpan(
+    const google::protobuf::RepeatedField<uint64_t>& keys) {
+  return absl::MakeConstSpan(keys.data(), static_cast<size_t>(keys.size()));
+}
+
+// Same servers (ids, addresses, weights, ring states) and ring options.
+bool SameRing(const ClusterMap& a, const ClusterMap& b) {
+  ClusterMapSpec sa = a.spec(), sb = b.spec();
+  sa.epoch = sb.epoch = 0;
+  return sa == sb;
+}
+
+}  // namespace
+
+struct Resharder::Peer {
+  std::unique_ptr<v1::ParameterService::Stub> stub;
+};
+
+Resharder::Pass::~Pass() {
+  if (owner_ != nullptr) owner_->Leave(sync_, leaving_);
+}
+
+Resharder::Resharder(ClusterMap map, ServerId self, Store* store,
+                     const SyncAggregator* sync, ClientTlsOptions peer_tls,
+                     size_t max_batch_keys)
+    : self_(self),
+      store_(store),
+      sync_(sync),
+      peer_tls_(std::move(peer_tls)),
+      max_batch_keys_(max_batch_keys),
+      map_(std::make_shared<const ClusterMap>(std::move(map))) {}
+
+Resharder::~Resharder() = default;
+
+std::shared_ptr<const ClusterMap> Resharder::map() const {
+  absl::MutexLock lock(&mu_);
+  return map_;
+}
+
+bool Resharder::Leaves(const ClusterMap& current, uint64_t key) const {
+  mu_.AssertReaderHeld();
+  return current.Owner(key) == self_ && target_->Owner(key) != self_;
+}
+
+void Resharder::Leave(bool sync, bool leaving) {
+  absl::MutexLock lock(&mu_);
+  if (sync) --running_sync_;
+  if (leaving) --running_leaving_;
+}
+
+absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
+    const GateRequest& req, std::function<void()> resume) {
+  if (!active()) return Pass();
+  absl::MutexLock lock(&mu_);
+  if (phase_ == Phase::kNone) return Pass();
+  if (shut_down_) {
+    return absl::UnavailableError("server shutting down during resharding");
+  }
+  const ClusterMap& current = *map_;
+  // Routed with a map newer than ours: wait for our COMMIT.
+  bool hold = req.client_epoch > current.epoch();
+  bool leaving = false;
+  // Routed with an older map: CheckKeys refuses it, nothing to track.
+  if (!hold && (req.client_epoch == 0 || req.client_epoch == current.epoch())) {
+    if (source_) {
+      for (uint64_t key : req.keys) {
+        if (Leaves(current, key)) {
+          leaving = true;
+          break;
+        }
+      }
+    }
+    if (req.sync_step.has_value() && closed_ &&
+        !started_steps_.contains(*req.sync_step)) {
+      hold = true;
+    } else if (leaving && holding_) {
+      hold = true;
+    }
+  }
+  if (hold) {
+    parked_.push_back(std::move(resume));
+    return std::nullopt;
+  }
+  const bool sync = req.sync_step.has_value();
+  if (sync) {
+    if (!closed_) started_steps_.insert(*req.sync_step);
+    ++running_sync_;
+  }
+  if (leaving) {
+    ++running_leaving_;
+    absl::flat_hash_set<uint64_t>& touched = touched_[req.table];
+    for (uint64_t key : req.keys) {
+      if (Leaves(current, key)) touched.insert(key);
+    }
+  }
+  return Pass(this, sync, leaving);
+}
+
+void Resharder::Shutdown() {
+  std::vector<std::function<void()>> resume;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    resume.swap(parked_);
+  }
+  for (auto& fn : resume) fn();
+}
+
+std::vector<std::function<void()>> Resharder::EndLocked() {
+  id_ = 0;
+  phase_ = Phase::kNone;
+  target_.reset();
+  source_ = closed_ = holding_ = false;
+  started_steps_.clear();
+  touched_.clear();
+  active_.store(false, std::memory_order_release);
+  std::vector<std::function<void()>> parked;
+  parked.swap(parked_);
+  return parked;
+}
+
+absl::Status Resharder::Reshard(const v1::ReshardRequest& req,
+                                v1::ReshardResponse* resp,
+                                absl::Time deadline) {
+  if (req.migration_id() == 0) {
+    return absl::InvalidArgumentError("Reshard: migration_id is 0");
+  }
+  absl::Status status;
+  switch (req.phase()) {
+    case v1::RESHARD_PHASE_PREPARE: {
+      absl::MutexLock lock(&mu_);
+      status = Prepare(req);
+      break;
+    }
+    case v1::RESHARD_PHASE_COPY:
+      status = Copy(req, deadline);
+      break;
+    case v1::RESHARD_PHASE_CLOSE:
+      status = Close(deadline);
+      break;
+    case v1::RESHARD_PHASE_HANDOFF:
+      status = Handoff(req, deadline);
+      break;
+    case v1::RESHARD_PHASE_COMMIT:
+      status = Commit(req);
+      break;
+    case v1::RESHARD_PHASE_ABORT:
+      status = Abort();
+      break;
+    case v1::RESHARD_PHASE_STATUS:
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Reshard: unknown phase ", req.phase()));
+  }
+  if (!status.ok()) return status;
+  absl::MutexLock lock(&mu_);
+  if (req.phase() != v1::RESHARD_PHASE_COMMIT &&
+      req.phase() != v1::RESHARD_PHASE_ABORT && id_ != req.migration_id()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Reshard: migration ", req.migration_id(),
+                     " is not the one prepared here (",
+                     id_ == 0 ? std::string("none") : absl::StrCat(id_), ")"));
+  }
+  Fill(resp);
+  return absl::OkStatus();
+}
+
+void Resharder::Fill(v1::ReshardResponse* resp) const {
+  v1::ReshardPhase phase = v1::RESHARD_PHASE_UNSPECIFIED;
+  switch (phase_) {
+    case Phase::kNone:
+      break;
+    case Phase::kPrepared:
+      phase = v1::RESHARD_PHASE_PREPARE;
+      break;
+    case Phase::kCopied:
+      phase = v1::RESHARD_PHASE_COPY;
+      break;
+    case Phase::kClosed:
+      phase = v1::RESHARD_PHASE_CLOSE;
+      break;
+    case Phase::kHandedOff:
+      phase = v1::RESHARD_PHASE_HANDOFF;
+      break;
+  }
+  resp->set_phase(phase);
+  resp->set_migration_id(id_);
+  resp->set_rows_to_move(rows_to_move_);
+  resp->set_rows_moved(rows_moved_.load());
+  resp->set_rows_received(rows_received_.load());
+}
+
+absl::Status Resharder::Prepare(const v1::ReshardRequest& req) {
+  if (phase_ != Phase::kNone) {
+    if (id_ == req.migration_id()) return absl::OkStatus();  // re-sent
+    return absl::FailedPreconditionError(
+        absl::StrCat("Reshard PREPARE ", req.migration_id(), ": migration ",
+                     id_, " is already prepared here"));
+  }
+  PSDB_ASSIGN_OR_RETURN(ClusterMap target, ClusterMapFromProto(req.target()));
+  if (target.ring().num_servers() == 0) {
+    return absl::InvalidArgumentError(
+        "Reshard PREPARE: the target map has no server on the ring");
+  }
+  id_ = req.migration_id();
+  phase_ = Phase::kPrepared;
+  target_ = std::make_shared<const ClusterMap>(std::move(target));
+  source_ = map_->Find(self_) != nullptr && OnRing(map_->Find(self_)->state);
+  closed_ = holding_ = false;
+  started_steps_.clear();
+  touched_.clear();
+  rows_to_move_ = 0;
+  rows_moved_ = 0;
+  rows_received_ = 0;
+  active_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status Resharder::Copy(const v1::ReshardRequest& req,
+                             absl::Time deadline) {
+  std::shared_ptr<const ClusterMap> current, target;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kNone || id_ != req.migration_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Reshard COPY: migration ", req.migration_id(), " is not prepared"));
+    }
+    if (!source_ || phase_ != Phase::kPrepared) return absl::OkStatus();
+    current = map_;
+    target = target_;
+  }
+  const size_t batch_rows = std::min<size_t>(
+      req.batch_rows() > 0 ? req.batch_rows() : kDefaultBatchRows,
+      max_batch_keys_);
+  auto leaves = [&](uint64_t key) {
+    return current->Owner(key) == self_ && target->Owner(key) != self_;
+  };
+  // Counted first, so progress has a denominator.
+  uint64_t to_move = 0;
+  const std::vector<TableSpec> tables = store_->ListTables();
+  for (const TableSpec& spec : tables) {
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(spec.name, kScanBatch,
+                                          [&](absl::Span<const uint64_t> keys) {
+                                            for (uint64_t key : keys)
+                                              to_move += leaves(key) ? 1 : 0;
+                                            return absl::OkStatus();
+                                          }));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    rows_to_move_ = to_move;
+  }
+  for (const TableSpec& spec : tables) {
+    std::vector<uint64_t> pending;
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(
+        spec.name, kScanBatch,
+        [&](absl::Span<const uint64_t> keys) -> absl::Status {
+          for (uint64_t key : keys) {
+            if (leaves(key)) pending.push_back(key);
+          }
+          if (pending.size() < batch_rows) return absl::OkStatus();
+          absl::Status sent = SendRows(spec, pending, batch_rows,
+                                       req.max_rows_per_second(), deadline);
+          pending.clear();
+          return sent;
+        }));
+    PSDB_RETURN_IF_ERROR(SendRows(spec, pending, batch_rows,
+                                  req.max_rows_per_second(), deadline));
+  }
+  absl::MutexLock lock(&mu_);
+  if (id_ == req.migration_id() && phase_ == Phase::kPrepared) {
+    phase_ = Phase::kCopied;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Resharder::Close(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (phase_ == Phase::kNone) {
+    return absl::FailedPreconditionError("Reshard CLOSE: nothing prepared");
+  }
+  closed_ = true;
+  if (phase_ == Phase::kPrepared || phase_ == Phase::kCopied) {
+    phase_ = Phase::kClosed;
+  }
+  // Re-evaluated whenever a push leaves the gate, which is when a round
+  // can complete.
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_sync_ == 0 &&
+           (sync_ == nullptr || sync_->pending_rounds() == 0);
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Reshard CLOSE: ", sync_ == nullptr ? 0 : sync_->pending_rounds(),
+        " synchronous rounds of started steps still wait for workers"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Resharder::Handoff(const v1::ReshardRequest& req,
+                                absl::Time deadline) {
+  absl::flat_hash_map<std::string, absl::flat_hash_set<uint64_t>> touched;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kNone || id_ != req.migration_id()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Reshard HANDOFF: migration ", req.migration_id(),
+                       " is not prepared"));
+    }
+    if (!source_ || phase_ == Phase::kHandedOff) return absl::OkStatus();
+    holding_ = true;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return running_leaving_ == 0;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("Reshard HANDOFF: ", running_leaving_,
+                       " requests for handed-over keys still running"));
+    }
+    // Nothing adds to it while holding.
+    touched.swap(touched_);
+    rows_to_move_ += [&] {
+      uint64_t n = 0;
+      for (const auto& [table, keys] : touched) n += keys.size();
+      return n;
+    }();
+  }
+  const size_t batch_rows = std::min<size_t>(
+      req.batch_rows() > 0 ? req.batch_rows() : kDefaultBatchRows,
+      max_batch_keys_);
+  for (const auto& [table, keys] : touched) {
+    absl::StatusOr<TableSpec> spec = store_->GetTable(table);
+    if (!spec.ok()) continue;  // dropped meanwhile
+    std::vector<uint64_t> sorted(keys.begin(), keys.end());
+    std::sort(sorted.begin(), sorted.end());
+    PSDB_RETURN_IF_ERROR(SendRows(*spec, sorted, batch_rows,
+                                  req.max_rows_per_second(), deadline));
+  }
+  absl::MutexLock lock(&mu_);
+  if (id_ == req.migration_id()) phase_ = Phase::kHandedOff;
+  return absl::OkStatus();
+}
+
+absl::Status Resharder::SendRows(const TableSpec& spec,
+                                 absl::Span<const uint64_t> keys,
+                                 size_t batch_rows, int64_t rows_per_second,
+                                 absl::Time deadline) {
+  if (keys.empty()) return absl::OkStatus();
+  std::shared_ptr<const ClusterMap> target;
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    target = target_;
+    id = id_;
+  }
+  if (target == nullptr) {
+    return absl::AbortedError("live resharding aborted while sending rows");
+  }
+  // Keys by new owner, in their order.
+  absl::flat_hash_map<ServerId, std::vector<uint64_t>> by_owner;
+  for (uint64_t key : keys) by_owner[target->Owner(key)].push_back(key);
+  const absl::Time start = absl::Now();
+  uint64_t sent_here = 0;
+  for (const auto& [owner, owned] : by_owner) {
+    const ServerInfo* info = target->Find(owner);
+    if (info == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("target map has no server ", owner));
+    }
+    PSDB_ASSIGN_OR_RETURN(Peer * peer, PeerFor(owner, info->address));
+    for (size_t begin = 0; begin < owned.size(); begin += batch_rows) {
+      const absl::Span<const uint64_t> chunk =
+          absl::MakeConstSpan(owned).subspan(
+              begin, std::min(batch_rows, owned.size() - begin));
+      RowBatch rows;
+      std::vector<uint8_t> present;
+      PSDB_RETURN_IF_ERROR(store_->ReadRows(spec.name, chunk, &rows, &present));
+      v1::MigrateRequest req;
+      req.set_migration_id(id);
+      *req.mutable_spec() = TableSpecToProto(spec);
+      RowBatch kept;
+      kept.Resize(rows.dim, rows.state_size, 0);
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        if (!present[i]) continue;  // never materialized (admission)
+        req.add_keys(chunk[i]);
+        kept.AppendFrom(rows, i);
+      }
+      if (req.keys_size() == 0) continue;
+      ToProto(kept, req.mutable_rows());
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(deadline));
+      v1::MigrateResponse resp;
+      const grpc::Status status = peer->stub->Migrate(&ctx, req, &resp);
+      if (!status.ok()) {
+        return Annotate(
+            FromGrpcStatus(status),
+            absl::StrCat("Migrate to server ", owner, " at ", info->address,
+                         ", table '", spec.name, "'"));
+      }
+      rows_moved_.fetch_add(req.keys_size());
+      sent_here += req.keys_size();
+      if (rows_per_second > 0) {
+        // A throttle, not a wait for a condition: keep to the rate.
+        const absl::Time due =
+            start + absl::Seconds(static_cast<double>(sent_here) /
+                                  static_cast<double>(rows_per_second));
+        if (due > deadline) {
+          return absl::DeadlineExceededError(
+              "live resharding: the rate limit does not fit the deadline");
+        }
+        absl::SleepFor(due - absl::Now());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Resharder::Peer*> Resharder::PeerFor(
+    ServerId id, const std::string& address) {
+  absl::MutexLock lock(&peers_mu_);
+  std::unique_ptr<Peer>& peer = peers_[id];
+  if (peer == nullptr) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          MakeChannel(peer_tls_, address, args));
+    peer = std::make_unique<Peer>();
+    peer->stub = v1::ParameterService::NewStub(channel);
+  }
+  return peer.get();
+}
+
+absl::Status Resharder::Commit(const v1::ReshardRequest& req) {
+  PSDB_ASSIGN_OR_RETURN(ClusterMap published,
+                        ClusterMapFromProto(req.target()));
+  bool drop = false;
+  std::vector<std::function<void()>> resume;
+  {
+    absl::MutexLock lock(&mu_);
+    if (published.epoch() <= map_->epoch()) {
+      if (published.epoch() == map_->epoch() && SameRing(published, *map_)) {
+        return absl::OkStatus();  // re-sent
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("Reshard COMMIT: epoch ", published.epoch(),
+                       " is not newer than this server's ", map_->epoch()));
+    }
+    if (phase_ != Phase::kNone && id_ == req.migration_id() &&
+        !SameRing(published, *target_)) {
+      return absl::InvalidArgumentError(
+          "Reshard COMMIT: the published map is not the prepared target");
+    }
+    // A source, or a server that was not prepared (restarted) and may hold
+    // rows it no longer owns.
+    drop = source_ || phase_ == Phase::kNone || id_ != req.migration_id();
+    map_ = std::make_shared<const ClusterMap>(std::move(published));
+    resume = EndLocked();
+  }
+  for (auto& fn : resume) fn();
+  return drop ? DropForeignRows() : absl::OkStatus();
+}
+
+absl::Status Resharder::Abort() {
+  bool received;
+  std::vector<std::function<void()>> resume;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kNone) return absl::OkStatus();
+    resume = EndLocked();
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return running_receive_ == 0;
+    };
+    mu_.Await(absl::Condition(&idle));
+    received = rows_received_.load() > 0;
+  }
+  for (auto& fn : resume) fn();
+  return received ? DropForeignRows() : absl::OkStatus();
+}
+
+absl::Status Resharder::Migrate(const v1::MigrateRequest& req) {
+  const absl::Span<const uint64_t> keys = KeySpan(req.keys());
+  PSDB_ASSIGN_OR_RETURN(TableSpec spec, TableSpecFromProto(req.spec()));
+  PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
+  if (keys.size() > max_batch_keys_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "Migrate: ", keys.size(), " rows, more than ", max_batch_keys_));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kNone || id_ != req.migration_id()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Migrate: migration ", req.migration_id(),
+                       " is not prepared on this server"));
+    }
+    for (uint64_t key : keys) {
+      if (target_->Owner(key) != self_) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("Migrate: table '", spec.name, "': key ", key,
+                         " is not this server's under the target map"));
+      }
+    }
+    ++running_receive_;
+  }
+  absl::Status status = [&]() -> absl::Status {
+    RowBatch rows;
+    PSDB_RETURN_IF_ERROR(Annotate(FromProto(req.rows(), keys.size(), &rows),
+                                  absl::StrCat("table '", spec.name, "'")));
+    PSDB_RETURN_IF_ERROR(store_->CreateTable(spec));
+    return store_->PutRows(spec.name, keys, rows);
+  }();
+  absl::MutexLock lock(&mu_);
+  --running_receive_;
+  if (status.ok()) rows_received_.fetch_add(keys.size());
+  return status;
+}
+
+absl::Status Resharder::DropForeignRows() {
+  const std::shared_ptr<const ClusterMap> current = map();
+  if (current->servers().size() <= 1) return absl::OkStatus();  // owns all
+  for (const TableSpec& spec : store_->ListTables()) {
+    std::vector<uint64_t> foreign;
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(spec.name, kScanBatch,
+                                          [&](absl::Span<const uint64_t> keys) {
+                                            for (uint64_t key : keys) {
+                                              if (!current->Owns(self_, key))
+                                                foreign.push_back(key);
+                                            }
+                                            return absl::OkStatus();
+                                          }));
+    for (size_t begin = 0; begin < foreign.size(); begin += max_batch_keys_) {
+      PSDB_RETURN_IF_ERROR(
+          store_
+              ->DeleteRows(
+                  spec.name,
+                  absl::MakeConstSpan(foreign).subspan(
+                      begin, std::min(max_batch_keys_, foreign.size() - begin)))
+              .status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psdb::rpc::internal

@@ -1,0 +1,420 @@
+// Live resharding on in-process servers over loopback (rpc/control/
+// README.md): the test plays the coordinator (PREPARE, COPY, CLOSE,
+// HANDOFF, publish, COMMIT) while workers keep pulling and pushing through
+// RemoteClient, whose map source returns the published map.
+//  - Async: a counting table (SGD, lr 1, zeros, gradient -1 per push) under
+//    three pushing threads while a fourth server is added and one of the
+//    first drained: every pushed unit lands exactly once.
+//  - Sync: two workers (BSP) on Adam rows, a server added at step 20 and
+//    one drained at step 40, final rows (values, state, headers)
+//    bit-identical to a run without the changes.
+//  - An add moves about 1/(N+1) of the rows, all onto the new server, and
+//    every server then holds exactly the rows it owns.
+//  - An abort after the copy leaves the map and every row as they were.
+#include <barrier>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rpc/client/remote_client.h"
+#include "rpc/server/server.h"
+#include "rpc/wire/psdb.grpc.pb.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/test_util.h"
+#include "util/status_macros.h"
+
+namespace psdb::rpc {
+namespace {
+
+using ::psdb::testing::ReservedPort;
+using ::psdb::testing::ScratchDir;
+using ::psdb::testing::WaitFor;
+
+// Servers 0..total-1 on loopback; the first `initial` form the ring at
+// epoch 1, the others are joining.
+class LiveCluster {
+ public:
+  LiveCluster(int total, int initial, int sync_workers) {
+    std::vector<std::unique_ptr<ReservedPort>> ports;
+    ClusterMapSpec spec;
+    spec.epoch = 1;
+    for (int i = 0; i < total; ++i) {
+      ports.push_back(std::make_unique<ReservedPort>());
+      ServerInfo info;
+      info.id = i;
+      info.address = absl::StrCat("127.0.0.1:", ports.back()->port());
+      info.state = i < initial ? ServerState::kAlive : ServerState::kJoining;
+      spec.servers.push_back(info);
+    }
+    auto map = ClusterMap::Create(spec);
+    EXPECT_TRUE(map.ok()) << map.status();
+    published_ = *map;
+    for (int i = 0; i < total; ++i) {
+      auto store = Store::Open({}, dir_.Sub(absl::StrCat("s", i)));
+      EXPECT_TRUE(store.ok()) << store.status();
+      ServerOptions options;
+      options.port = ports[i]->port();
+      options.cluster = published_;
+      options.shard_id = i;
+      options.num_threads = 2;
+      options.sync.num_workers = sync_workers;
+      auto server = PsServer::Start(options, store->get());
+      EXPECT_TRUE(server.ok()) << server.status();
+      stores_.push_back(*std::move(store));
+      servers_.push_back(*std::move(server));
+      stubs_.push_back(v1::ParameterService::NewStub(grpc::CreateChannel(
+          spec.servers[i].address, grpc::InsecureChannelCredentials())));
+    }
+  }
+
+  ClusterMap published() const {
+    absl::MutexLock lock(&mu_);
+    return published_;
+  }
+
+  absl::StatusOr<std::unique_ptr<RemoteClient>> Client(int worker_id,
+                                                       bool sync) {
+    RemoteClientOptions options;
+    options.cluster = published();
+    options.map_source = [this]() -> absl::StatusOr<ClusterMap> {
+      return published();
+    };
+    if (sync) {
+      options.worker_id = worker_id;
+      options.push_to_every_server = true;
+    }
+    return RemoteClient::Open(options);
+  }
+
+  // Moves the cluster to a ring of `ring_ids` with the protocol's phases.
+  absl::Status Change(const std::vector<int>& ring_ids,
+                      int64_t rows_per_second = 0,
+                      bool abort_after_copy = false) {
+    const ClusterMap old = published();
+    v1::ClusterMap target;
+    target.set_ready(true);
+    for (int id : ring_ids) {
+      v1::NodeEntry* entry = target.add_servers();
+      entry->set_rank(id);
+      entry->set_address(old.Find(id)->address);
+      entry->set_state(v1::NODE_STATE_ALIVE);
+    }
+    const uint64_t id = next_id_++;
+    std::vector<int> all, old_ring;
+    for (const ServerInfo& s : old.servers()) {
+      all.push_back(s.id);
+      if (OnRing(s.state)) old_ring.push_back(s.id);
+    }
+    auto phase = [&](v1::ReshardPhase p, const std::vector<int>& on,
+                     const v1::ClusterMap& map) -> absl::Status {
+      std::vector<absl::Status> results(on.size());
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < on.size(); ++i) {
+        threads.emplace_back([&, i] {
+          v1::ReshardRequest req;
+          req.set_phase(p);
+          req.set_migration_id(id);
+          *req.mutable_target() = map;
+          req.set_batch_rows(256);
+          req.set_max_rows_per_second(rows_per_second);
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(60));
+          v1::ReshardResponse resp;
+          grpc::Status s = stubs_[on[i]]->Reshard(&ctx, req, &resp);
+          results[i] = s.ok() ? absl::OkStatus()
+                              : absl::InternalError(
+                                    absl::StrCat("server ", on[i], " phase ", p,
+                                                 ": ", s.error_message()));
+          absl::MutexLock lock(&mu_);
+          rows_moved_ += p == v1::RESHARD_PHASE_HANDOFF ? resp.rows_moved() : 0;
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (const absl::Status& s : results) PSDB_RETURN_IF_ERROR(s);
+      return absl::OkStatus();
+    };
+    PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_PREPARE, all, target));
+    PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_COPY, old_ring, target));
+    if (abort_after_copy) {
+      return phase(v1::RESHARD_PHASE_ABORT, all, target);
+    }
+    PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_CLOSE, old_ring, target));
+    PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_HANDOFF, old_ring, target));
+    // Publish: the commit point.
+    ClusterMapSpec next = old.spec();
+    next.epoch = old.epoch() + 1;
+    for (ServerInfo& s : next.servers) {
+      const bool on =
+          std::find(ring_ids.begin(), ring_ids.end(), s.id) != ring_ids.end();
+      s.state = on ? ServerState::kAlive : ServerState::kJoining;
+    }
+    PSDB_ASSIGN_OR_RETURN(ClusterMap next_map, ClusterMap::Create(next));
+    {
+      absl::MutexLock lock(&mu_);
+      published_ = next_map;
+    }
+    target.set_epoch(next_map.epoch());
+    return phase(v1::RESHARD_PHASE_COMMIT, all, target);
+  }
+
+  // Every key of `table` each server's store holds.
+  std::vector<std::vector<uint64_t>> KeysByServer(const std::string& table) {
+    std::vector<std::vector<uint64_t>> out(stores_.size());
+    for (size_t i = 0; i < stores_.size(); ++i) {
+      EXPECT_OK(stores_[i]->ScanKeys(
+          table, 1024, [&](absl::Span<const uint64_t> keys) {
+            out[i].insert(out[i].end(), keys.begin(), keys.end());
+            return absl::OkStatus();
+          }));
+    }
+    return out;
+  }
+
+  // Each server holds exactly the keys it owns under the published map.
+  void ExpectEveryRowAtItsOwner(const std::string& table) {
+    const ClusterMap map = published();
+    const auto keys = KeysByServer(table);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      for (uint64_t key : keys[i]) {
+        ASSERT_EQ(map.Owner(key), static_cast<ServerId>(i))
+            << "key " << key << " is on server " << i;
+      }
+    }
+  }
+
+ private:
+  ScratchDir dir_;
+  mutable absl::Mutex mu_;
+  ClusterMap published_ ABSL_GUARDED_BY(mu_);
+  uint64_t rows_moved_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_id_ = 1;
+  std::vector<std::unique_ptr<Store>> stores_;
+  std::vector<std::unique_ptr<PsServer>> servers_;
+  std::vector<std::unique_ptr<v1::ParameterService::Stub>> stubs_;
+};
+
+TableSpec CountingTable() {
+  TableSpec spec;
+  spec.name = "count";
+  spec.dim = 1;
+  spec.optimizer.kind = optim::OptimizerKind::kSgd;
+  spec.optimizer.learning_rate = 1.0f;
+  spec.initializer.kind = InitKind::kZeros;
+  return spec;
+}
+
+TEST(LiveReshardTest, AsyncPushesLandExactlyOnceThroughAddAndDrain) {
+  LiveCluster cluster(4, 3, /*sync_workers=*/0);
+  ASSERT_OK_AND_ASSIGN(auto admin, cluster.Client(0, false));
+  ASSERT_OK(admin->CreateTable(CountingTable()));
+  constexpr int kThreads = 3;
+  constexpr uint64_t kKeys = 6000;
+  std::atomic<int> pushes{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::map<uint64_t, int>> counted(kThreads);
+  std::vector<absl::Status> errors(kThreads);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kThreads; ++w) {
+    workers.emplace_back([&, w] {
+      auto client = cluster.Client(w, false);
+      if (!client.ok()) {
+        errors[w] = client.status();
+        return;
+      }
+      std::mt19937_64 rng(w + 1);
+      while (!stop.load()) {
+        std::vector<uint64_t> keys(200);
+        for (uint64_t& k : keys) k = rng() % kKeys;
+        const std::vector<float> grads(keys.size(), -1.0f);
+        absl::Status s = (*client)->Push("count", keys, grads, {});
+        if (!s.ok()) {
+          errors[w] = s;
+          return;
+        }
+        for (uint64_t k : keys) ++counted[w][k];
+        ++pushes;
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= 30; }));
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}));  // add server 3
+  const int after_add = pushes.load();
+  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= after_add + 30; }));
+  ASSERT_OK(cluster.Change({1, 2, 3}));  // drain server 0
+  const int after_drain = pushes.load();
+  ASSERT_TRUE(WaitFor([&] { return pushes.load() >= after_drain + 30; }));
+  stop = true;
+  for (auto& t : workers) t.join();
+  for (const absl::Status& e : errors) ASSERT_OK(e);
+
+  std::map<uint64_t, int> total;
+  for (const auto& m : counted) {
+    for (const auto& [k, n] : m) total[k] += n;
+  }
+  std::vector<uint64_t> keys;
+  for (const auto& [k, n] : total) keys.push_back(k);
+  ASSERT_OK_AND_ASSIGN(auto reader, cluster.Client(0, false));
+  EXPECT_EQ(reader->epoch(), 3u);
+  RowBatch rows;
+  ASSERT_OK(reader->PullRows("count", keys, &rows));
+  int wrong = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (rows.values[i] != static_cast<float>(total[keys[i]])) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0) << "of " << keys.size() << " keys";
+  cluster.ExpectEveryRowAtItsOwner("count");
+  EXPECT_TRUE(cluster.KeysByServer("count")[0].empty());  // drained
+}
+
+TEST(LiveReshardTest, AddMovesAboutOneInNPlusOneRowsOnlyOntoTheNewServer) {
+  LiveCluster cluster(4, 3, 0);
+  ASSERT_OK_AND_ASSIGN(auto client, cluster.Client(0, false));
+  ASSERT_OK(client->CreateTable(CountingTable()));
+  std::vector<uint64_t> keys(20000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919 + 13;
+  std::vector<float> out(keys.size());
+  ASSERT_OK(client->Pull("count", keys, absl::MakeSpan(out), {}));
+  const auto before = cluster.KeysByServer("count");
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}));
+  const auto after = cluster.KeysByServer("count");
+  // Old servers only lost rows; the new one holds what they lost.
+  size_t lost = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::set<uint64_t> now(after[i].begin(), after[i].end());
+    for (uint64_t k : now) {
+      EXPECT_TRUE(std::binary_search(before[i].begin(), before[i].end(), k));
+    }
+    lost += before[i].size() - after[i].size();
+  }
+  EXPECT_EQ(after[3].size(), lost);
+  const double expected = keys.size() / 4.0;
+  EXPECT_GT(after[3].size(), 0.8 * expected);
+  EXPECT_LT(after[3].size(), 1.2 * expected);
+  cluster.ExpectEveryRowAtItsOwner("count");
+}
+
+TEST(LiveReshardTest, AbortLeavesTheMapAndEveryRow) {
+  LiveCluster cluster(4, 3, 0);
+  ASSERT_OK_AND_ASSIGN(auto client, cluster.Client(0, false));
+  ASSERT_OK(client->CreateTable(CountingTable()));
+  std::vector<uint64_t> keys(3000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  ASSERT_OK(
+      client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
+  const auto before = cluster.KeysByServer("count");
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}, 0, /*abort_after_copy=*/true));
+  EXPECT_EQ(cluster.published().epoch(), 1u);
+  EXPECT_EQ(cluster.KeysByServer("count"), before);  // the copies are gone
+  ASSERT_OK(
+      client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
+  RowBatch rows;
+  ASSERT_OK(client->PullRows("count", keys, &rows));
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(rows.values[i], 2.0f);
+}
+
+TableSpec AdamTable() {
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = 8;
+  spec.optimizer.kind = optim::OptimizerKind::kAdam;
+  spec.optimizer.learning_rate = 0.01f;
+  spec.seed = 11;
+  return spec;
+}
+
+// Two BSP workers for `steps` steps; `at_step(s)` is called by worker 0
+// after step s (changes run beside the workers, not between steps).
+RowBatch RunSync(LiveCluster& cluster, int steps,
+                 const std::function<void(int)>& at_step) {
+  constexpr uint64_t kKeys = 3000;
+  {
+    auto admin = cluster.Client(0, true);
+    EXPECT_TRUE(admin.ok());
+    EXPECT_OK((*admin)->CreateTable(AdamTable()));
+  }
+  std::barrier sync_point(2);
+  std::vector<std::thread> workers;
+  std::vector<absl::Status> errors(2);
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      auto client = cluster.Client(w, true);
+      if (!client.ok()) {
+        errors[w] = client.status();
+        return;
+      }
+      std::mt19937_64 rng(100 + w);
+      for (int step = 1; step <= steps; ++step) {
+        std::vector<uint64_t> keys(96);
+        for (uint64_t& k : keys) k = rng() % kKeys;
+        std::vector<float> values(keys.size() * 8), grads(keys.size() * 8);
+        absl::Status s =
+            (*client)->Pull("emb", keys, absl::MakeSpan(values), {});
+        for (size_t i = 0; s.ok() && i < values.size(); ++i) {
+          grads[i] = 0.5f * values[i] + 0.01f * static_cast<float>(w + 1) -
+                     0.003f * static_cast<float>(step % 7);
+        }
+        PushOptions push;
+        push.step = step;
+        if (s.ok()) s = (*client)->Push("emb", keys, grads, push);
+        if (!s.ok() && errors[w].ok()) errors[w] = s;
+        sync_point.arrive_and_wait();
+        if (w == 0) at_step(step);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  for (const absl::Status& e : errors) EXPECT_OK(e);
+  std::vector<uint64_t> all(kKeys);
+  for (uint64_t k = 0; k < kKeys; ++k) all[k] = k;
+  RowBatch rows;
+  auto reader = cluster.Client(0, false);
+  EXPECT_TRUE(reader.ok());
+  EXPECT_OK((*reader)->PullRows("emb", all, &rows));
+  return rows;
+}
+
+TEST(LiveReshardTest, SyncRunWithAddAndDrainIsBitIdenticalToAStaticRun) {
+  LiveCluster reference(3, 3, 2);
+  const RowBatch expected = RunSync(reference, 60, [](int) {});
+
+  LiveCluster cluster(4, 3, 2);
+  std::thread change;
+  const RowBatch got = RunSync(cluster, 60, [&](int step) {
+    // Beside the workers: they go on while rows move.
+    if (step == 20 || step == 40) {
+      if (change.joinable()) change.join();
+      const std::vector<int> ring =
+          step == 20 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{1, 2, 3};
+      change =
+          std::thread([&cluster, ring] { EXPECT_OK(cluster.Change(ring)); });
+    }
+  });
+  if (change.joinable()) change.join();
+  EXPECT_EQ(cluster.published().epoch(), 3u);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(0, std::memcmp(got.values.data(), expected.values.data(),
+                           got.values.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(got.state.data(), expected.state.data(),
+                           got.state.size() * sizeof(float)));
+  int headers_differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const RowHeader& a = got.headers[i];
+    const RowHeader& b = expected.headers[i];
+    if (a.last_update_step != b.last_update_step ||
+        a.update_count != b.update_count || a.frequency != b.frequency) {
+      ++headers_differ;
+    }
+  }
+  EXPECT_EQ(headers_differ, 0);
+  cluster.ExpectEveryRowAtItsOwner("emb");
+}
+
+}  // namespace
+}  // namespace psdb::rpc
