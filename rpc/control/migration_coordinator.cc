@@ -44,6 +44,8 @@ absl::string_view PhaseWord(v1::ReshardPhase phase) {
       return "ABORT";
     case v1::RESHARD_PHASE_STATUS:
       return "STATUS";
+    case v1::RESHARD_PHASE_CLOSE:
+      return "CLOSE";
     default:
       return "UNSPECIFIED";
   }
@@ -60,20 +62,24 @@ MigrationCoordinator::MigrationCoordinator(const MigrationOptions& options,
       id_(RandomMigrationId()) {
   // Participants: on the ring now or after (a node of both maps once).
   absl::flat_hash_map<std::string, size_t> index;
-  auto add = [&](const v1::NodeEntry& e, bool loses_keys) {
+  auto add = [&](const v1::NodeEntry& e, bool loses_keys, bool old_ring) {
     auto [it, inserted] = index.try_emplace(e.node_id(), servers_.size());
     if (inserted) {
-      servers_.push_back({e.node_id(), e.address(), e.rank(), false, nullptr});
+      servers_.push_back(
+          {e.node_id(), e.address(), e.rank(), false, false, nullptr});
     }
     servers_[it->second].source |= loses_keys;
+    servers_[it->second].old_ring |= old_ring;
   };
   for (const v1::NodeEntry& e : plan_.current.servers()) {
     if (!OnRing(e.state())) continue;
-    add(e, change_.kind == MembershipChange::Kind::kAdd ||
-               e.node_id() == change_.node_id);
+    add(e,
+        change_.kind == MembershipChange::Kind::kAdd ||
+            e.node_id() == change_.node_id,
+        true);
   }
   for (const v1::NodeEntry& e : plan_.target.servers()) {
-    if (OnRing(e.state())) add(e, false);
+    if (OnRing(e.state())) add(e, false, false);
   }
   status_.set_migration_id(id_);
   status_.set_kind(std::string(MembershipKindName(change_.kind)));
@@ -113,6 +119,15 @@ std::vector<const MigrationCoordinator::Server*> MigrationCoordinator::Sources()
   std::vector<const Server*> out;
   for (const Server& s : servers_) {
     if (s.source) out.push_back(&s);
+  }
+  return out;
+}
+
+std::vector<const MigrationCoordinator::Server*> MigrationCoordinator::OldRing()
+    const {
+  std::vector<const Server*> out;
+  for (const Server& s : servers_) {
+    if (s.old_ring) out.push_back(&s);
   }
   return out;
 }
@@ -294,8 +309,17 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
     RecordProgress(copied);
   }
 
-  // 3. HANDOFF on the sources.
+  // 3. CLOSE on every server of the old ring: no synchronous step is
+  // split between the maps (a no-op in async mode). Reported as
+  // "handoff" (MigrationStatus.phase has no word for it).
   SetPhase("handoff");
+  req.set_phase(v1::RESHARD_PHASE_CLOSE);
+  if (absl::Status s = CallAll(OldRing(), req, options_.phase_timeout, nullptr);
+      !s.ok()) {
+    return Abort(s);
+  }
+
+  // 4. HANDOFF on the sources.
   req.set_phase(v1::RESHARD_PHASE_HANDOFF);
   {
     std::vector<v1::ReshardResponse> handed;
@@ -315,7 +339,7 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
         absl::StrCat(name, " cancelled before its map was published")));
   }
 
-  // 4. The commit point.
+  // 5. The commit point.
   absl::StatusOr<v1::ClusterMap> published = publish();
   if (!published.ok()) return Abort(published.status());
   SetPhase("commit");
@@ -327,7 +351,7 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
                    " (from ", plan_.current.epoch(),
                    "); committing, there is no going back"));
 
-  // 5. COMMIT everywhere, retried per server until its deadline.
+  // 6. COMMIT everywhere, retried per server until its deadline.
   req.set_phase(v1::RESHARD_PHASE_COMMIT);
   *req.mutable_target() = *published;
   std::vector<absl::Status> committed(all.size());

@@ -11,13 +11,15 @@
 //      of the old ring, drain = the drained one), in parallel; meanwhile
 //      STATUS every poll_interval on each source keeps the progress (the
 //      sum of rows_moved / rows_to_move over the sources).
-//   3. HANDOFF on every source, in parallel.
-//   4. publish(): the scheduler's compare-and-publish of the target map
+//   3. CLOSE on every server of the old ring, in parallel (synchronous
+//      training: no step is split between the two maps).
+//   4. HANDOFF on every source, in parallel.
+//   5. publish(): the scheduler's compare-and-publish of the target map
 //      (a new epoch). This is the commit point: before it any failure
 //      aborts (ABORT on every participant that answers; the map is
 //      unchanged; the status says "aborted" with the error), after it
 //      there is no going back.
-//   5. COMMIT (the published map, its epoch set) on every participant,
+//   6. COMMIT (the published map, its epoch set) on every participant,
 //      each retried until it answers OK or commit_timeout passes; one that
 //      never does is named in the error (the map stays published).
 //
@@ -97,6 +99,8 @@ class MigrationCoordinator {
     std::string address;
     int rank = 0;
     bool source = false;
+    // On the ring of the map now (CLOSE goes to these).
+    bool old_ring = false;
     // Opened by Run before the first call; one channel per server.
     std::unique_ptr<v1::ParameterService::Stub> stub;
   };
@@ -115,6 +119,7 @@ class MigrationCoordinator {
   void RecordProgress(const std::vector<v1::ReshardResponse>& sources);
   absl::Status Abort(const absl::Status& why);
   std::vector<const Server*> Sources() const;
+  std::vector<const Server*> OldRing() const;
   std::vector<const Server*> Participants() const;
 
   const MigrationOptions options_;
