@@ -332,7 +332,7 @@ TEST_F(MigrationTest, AddThenDrainMoveEveryRowExactlyOnce) {
                        Change(MembershipChange::Kind::kDrain, "s0"));
   const ClusterMap epoch3 = Map();
   EXPECT_EQ(epoch3.epoch(), 3u);
-  EXPECT_EQ(epoch3.Find(0), nullptr);
+  EXPECT_EQ(epoch3.Find(nodes_[0]->rank), nullptr);
   EXPECT_EQ(drained.phase(), "done");
   EXPECT_EQ(drained.from_epoch(), 2u);
   EXPECT_EQ(drained.to_epoch(), 3u);
