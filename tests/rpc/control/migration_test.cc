@@ -273,20 +273,6 @@ class MigrationTest : public ::testing::Test {
     });
   }
 
-  // The server side of live resharding answers Reshard (it is built apart
-  // from this control plane); until it does these tests cannot run.
-  bool ServersReshard() {
-    auto channel = grpc::CreateChannel(nodes_[0]->server->address(),
-                                       grpc::InsecureChannelCredentials());
-    auto stub = v1::ParameterService::NewStub(channel);
-    grpc::ClientContext ctx;
-    v1::ReshardRequest req;
-    req.set_phase(v1::RESHARD_PHASE_STATUS);
-    v1::ReshardResponse resp;
-    return stub->Reshard(&ctx, req, &resp).error_code() !=
-           grpc::StatusCode::UNIMPLEMENTED;
-  }
-
   std::unique_ptr<SchedulerServer> sched_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unique_ptr<RemoteClient> client_;
@@ -297,7 +283,6 @@ class MigrationTest : public ::testing::Test {
 };
 
 TEST_F(MigrationTest, AddThenDrainMoveEveryRowExactlyOnce) {
-  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
   const ClusterMap epoch1 = Map();
   ASSERT_EQ(epoch1.epoch(), 1u);
 
@@ -353,7 +338,6 @@ TEST_F(MigrationTest, AddThenDrainMoveEveryRowExactlyOnce) {
 // twice. A second change while one runs is refused, naming the running one;
 // progress lines are printed meanwhile.
 TEST_F(MigrationTest, PushesDuringAMigrationAreNeitherLostNorDoubled) {
-  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
   nodes_.push_back(std::make_unique<Node>());
   ASSERT_OK(StartNode("s2", true, nodes_[2].get()));
 
@@ -411,7 +395,6 @@ TEST_F(MigrationTest, PushesDuringAMigrationAreNeitherLostNorDoubled) {
 // aborts, the map still has it JOINING at epoch 1, every row reads as the
 // reference through the old map; once it is back, the add succeeds.
 TEST_F(MigrationTest, NewServerKilledMidCopyAbortsThenTheAddIsRedone) {
-  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
   nodes_.push_back(std::make_unique<Node>());
   ASSERT_OK(StartNode("s2", true, nodes_[2].get()));
   const ClusterMap epoch1 = Map();
@@ -449,7 +432,6 @@ TEST_F(MigrationTest, NewServerKilledMidCopyAbortsThenTheAddIsRedone) {
 // the map is unchanged, and once the old owner is back every row reads as
 // the reference (the new server dropped what it had received).
 TEST_F(MigrationTest, OldOwnerKilledMidCopyAbortsAndNothingIsLost) {
-  if (!ServersReshard()) GTEST_SKIP() << "ps-server does not answer Reshard";
   nodes_.push_back(std::make_unique<Node>());
   ASSERT_OK(StartNode("s2", true, nodes_[2].get()));
   const ClusterMap epoch1 = Map();
