@@ -9,12 +9,12 @@
 // FAILED_PRECONDITION with its epoch; the client refreshes its map and
 // retries (DESIGN.md, shard/).
 //
-// Epochs today: a static list (--servers, FromAddresses) is epoch 1 unless
-// given another, and ps-scheduler's map is epoch 1 for the life of the
-// cluster (rpc/control/scheduler.h: neither death nor recovery moves keys).
-// The successor maps below (WithServer, WithoutServer, WithState) are the
-// membership changes that move keys; no psdb process makes one yet (live
-// resharding is future work), so only tests call them.
+// Epochs: a static list (--servers, FromAddresses) is epoch 1 unless given
+// another; ps-scheduler's map is epoch 1 until a membership change
+// (add-server, drain-server: rpc/control/README.md) is published, each
+// moving it (neither death nor recovery moves keys). The successor maps
+// below (WithServer, WithoutServer, WithState) are such changes built
+// locally; the scheduler builds its own from its wire map.
 //
 // Which servers own keys (are on the ring):
 //   kAlive   - serving; on the ring.
@@ -23,8 +23,8 @@
 //              silently re-create its rows with initial values elsewhere.
 //              Its keys fail with UNAVAILABLE until it comes back (a
 //              replacement with its node id takes its rank back).
-//   kJoining - registered, not yet serving; not on the ring. No psdb
-//              process produces this state yet (see Epochs above).
+//   kJoining - registered to join a running cluster (ps-server --join),
+//              owning no key until add-server puts it on the ring.
 //
 // Replicas: a shard (one ServerInfo, one id on the ring) may be served by
 // several read-only replicas, servers that hold the same rows: `address`

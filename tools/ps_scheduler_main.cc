@@ -15,12 +15,27 @@
 // PS_RECOVERY_PATH=DIR the membership is saved under DIR after every change
 // and reloaded at start, so a restarted scheduler carries on with the
 // running nodes (they reconnect on their own).
+//
+// Live resharding (rpc/control/migration_coordinator.h), admin commands
+// against a running scheduler (with --etcd, the leader):
+//   ps-scheduler add-server --scheduler=HOST:PORT --node_id=ID
+//                [--batch_rows=N] [--max_rows_per_second=N]
+//   ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID [...]
+// add-server moves to a server started with `ps-server --join` the rows
+// it will own and puts it on the ring (a new epoch); drain-server moves
+// every row of a server to the others and takes it out of the map. Both
+// print a progress line about once a second ("add-server s3: copy
+// 12000/40000 rows moved (30%)") and a last one ("add-server s3: done,
+// epoch 1 -> 2, 40000 rows moved in 1.2 s"); exit 0, or 1 with the error
+// (an aborted migration leaves the map unchanged).
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -30,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/control/admin_membership.h"
 #include "rpc/control/etcd_client.h"
 #include "rpc/control/node_config_flags.h"
 #include "rpc/control/scheduler.h"
@@ -85,6 +101,14 @@ ABSL_FLAG(std::string, etcd_tls_key, "", "PEM key of --etcd_tls_cert.");
 ABSL_FLAG(bool, dry_run, false,
           "Resolve and check every setting, print them, exit 0 (1 with the "
           "reason) without serving.");
+ABSL_FLAG(std::string, scheduler, "",
+          "add-server / drain-server: HOST:PORT of the scheduler (default "
+          "--sched_host:--sched_port).");
+ABSL_FLAG(int, batch_rows, 0,
+          "add-server / drain-server: rows per Migrate call; 0 = 1024.");
+ABSL_FLAG(int64_t, max_rows_per_second, 0,
+          "add-server / drain-server: rows per second per source server; "
+          "0 = no limit.");
 ABSL_FLAG(bool, health, false,
           "Ask the scheduler at --sched_host (default 127.0.0.1) and "
           "--sched_port for its status; exit 0 when healthy, 1 otherwise.");
@@ -103,6 +127,18 @@ std::string FlagOrEnv(const std::string& flag, const char* variable) {
   return value != nullptr ? value : "";
 }
 
+// The TLS a client of the scheduler (--health, add-server) uses.
+psdb::rpc::ClientTlsOptions AdminTls() {
+  psdb::rpc::ClientTlsOptions tls;
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  if (absl::GetFlag(FLAGS_require_client_cert)) {
+    tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+    tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  }
+  tls.insecure = absl::GetFlag(FLAGS_insecure);
+  return tls;
+}
+
 // --health: GetStatus of the scheduler at --sched_host/--sched_port.
 int Health() {
   psdb::rpc::SettingMap flags = psdb::rpc::NodeConfigFlags();
@@ -119,14 +155,7 @@ int Health() {
         absl::StrCat("--sched_port must be a number, got '", port, "'")));
   }
   const std::string address = psdb::rpc::JoinHostPort(host, port_number);
-  psdb::rpc::ClientTlsOptions tls;
-  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  if (absl::GetFlag(FLAGS_require_client_cert)) {
-    tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-    tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  }
-  tls.insecure = absl::GetFlag(FLAGS_insecure);
-  auto channel = psdb::rpc::MakeChannel(tls, address);
+  auto channel = psdb::rpc::MakeChannel(AdminTls(), address);
   if (!channel.ok()) return Fail(channel.status());
   auto stub = psdb::v1::SchedulerService::NewStub(*channel);
   grpc::ClientContext ctx;
@@ -158,6 +187,40 @@ int Health() {
   return 0;
 }
 
+// add-server / drain-server (rpc/control/admin_membership.h).
+int ChangeMembership(psdb::rpc::MembershipChange::Kind kind) {
+  psdb::rpc::AdminMembershipOptions options;
+  options.kind = kind;
+  options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  psdb::rpc::SettingMap flags = psdb::rpc::NodeConfigFlags();
+  if (options.scheduler_address.empty()) {
+    std::string host = FlagOrEnv(flags["PS_SCHED_HOST"], "PS_SCHED_HOST");
+    const std::string port = FlagOrEnv(flags["PS_SCHED_PORT"], "PS_SCHED_PORT");
+    int port_number = 0;
+    if (!port.empty() && absl::SimpleAtoi(port, &port_number)) {
+      options.scheduler_address = psdb::rpc::JoinHostPort(
+          host.empty() ? std::string("127.0.0.1") : host, port_number);
+    }
+  }
+  options.node_id = flags["PS_NODE_ID"];
+  options.batch_rows = absl::GetFlag(FLAGS_batch_rows);
+  options.max_rows_per_second = absl::GetFlag(FLAGS_max_rows_per_second);
+  options.tls = AdminTls();
+  const std::string verb =
+      absl::StrCat(psdb::rpc::MembershipKindName(kind), "-server");
+  const absl::Time start = absl::Now();
+  auto done = psdb::rpc::AdminMembershipChange(
+      options, [](absl::string_view line) { std::cout << line << std::endl; });
+  if (!done.ok()) {
+    std::cout << verb << (options.node_id.empty() ? "" : " ") << options.node_id
+              << ": failed: " << done.status() << std::endl;
+    return 1;
+  }
+  std::cout << psdb::rpc::FormatMigrationDone(*done, absl::Now() - start)
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,9 +228,13 @@ int main(int argc, char** argv) {
       "ps-scheduler --server_num=N --worker_num=M --sched_port=P "
       "[--sched_host=H] (or PS_SERVER_NUM, PS_WORKER_NUM, PS_SCHED_PORT, "
       "PS_SCHED_HOST) [--tls_cert=... --tls_key=... [--tls_ca=... "
-      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]",
+      "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]\n"
+      "ps-scheduler add-server --scheduler=HOST:PORT --node_id=ID "
+      "[--batch_rows=N] [--max_rows_per_second=N]\n"
+      "ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID "
+      "[--batch_rows=N] [--max_rows_per_second=N]",
       {"ps_scheduler_main.cc", "node_config_flags.cc"});
-  absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
   if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
       !ciphers.empty()) {
@@ -175,6 +242,18 @@ int main(int argc, char** argv) {
         !set.ok()) {
       return Fail(set);
     }
+  }
+  if (positional.size() > 1) {
+    const std::string command = positional[1];
+    if (positional.size() == 2 && command == "add-server") {
+      return ChangeMembership(psdb::rpc::MembershipChange::Kind::kAdd);
+    }
+    if (positional.size() == 2 && command == "drain-server") {
+      return ChangeMembership(psdb::rpc::MembershipChange::Kind::kDrain);
+    }
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", command,
+                     "': expected add-server or drain-server")));
   }
   if (absl::GetFlag(FLAGS_health)) return Health();
 
@@ -205,6 +284,12 @@ int main(int argc, char** argv) {
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  // Reaching ps-servers to migrate rows: their CA, and this scheduler's
+  // certificate as a client's where servers require one.
+  options.server_tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.server_tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.server_tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.server_tls.insecure = absl::GetFlag(FLAGS_insecure);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   const std::string etcd =

@@ -13,6 +13,12 @@
 //   PS_SCHED_HOST=10.0.0.9 PS_SCHED_PORT=7100 PS_NODE_ID=server-0
 //     ps-server --data_dir=D --port=7000 [--sync_mode=sync]  (one command)
 //
+// Growing a running cluster: --join (PS_JOIN=1) registers the server as
+// JOINING under a new rank; it serves but owns no key until `ps-scheduler
+// add-server --node_id=ID` moves its rows to it and publishes the map.
+// After `ps-scheduler drain-server` the drained server logs "drained: this
+// server owns no keys and may be stopped" and stops beating; stop it then.
+//
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
@@ -373,6 +379,12 @@ int main(int argc, char** argv) {
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  // Live resharding sends rows to peers (Migrate): their CA, and this
+  // server's certificate as a client's where peers require one.
+  options.peer_tls.ca_file = options.tls.ca_file;
+  options.peer_tls.cert_file = options.tls.cert_file;
+  options.peer_tls.key_file = options.tls.key_file;
+  options.peer_tls.insecure = options.tls.insecure;
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 
@@ -385,6 +397,11 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(
         "--servers contradicts the scheduler (PS_SCHED_HOST/PS_SCHED_PORT "
         "or PS_SCHED_ADDRESSES): it assigns the server list"));
+  }
+  if (config->join && !absl::GetFlag(FLAGS_restore_from).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--join with --restore_from: a joining server owns no keys until "
+        "add-server, which moves its rows to it"));
   }
   // Checked before joining: a bad mode must not take a rank first.
   const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
@@ -411,7 +428,8 @@ int main(int argc, char** argv) {
     if (config->has_scheduler()) {
       std::string host = absl::GetFlag(FLAGS_advertise_host);
       place = absl::StrCat(
-          "  scheduler ", config->SchedulerAddress(), ", node id ",
+          "  scheduler ", config->SchedulerAddress(),
+          config->join ? " (joining the running cluster)" : "", ", node id ",
           config->node_id, config->node_id_generated ? " (generated)" : "",
           ", advertised as ", host.empty() ? options.host : host, ":",
           options.port == 0 ? "(free port)" : absl::StrCat(options.port), "\n");
@@ -476,12 +494,18 @@ int main(int argc, char** argv) {
     if (!config->worker_num.has_value()) {
       config->worker_num = placement.worker_num;
     }
-    std::fprintf(stderr,
-                 "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s\n",
-                 config->node_id.c_str(), placement.rank,
-                 placement.cluster.servers().size(),
-                 static_cast<unsigned long long>(placement.cluster.epoch()),
-                 placement.recovered ? " (rank taken back)" : "");
+    const psdb::ServerInfo* self =
+        placement.cluster.Find(static_cast<psdb::ServerId>(placement.rank));
+    std::fprintf(
+        stderr,
+        "ps-server: node id:%s rank %d of %zu servers, epoch %llu%s%s\n",
+        config->node_id.c_str(), placement.rank,
+        placement.cluster.servers().size(),
+        static_cast<unsigned long long>(placement.cluster.epoch()),
+        placement.recovered ? " (rank taken back)" : "",
+        self != nullptr && self->state == psdb::ServerState::kJoining
+            ? " (joining: no keys until add-server)"
+            : "");
   }
   if (sync_mode == "sync") {
     if (!config->worker_num.has_value() || *config->worker_num < 1) {

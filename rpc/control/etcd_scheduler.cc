@@ -177,8 +177,27 @@ absl::StatusOr<EtcdScheduler::MapRead> EtcdScheduler::ReadMap() {
     }
     map.set_ready(true);
     map.set_epoch(static_cast<uint64_t>(ring_kv->mod_revision));
-    for (const v1::NodeEntry& e : ring.servers()) add(e, map.add_servers());
+    map.set_server_num(ring.server_num());
+    absl::flat_hash_set<std::string> on_ring;
+    for (const v1::NodeEntry& e : ring.servers()) {
+      add(e, map.add_servers());
+      on_ring.insert(e.node_id());
+    }
     for (const v1::NodeEntry& e : ring.workers()) add(e, map.add_workers());
+    // Servers registered to join: JOINING (alive or not) until a
+    // published add puts them in the ring.
+    for (const auto& [id, entry] : nodes) {
+      if (entry.role() != v1::NODE_ROLE_SERVER || on_ring.contains(id)) {
+        continue;
+      }
+      v1::NodeEntry* joining = map.add_servers();
+      *joining = entry;
+      joining->set_state(v1::NODE_STATE_JOINING);
+    }
+    std::sort(map.mutable_servers()->begin(), map.mutable_servers()->end(),
+              [](const v1::NodeEntry& a, const v1::NodeEntry& b) {
+                return a.rank() < b.rank();
+              });
     return out;
   }
   // Not ready: the nodes registered so far, in rank order.
@@ -241,6 +260,113 @@ absl::Status EtcdScheduler::PublishMapIfComplete() {
                      r.revision));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<MembershipPlan> EtcdScheduler::PlanMembershipChange(
+    const MembershipChange& change) {
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  MembershipPlan plan;
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  plan.current = std::move(read.map);
+  PSDB_ASSIGN_OR_RETURN(
+      plan.target, scheduler_internal::MapAfterChange(plan.current, change));
+  if (change.kind == MembershipChange::Kind::kAdd) {
+    PSDB_ASSIGN_OR_RETURN(
+        std::optional<EtcdKeyValue> alive,
+        etcd_->Get(Key(absl::StrCat("alive/", change.node_id))));
+    if (!alive.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("add-server: joining server node id:", change.node_id,
+                       " missed its heartbeats; it must register again first"));
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<v1::ClusterMap> EtcdScheduler::PublishMembershipChange(
+    const MembershipChange& change, uint64_t expected_epoch) {
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  const std::string map_key = Key("members/map");
+  const std::string node_key =
+      Key(absl::StrCat("members/nodes/", change.node_id));
+  const bool add = change.kind == MembershipChange::Kind::kAdd;
+  PSDB_ASSIGN_OR_RETURN(MapRead read, ReadMap());
+  PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> ring_kv,
+                        etcd_->Get(map_key));
+  PSDB_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> node_kv,
+                        etcd_->Get(node_key));
+  if (!ring_kv.has_value() ||
+      static_cast<uint64_t>(ring_kv->mod_revision) != expected_epoch ||
+      read.map.epoch() != expected_epoch) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("publish ", MembershipKindName(change.kind),
+                     " node id:", change.node_id, ": the map moved to epoch ",
+                     ring_kv.has_value() ? ring_kv->mod_revision : 0,
+                     " (expected ", expected_epoch, ")"));
+  }
+  PSDB_RETURN_IF_ERROR(
+      scheduler_internal::MapAfterChange(read.map, change).status());
+  v1::ClusterMap ring;
+  v1::NodeEntry node;
+  if (!ring.ParseFromString(ring_kv->value) || !node_kv.has_value() ||
+      !node.ParseFromString(node_kv->value)) {
+    return absl::DataLossError(
+        absl::StrCat("etcd keys ", map_key, " / ", node_key, " unreadable"));
+  }
+  std::vector<EtcdCompare> compares = {
+      EtcdCompare::ModRevisionIs(map_key, ring_kv->mod_revision),
+      EtcdCompare::ModRevisionIs(node_key, node_kv->mod_revision)};
+  std::vector<EtcdOp> ops;
+  if (add) {
+    v1::NodeEntry* e = ring.add_servers();
+    e->set_node_id(node.node_id());
+    e->set_role(v1::NODE_ROLE_SERVER);
+    e->set_rank(node.rank());
+    std::sort(ring.mutable_servers()->begin(), ring.mutable_servers()->end(),
+              [](const v1::NodeEntry& a, const v1::NodeEntry& b) {
+                return a.rank() < b.rank();
+              });
+  } else {
+    auto* servers = ring.mutable_servers();
+    for (int i = 0; i < servers->size(); ++i) {
+      if (servers->Get(i).node_id() == change.node_id) {
+        servers->DeleteSubrange(i, 1);
+        break;
+      }
+    }
+    ops.push_back(EtcdOp::Delete(node_key));
+    ops.push_back(EtcdOp::Delete(Key(absl::StrCat("alive/", change.node_id))));
+    ops.push_back(
+        EtcdOp::Delete(Key(absl::StrCat("addresses/", node.address()))));
+  }
+  ring.set_server_num(ring.servers_size());
+  ops.push_back(EtcdOp::Put(map_key, ring.SerializeAsString()));
+  PSDB_ASSIGN_OR_RETURN(EtcdTxnResult r, etcd_->Txn(compares, ops, {}));
+  if (!r.succeeded) {
+    // The client may have sent it twice (etcd_client.h): if the map now
+    // shows this very change, it was ours.
+    PSDB_ASSIGN_OR_RETURN(MapRead now, ReadMap());
+    const bool in_map =
+        std::any_of(now.map.servers().begin(), now.map.servers().end(),
+                    [&](const v1::NodeEntry& e) {
+                      return e.node_id() == change.node_id &&
+                             e.state() != v1::NODE_STATE_JOINING;
+                    });
+    if (add != in_map || now.map.epoch() <= expected_epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "publish ", MembershipKindName(change.kind),
+          " node id:", change.node_id, ": the map changed under it (epoch ",
+          now.map.epoch(), ")"));
+    }
+    return std::move(now.map);
+  }
+  Log(absl::StrCat("server node id:", node.node_id(), " addr:", node.address(),
+                   " rank ", node.rank(),
+                   add ? " added to the ring" : " drained (rank retired)",
+                   ": epoch ", expected_epoch, " -> ", r.revision, ", ",
+                   Plural(ring.server_num(), "server")));
+  PSDB_ASSIGN_OR_RETURN(MapRead published, ReadMap());
+  return std::move(published.map);
 }
 
 absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
@@ -356,7 +482,20 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
       done = true;
       break;
     }
-    // A new node: the lowest free rank of its role.
+    // A joining server needs a formed cluster, and the transaction checks
+    // the ring did not change meanwhile.
+    std::optional<EtcdKeyValue> ring_kv;
+    if (req.join()) {
+      PSDB_ASSIGN_OR_RETURN(ring_kv, etcd_->Get(Key("members/map")));
+      if (!ring_kv.has_value()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "refused server node id:", req.node_id(),
+            ": a server joins a running cluster, and this one is not ready "
+            "yet; start it without --join (PS_JOIN)"));
+      }
+    }
+    // A new node: the lowest free rank of its role (rank keys are never
+    // deleted, so a drained server's rank is never given again).
     PSDB_ASSIGN_OR_RETURN(EtcdRange ranks,
                           etcd_->GetPrefix(Key(absl::StrCat(
                               "ranks/", RoleKey(req.role()), "/"))));
@@ -369,10 +508,14 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
     }
     int rank = 0;
     while (taken.count(rank) > 0) ++rank;
-    if (rank >= limit) {
+    if (rank >= limit && !req.join()) {
       return absl::ResourceExhaustedError(
           absl::StrCat("refused ", role, " node id:", req.node_id(), ": all ",
-                       limit, " ", role, " ranks are taken"));
+                       limit, " ", role, " ranks are taken",
+                       req.role() == v1::NODE_ROLE_SERVER
+                           ? "; a server joins the running cluster with --join "
+                             "(PS_JOIN=1), then add-server"
+                           : ""));
     }
     PSDB_ASSIGN_OR_RETURN(int64_t lease, etcd_->LeaseGrant(options_.lease_ttl));
     entry.set_rank(rank);
@@ -380,6 +523,10 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
         Key(absl::StrCat("ranks/", RoleKey(req.role()), "/", rank));
     std::vector<EtcdCompare> compares = {EtcdCompare::Absent(rank_key),
                                          EtcdCompare::Absent(node_key)};
+    if (ring_kv.has_value()) {
+      compares.push_back(
+          EtcdCompare::ModRevisionIs(ring_kv->key, ring_kv->mod_revision));
+    }
     std::vector<EtcdOp> ops = {EtcdOp::Put(rank_key, req.node_id()),
                                EtcdOp::Put(node_key, entry.SerializeAsString()),
                                EtcdOp::Put(alive_key, incarnation, lease)};
@@ -395,7 +542,8 @@ absl::StatusOr<v1::RegisterResponse> EtcdScheduler::Register(
     resp.set_rank(rank);
     Log(absl::StrCat(role, " node id:", req.node_id(),
                      req.address().empty() ? "" : " addr:", req.address(),
-                     " assigned rank ", rank));
+                     req.join() ? " joining as rank " : " assigned rank ",
+                     rank));
     done = true;
   }
   if (!done) {

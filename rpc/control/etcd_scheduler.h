@@ -23,8 +23,10 @@
 //   addresses/<host:port>      the server node id holding that address,
 //                              claimed in the registration's transaction
 //   members/map                the ring (ClusterMap: servers and workers
-//                              by rank), written once every rank is taken;
-//                              the map's epoch is this key's etcd revision
+//                              by rank, server_num), written once every
+//                              rank is taken and again by each published
+//                              membership change; the map's epoch is this
+//                              key's etcd revision
 //   alive/<id>                 the node's incarnation, bound to the node's
 //                              own lease (TTL lease_ttl), renewed by its
 //                              heartbeats: a killed node's key disappears
@@ -41,6 +43,17 @@
 //   rendezvous/<key>           a collective's connection info, written
 //                              once (rendezvous.h); never deleted: keys
 //                              are scoped by job and attempt
+//
+// Live resharding (scheduler.h's rules): a joining server takes the
+// lowest free rank (beyond every rank key, which are never deleted) in a
+// transaction that also requires members/map unchanged; it is in
+// members/nodes/ but not in the ring, so the map shows it JOINING. A
+// membership change is published by rewriting members/map in a
+// transaction comparing its mod revision with the epoch the migration
+// started from (the new epoch is the transaction's revision); a drain
+// deletes the node's members/nodes/, alive/ and addresses/ keys in the
+// same transaction (its ranks/ key stays: the rank is retired). Only the
+// leading scheduler runs a migration (SchedulerServer).
 //
 // The map a node gets is members/ read at one revision: epoch = the ring's
 // revision (it changes only when ownership changes), version = the newest
@@ -100,6 +113,10 @@ class EtcdScheduler final : public SchedulerBackend {
                                     int64_t finished_step, int staleness,
                                     absl::Time deadline) override;
   v1::SchedulerStatus Status() override;
+  absl::StatusOr<MembershipPlan> PlanMembershipChange(
+      const MembershipChange& change) override;
+  absl::StatusOr<v1::ClusterMap> PublishMembershipChange(
+      const MembershipChange& change, uint64_t expected_epoch) override;
   void Tick(absl::Time) override {}
   // Stops campaigning and revokes this scheduler's lease (a standby leads
   // at once); waiting calls end with UNAVAILABLE.

@@ -16,10 +16,11 @@
 namespace psdb::rpc {
 namespace {
 
-constexpr const char* kVariables[] = {
-    "PS_ROLE",       "PS_SERVER_NUM",      "PS_WORKER_NUM",
-    "PS_SCHED_HOST", "PS_SCHED_PORT",      "PS_SCHED_ADDRESSES",
-    "PS_NODE_ID",    "PS_ENABLE_RECOVERY", "PS_RECOVERY_PATH"};
+constexpr const char* kVariables[] = {"PS_ROLE",          "PS_SERVER_NUM",
+                                      "PS_WORKER_NUM",    "PS_SCHED_HOST",
+                                      "PS_SCHED_PORT",    "PS_SCHED_ADDRESSES",
+                                      "PS_NODE_ID",       "PS_ENABLE_RECOVERY",
+                                      "PS_RECOVERY_PATH", "PS_JOIN"};
 
 // "PS_SERVER_NUM" -> "server_num".
 std::string FlagName(absl::string_view variable) {
@@ -204,6 +205,12 @@ absl::StatusOr<NodeConfig> ResolveNodeConfig(
   if (auto s = Lookup(env, flags, "PS_RECOVERY_PATH")) {
     config.recovery_path = s->value;
   }
+  const std::optional<Setting> join = Lookup(env, flags, "PS_JOIN");
+  if (join.has_value()) {
+    auto v = ParseBool(*join);
+    if (!v.ok()) return v.status();
+    config.join = *v;
+  }
 
   switch (config.role) {
     case NodeRoleKind::kScheduler:
@@ -251,6 +258,14 @@ absl::StatusOr<NodeConfig> ResolveNodeConfig(
             port.has_value() ? port->origin : "no port"));
       }
       break;
+  }
+  if (config.join &&
+      (config.role != NodeRoleKind::kServer || !config.has_scheduler())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        join->origin,
+        ": only a server with a scheduler joins a running "
+        "cluster (",
+        role_name, config.has_scheduler() ? ")" : ", no scheduler given)"));
   }
   if (config.node_id.empty()) {
     config.node_id = GeneratedNodeId(config.role);

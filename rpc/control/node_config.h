@@ -18,6 +18,9 @@
 //   PS_ENABLE_RECOVERY  --enable_recovery  1|0|true|false (scheduler)
 //   PS_RECOVERY_PATH    --recovery_path    where the scheduler persists
 //                                          membership
+//   PS_JOIN             --join             1|0|true|false (server): join a
+//                                          running cluster (JOINING, no
+//                                          keys until add-server)
 //
 // Validation happens here, at start, so a missing or contradictory setting
 // is a clear error naming the variable and the flag, never a hang:
@@ -30,6 +33,7 @@
 //    PS_SCHED_ADDRESSES instead of both.
 //  - worker: PS_SCHED_HOST and PS_SCHED_PORT, or PS_SCHED_ADDRESSES, are
 //    required.
+//  - PS_JOIN=1 only for a server with a scheduler.
 //  - PS_SCHED_ADDRESSES with PS_SCHED_HOST or PS_SCHED_PORT is an error
 //    (for a server or worker; the scheduler binds PS_SCHED_HOST:PORT and
 //    ignores the list). Each entry must be host:port, port in 1..65535.
@@ -74,6 +78,8 @@ struct NodeConfig {
   bool node_id_generated = false;
   bool enable_recovery = false;
   std::string recovery_path;
+  // A server joining a running cluster (RegisterRequest.join).
+  bool join = false;
 
   // "host:port" of the scheduler, or "h1:p1,h2:p2" from
   // PS_SCHED_ADDRESSES (SchedulerClientOptions::address takes either); ""

@@ -25,6 +25,11 @@ ABSL_FLAG(std::string, node_id, "",
 ABSL_FLAG(std::string, enable_recovery, "",
           "1|0: persist and reload scheduler membership (overrides "
           "PS_ENABLE_RECOVERY).");
+// A bool, so `--join` alone works; false counts as not given (PS_JOIN, if
+// set, applies).
+ABSL_FLAG(bool, join, false,
+          "A server joining a running cluster: JOINING, owning no keys until "
+          "`ps-scheduler add-server` (overrides PS_JOIN).");
 ABSL_FLAG(std::string, recovery_path, "",
           "Where the scheduler persists membership (overrides "
           "PS_RECOVERY_PATH).");
@@ -45,6 +50,7 @@ SettingMap NodeConfigFlags() {
   put("PS_NODE_ID", absl::GetFlag(FLAGS_node_id));
   put("PS_ENABLE_RECOVERY", absl::GetFlag(FLAGS_enable_recovery));
   put("PS_RECOVERY_PATH", absl::GetFlag(FLAGS_recovery_path));
+  if (absl::GetFlag(FLAGS_join)) put("PS_JOIN", "1");
   return flags;
 }
 

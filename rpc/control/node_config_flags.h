@@ -1,8 +1,9 @@
 // The command-line flags of NodeConfig (rpc/control/node_config.h) shared by
 // every psdb binary that takes part in a cluster: --role, --server_num,
 // --worker_num, --sched_host, --sched_port, --sched_addresses, --node_id,
-// --enable_recovery, --recovery_path. Each is a string; empty = not given (the
-// PS_* variable, if set, applies).
+// --enable_recovery, --recovery_path (each a string; empty = not given:
+// the PS_* variable, if set, applies) and --join (a bool; false counts as
+// not given).
 //
 // Thread-safety: call after absl::ParseCommandLine, from one thread.
 #ifndef PSDB_RPC_CONTROL_NODE_CONFIG_FLAGS_H_

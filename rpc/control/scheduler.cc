@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/control/etcd_scheduler.h"
+#include "rpc/control/migration_coordinator.h"
 #include "rpc/control/node_config.h"
 #include "rpc/control/scheduler_metrics.h"
 #include "rpc/wire/address.h"
@@ -52,6 +53,10 @@ absl::Status ValidateRegistration(const SchedulerOptions& options,
         "node id:", req.node_id(), ": role must be server or worker"));
   }
   const absl::string_view role = RoleWord(req.role());
+  if (req.join() && req.role() != v1::NODE_ROLE_SERVER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node id:", req.node_id(), ": only a server joins (join=true)"));
+  }
   if (req.role() == v1::NODE_ROLE_SERVER && req.address().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "server node id:", req.node_id(), " registered without an address"));
@@ -85,7 +90,66 @@ absl::Status ValidateStepClock(int64_t finished_step, int staleness) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::ClusterMap> MapAfterChange(const v1::ClusterMap& now,
+                                              const MembershipChange& change) {
+  const absl::string_view verb = change.kind == MembershipChange::Kind::kAdd
+                                     ? "add-server"
+                                     : "drain-server";
+  if (!now.ready() || now.epoch() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        verb, " node id:", change.node_id, ": the cluster is not ready"));
+  }
+  int found = -1;
+  int on_ring = 0;
+  for (int i = 0; i < now.servers_size(); ++i) {
+    const v1::NodeEntry& e = now.servers(i);
+    if (e.node_id() == change.node_id) found = i;
+    if (e.state() == v1::NODE_STATE_JOINING) continue;
+    ++on_ring;
+    if (e.state() == v1::NODE_STATE_DEAD) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          verb, " node id:", change.node_id, ": server node id:", e.node_id(),
+          " addr:", e.address(), " rank ", e.rank(),
+          " is dead; its rows cannot move (bring it back first)"));
+    }
+  }
+  if (found < 0) {
+    return absl::NotFoundError(absl::StrCat(verb, ": node id:", change.node_id,
+                                            " is not a server of the map"));
+  }
+  const v1::NodeEntry& node = now.servers(found);
+  v1::ClusterMap after = now;
+  after.set_epoch(0);
+  if (change.kind == MembershipChange::Kind::kAdd) {
+    if (node.state() != v1::NODE_STATE_JOINING) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(verb, ": server node id:", node.node_id(), " rank ",
+                       node.rank(), " is already on the ring"));
+    }
+    after.mutable_servers(found)->set_state(v1::NODE_STATE_ALIVE);
+    after.set_server_num(on_ring + 1);
+  } else {
+    if (node.state() != v1::NODE_STATE_ALIVE) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(verb, ": server node id:", node.node_id(), " rank ",
+                       node.rank(), " is joining, not on the ring"));
+    }
+    if (on_ring == 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          verb, ": server node id:", node.node_id(),
+          " is the last server on the ring; its rows have nowhere to go"));
+    }
+    after.mutable_servers()->DeleteSubrange(found, 1);
+    after.set_server_num(on_ring - 1);
+  }
+  return after;
+}
+
 }  // namespace scheduler_internal
+
+absl::string_view MembershipKindName(MembershipChange::Kind kind) {
+  return kind == MembershipChange::Kind::kAdd ? "add" : "drain";
+}
 
 using scheduler_internal::Plural;
 using scheduler_internal::RoleWord;
@@ -139,7 +203,8 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
   return absl::OkStatus();
 }
 
-Scheduler::Scheduler(const SchedulerOptions& options) : options_(options) {}
+Scheduler::Scheduler(const SchedulerOptions& options)
+    : options_(options), server_num_(options.server_num) {}
 
 void Scheduler::Log(absl::string_view line) const {
   scheduler_internal::LogLine(options_, line);
@@ -155,15 +220,19 @@ v1::ClusterMap Scheduler::MapLocked() const {
   map.set_epoch(epoch_);
   map.set_version(version_);
   map.set_ready(epoch_ > 0);
-  map.set_server_num(options_.server_num);
+  map.set_server_num(server_num_);
   map.set_worker_num(options_.worker_num);
+  map.set_next_server_rank(next_server_rank_);
   auto add = [&](const std::string& id, v1::NodeEntry* e) {
     const Node& n = nodes_.at(id);
     e->set_node_id(n.id);
     e->set_role(n.role);
     e->set_rank(n.rank);
     e->set_address(n.address);
-    e->set_state(n.alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
+    // A joining server stays off the ring dead or alive.
+    e->set_state(n.joining ? v1::NODE_STATE_JOINING
+                 : n.alive ? v1::NODE_STATE_ALIVE
+                           : v1::NODE_STATE_DEAD);
   };
   for (const std::string& id : servers_) add(id, map.add_servers());
   for (const std::string& id : workers_) add(id, map.add_workers());
@@ -214,7 +283,9 @@ absl::Status Scheduler::Recover(absl::Time now) {
     return absl::DataLossError(
         absl::StrCat(path, " is not a saved membership"));
   }
-  if (saved.server_num() != options_.server_num ||
+  // After a membership change (epoch > 1) the saved server count follows
+  // the changes, and the options' is the count the cluster was formed with.
+  if ((saved.epoch() <= 1 && saved.server_num() != options_.server_num) ||
       saved.worker_num() != options_.worker_num) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " holds a cluster of ", saved.server_num(), " servers and ",
@@ -228,6 +299,7 @@ absl::Status Scheduler::Recover(absl::Time now) {
     node.role = e.role();
     node.rank = e.rank();
     node.address = e.address();
+    node.joining = e.state() == v1::NODE_STATE_JOINING;
     node.last_beat = now;
     ranks->push_back(node.id);
     nodes_.emplace(node.id, std::move(node));
@@ -236,6 +308,12 @@ absl::Status Scheduler::Recover(absl::Time now) {
   for (const v1::NodeEntry& e : saved.workers()) load(e, &workers_);
   epoch_ = saved.epoch();
   version_ = saved.version() + 1;
+  if (saved.epoch() > 1) server_num_ = saved.server_num();
+  next_server_rank_ =
+      std::max<int>(saved.next_server_rank(), saved.servers_size());
+  for (const v1::NodeEntry& e : saved.servers()) {
+    next_server_rank_ = std::max(next_server_rank_, e.rank() + 1);
+  }
   Log(absl::StrCat("recovery: reloaded ", servers_.size(), " servers and ",
                    workers_.size(), " workers from ", path, ", epoch ",
                    epoch_));
@@ -254,6 +332,12 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
 
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  if (req.join() && epoch_ == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refused server node id:", req.node_id(),
+        ": a server joins a running cluster, and this one is not ready yet (",
+        MissingLocked(), "); start it without --join (PS_JOIN)"));
+  }
   std::vector<std::string>& ranks =
       req.role() == v1::NODE_ROLE_SERVER ? servers_ : workers_;
   const int limit = req.role() == v1::NODE_ROLE_SERVER ? options_.server_num
@@ -309,24 +393,32 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(
     Log(absl::StrCat(role, " node id:", node.id, " addr:", node.address,
                      " took back rank ", node.rank, " (recovered)"));
   } else {
-    if (static_cast<int>(ranks.size()) >= limit) {
+    const bool server = req.role() == v1::NODE_ROLE_SERVER;
+    if (!req.join() &&
+        (static_cast<int>(ranks.size()) >= limit || (server && epoch_ > 0))) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "refused ", role, " node id:", req.node_id(), ": all ", limit, " ",
-          role, " ranks are taken (", MissingLocked(), ")"));
+          role, " ranks are taken (", MissingLocked(), ")",
+          server ? "; a server joins the running cluster with --join "
+                   "(PS_JOIN=1), then add-server"
+                 : ""));
     }
     Node node;
     node.id = req.node_id();
     node.role = req.role();
-    node.rank = static_cast<int>(ranks.size());
+    node.rank = server ? next_server_rank_++ : static_cast<int>(ranks.size());
+    node.joining = req.join();
     node.address = req.address();
     node.last_beat = now;
     node.incarnation = req.incarnation();
     ranks.push_back(node.id);
     resp.set_rank(node.rank);
     ++version_;
+    drained_.erase(node.id);
     Log(absl::StrCat(role, " node id:", node.id,
                      node.address.empty() ? "" : " addr:", node.address,
-                     " assigned rank ", node.rank));
+                     node.joining ? " joining as rank " : " assigned rank ",
+                     node.rank));
     nodes_.emplace(node.id, std::move(node));
     if (epoch_ == 0 && ReadyLocked()) {
       epoch_ = 1;
@@ -351,6 +443,9 @@ absl::StatusOr<uint64_t> Scheduler::Heartbeat(absl::string_view node_id,
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
+    if (auto d = drained_.find(node_id); d != drained_.end()) {
+      return absl::NotFoundError(d->second);
+    }
     return absl::NotFoundError(
         absl::StrCat("node id:", node_id, " is not registered"));
   }
@@ -418,6 +513,63 @@ v1::SchedulerStatus Scheduler::Status() {
   status.set_healthy(!closed_);
   if (closed_) status.set_reason("scheduler is shutting down");
   return status;
+}
+
+absl::StatusOr<MembershipPlan> Scheduler::PlanMembershipChange(
+    const MembershipChange& change) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  MembershipPlan plan;
+  plan.current = MapLocked();
+  PSDB_ASSIGN_OR_RETURN(
+      plan.target, scheduler_internal::MapAfterChange(plan.current, change));
+  auto it = nodes_.find(change.node_id);
+  if (change.kind == MembershipChange::Kind::kAdd && !it->second.alive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("add-server: joining server node id:", change.node_id,
+                     " missed its heartbeats; it must register again first"));
+  }
+  return plan;
+}
+
+absl::StatusOr<v1::ClusterMap> Scheduler::PublishMembershipChange(
+    const MembershipChange& change, uint64_t expected_epoch) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("scheduler is shutting down");
+  if (epoch_ != expected_epoch) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("publish ", MembershipKindName(change.kind),
+                     " node id:", change.node_id, ": the map moved to epoch ",
+                     epoch_, " (expected ", expected_epoch, ")"));
+  }
+  PSDB_RETURN_IF_ERROR(
+      scheduler_internal::MapAfterChange(MapLocked(), change).status());
+  const uint64_t from = epoch_;
+  Node& node = nodes_.at(change.node_id);
+  const std::string what = absl::StrCat(
+      "server node id:", node.id, " addr:", node.address, " rank ", node.rank);
+  if (change.kind == MembershipChange::Kind::kAdd) {
+    node.joining = false;
+    ++server_num_;
+  } else {
+    drained_[node.id] = absl::StrCat("node id:", node.id, " was drained (rank ",
+                                     node.rank, " retired at epoch ", from + 1,
+                                     "); it owns no keys and may be stopped");
+    std::erase(servers_, node.id);
+    nodes_.erase(node.id);
+    --server_num_;
+  }
+  ++epoch_;
+  ++version_;
+  Log(absl::StrCat(
+      what,
+      change.kind == MembershipChange::Kind::kAdd ? " added to the ring"
+                                                  : " drained (rank retired)",
+      ": epoch ", from, " -> ", epoch_, ", ", Plural(server_num_, "server")));
+  if (absl::Status p = PersistLocked(); !p.ok()) {
+    Log(absl::StrCat("recovery: ", p.message()));
+  }
+  return MapLocked();
 }
 
 absl::Status Scheduler::Barrier(absl::string_view name,
@@ -615,7 +767,81 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
                          const v1::GetSchedulerStatusRequest*,
                          v1::SchedulerStatus* resp) override {
     *resp = backend->Status();
+    absl::MutexLock lock(&mu);
+    if (migration != nullptr) *resp->mutable_migration() = migration->status();
     return grpc::Status::OK;
+  }
+
+  grpc::Status AddServer(grpc::ServerContext*, const v1::AddServerRequest* req,
+                         v1::MembershipChangeResponse* resp) override {
+    return ToGrpcStatus(
+        ChangeMembership({MembershipChange::Kind::kAdd, req->node_id()},
+                         req->batch_rows(), req->max_rows_per_second(), resp));
+  }
+  grpc::Status DrainServer(grpc::ServerContext*,
+                           const v1::DrainServerRequest* req,
+                           v1::MembershipChangeResponse* resp) override {
+    return ToGrpcStatus(
+        ChangeMembership({MembershipChange::Kind::kDrain, req->node_id()},
+                         req->batch_rows(), req->max_rows_per_second(), resp));
+  }
+
+  absl::Status ChangeMembership(const MembershipChange& change,
+                                int32_t batch_rows, int64_t max_rows_per_second,
+                                v1::MembershipChangeResponse* resp) {
+    const std::string verb =
+        absl::StrCat(MembershipKindName(change.kind), "-server");
+    PSDB_RETURN_IF_ERROR(ValidateNodeId(change.node_id));
+    if (batch_rows < 0 || max_rows_per_second < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(verb, " node id:", change.node_id,
+                       ": batch_rows and max_rows_per_second must be >= 0"));
+    }
+    std::shared_ptr<MigrationCoordinator> coordinator;
+    {
+      absl::MutexLock lock(&mu);
+      if (closing) return absl::UnavailableError("scheduler is shutting down");
+      if (etcd != nullptr && !etcd->leader()) {
+        const v1::SchedulerStatus status = backend->Status();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "refused ", verb, " node id:", change.node_id,
+            ": this scheduler is a standby; send it to the leader (",
+            status.leader_address().empty() ? std::string("none yet")
+                                            : status.leader_address(),
+            ")"));
+      }
+      if (migrating) {
+        const v1::MigrationStatus running = migration->status();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "refused ", verb, " node id:", change.node_id, ": migration ",
+            running.migration_id(), " (", running.kind(), "-server node id:",
+            running.node_id(), ") is running: ", running.phase(), ", ",
+            running.rows_moved(), "/", running.rows_to_move(), " rows moved"));
+      }
+      PSDB_ASSIGN_OR_RETURN(MembershipPlan plan,
+                            backend->PlanMembershipChange(change));
+      MigrationOptions mo;
+      mo.batch_rows = batch_rows;
+      mo.max_rows_per_second = max_rows_per_second;
+      mo.tls = options.server_tls;
+      const SchedulerOptions* o = &options;
+      mo.log = [o](absl::string_view line) {
+        scheduler_internal::LogLine(*o, line);
+      };
+      coordinator =
+          std::make_shared<MigrationCoordinator>(mo, change, std::move(plan));
+      migration = coordinator;
+      migrating = true;
+    }
+    const uint64_t from = coordinator->status().from_epoch();
+    absl::StatusOr<v1::MigrationStatus> result = coordinator->Run(
+        [&] { return backend->PublishMembershipChange(change, from); });
+    {
+      absl::MutexLock lock(&mu);
+      migrating = false;
+    }
+    *resp->mutable_migration() = coordinator->status();
+    return result.status();
   }
 
   grpc::Status RendezvousSet(grpc::ServerContext*,
@@ -665,6 +891,10 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
   std::string address;
   absl::Mutex mu;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  // The running or last migration; `migrating` while one runs.
+  std::shared_ptr<MigrationCoordinator> migration ABSL_GUARDED_BY(mu);
+  bool migrating ABSL_GUARDED_BY(mu) = false;
+  bool closing ABSL_GUARDED_BY(mu) = false;
   std::thread monitor;
   bool shut_down = false;
   // Metrics (null when off); the endpoint stops before the scheduler goes.
@@ -741,6 +971,11 @@ SchedulerBackend* SchedulerServer::backend() { return impl_->backend.get(); }
 void SchedulerServer::Shutdown() {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->closing = true;
+    if (impl_->migrating) impl_->migration->Cancel();
+  }
   impl_->metrics.reset();  // waits for a running scrape
   impl_->backend->Close();
   {

@@ -24,9 +24,29 @@
 //    configured count: RESOURCE_EXHAUSTED. Counts sent by the node that
 //    differ from the scheduler's, or a server address already used by
 //    another server: INVALID_ARGUMENT.
-//  - The epoch stays the same for the life of the cluster (1 in process;
-//    with etcd, the revision at which the ring was written): neither death
-//    nor recovery moves keys (ranks and server count never change).
+//  - The epoch is 1 in process (with etcd, the revision at which the ring
+//    was written) and moves only when a membership change is published:
+//    neither death nor recovery moves keys.
+//  - Joining (RegisterRequest.join, ps-server --join): once the cluster is
+//    ready a server may register to join; it gets the next unused rank
+//    (ranks are never reused) and state JOINING, owning no key: "server
+//    node id:<id> addr:<host:port> joining as rank 3". The map's version
+//    moves, its epoch does not. Before the cluster is ready a join is
+//    refused (FAILED_PRECONDITION); after it, a new server that does not
+//    ask to join is refused (RESOURCE_EXHAUSTED). A JOINING server stays
+//    JOINING in the map when it misses heartbeats (a dead one is not put
+//    on the ring); it takes its rank back by registering again.
+//  - Membership changes (live resharding, migration_coordinator.h):
+//    PlanMembershipChange validates one and gives the map after it;
+//    PublishMembershipChange is the commit point: add puts the JOINING
+//    server on the ring (ALIVE), drain takes the server out of the map and
+//    retires its rank; the epoch moves (in process: + 1, persisted with
+//    the rest under recovery_path), server_num follows. A drained server's
+//    heartbeat answers NOT_FOUND ("was drained ... may be stopped"), and
+//    its client, seeing itself absent from a ready map, stops beating
+//    instead of registering again (scheduler_client.h). With etcd the
+//    same rules hold (etcd_scheduler.h), the epoch being the ring key's
+//    revision, and only the leader runs a migration.
 //  - StepClock gives bounded staleness (SSP): a worker that has finished
 //    step s proceeds once every worker has finished s - k.
 //  - RendezvousSet/Get: a write-once key-value store for collective
@@ -79,13 +99,18 @@ struct SchedulerOptions {
   // atomic rename, after every change, and read back at start. Nodes
   // reloaded from it count as alive with a fresh heartbeat timeout, so
   // running nodes carry on beating to a restarted scheduler without
-  // restarting themselves. Barrier and step-clock state is not kept.
+  // restarting themselves. Barrier and step-clock state is not kept. After
+  // a membership change (saved epoch > 1) the saved servers win over
+  // server_num, which then only names the cluster as it was formed.
   // Empty = no persistence. Default: ""
   std::string recovery_path;
   // Receives each log line (no trailing newline); null = stderr.
   // Default: null
   std::function<void(absl::string_view)> log;
   ServerTlsOptions tls;
+  // How the scheduler reaches ps-servers to migrate rows (AddServer,
+  // DrainServer; migration_coordinator.h). Default: plaintext (loopback)
+  ClientTlsOptions server_tls;
   // Prometheus metrics over HTTP at GET /metrics (scheduler_metrics.h):
   // -1 = off, 0 = a free port (see SchedulerServer::metrics_port()).
   // Default: -1
@@ -108,6 +133,26 @@ struct SchedulerOptions {
   // etcd: the address this scheduler gives as its own (the leader's
   // address in GetStatus); empty = the address it binds. Default: ""
   std::string advertise_address;
+};
+
+// One membership change: a JOINING server put on the ring, or a server
+// on the ring drained out of the map.
+struct MembershipChange {
+  enum class Kind { kAdd, kDrain };
+  Kind kind = Kind::kAdd;
+  std::string node_id;
+};
+
+// "add" or "drain" (MigrationStatus.kind).
+absl::string_view MembershipKindName(MembershipChange::Kind kind);
+
+// The maps a migration moves between.
+struct MembershipPlan {
+  // The map now (ready, epoch >= 1).
+  v1::ClusterMap current;
+  // The map after the change, as PREPARE carries it: epoch 0, ready, the
+  // added server ALIVE or the drained one absent, server_num following.
+  v1::ClusterMap target;
 };
 
 // What ps-scheduler's service runs on: the in-process state machine
@@ -148,6 +193,19 @@ class SchedulerBackend {
                                             int staleness,
                                             absl::Time deadline) = 0;
   virtual v1::SchedulerStatus Status() = 0;
+  // Validates `change` against the map now and returns both maps.
+  // NotFound: no such server. FailedPrecondition: the cluster is not
+  // ready; add: the node is not JOINING or not alive; drain: the node is
+  // not ALIVE on the ring or is its last server; either: a DEAD server on
+  // the ring (a migration would lose or strand its rows).
+  virtual absl::StatusOr<MembershipPlan> PlanMembershipChange(
+      const MembershipChange& change) = 0;
+  // The commit point of a migration: applies `change` if the map's epoch
+  // is still `expected_epoch` and the change is still valid (else
+  // FailedPrecondition, nothing changes), moving the epoch; returns the
+  // published map.
+  virtual absl::StatusOr<v1::ClusterMap> PublishMembershipChange(
+      const MembershipChange& change, uint64_t expected_epoch) = 0;
   // Called by the server every heartbeat_interval / 4 (the in-process
   // backend marks silent nodes dead here).
   virtual void Tick(absl::Time now) = 0;
@@ -191,6 +249,10 @@ class Scheduler final : public SchedulerBackend {
                                     int64_t finished_step, int staleness,
                                     absl::Time deadline) override;
   v1::SchedulerStatus Status() override;
+  absl::StatusOr<MembershipPlan> PlanMembershipChange(
+      const MembershipChange& change) override;
+  absl::StatusOr<v1::ClusterMap> PublishMembershipChange(
+      const MembershipChange& change, uint64_t expected_epoch) override;
   void Tick(absl::Time now) override { CheckHeartbeats(now); }
   // Marks alive nodes whose last beat is before now - heartbeat_timeout
   // dead; returns their ids.
@@ -216,6 +278,8 @@ class Scheduler final : public SchedulerBackend {
     int rank = 0;
     std::string address;
     bool alive = true;
+    // A server registered to join, not yet on the ring.
+    bool joining = false;
     absl::Time last_beat;
     uint64_t incarnation = 0;
   };
@@ -238,6 +302,12 @@ class Scheduler final : public SchedulerBackend {
   absl::flat_hash_map<std::string, Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> servers_ ABSL_GUARDED_BY(mu_);  // by rank
   std::vector<std::string> workers_ ABSL_GUARDED_BY(mu_);  // by rank
+  // Servers on the ring (the map's server_num) and the next server rank.
+  int server_num_ ABSL_GUARDED_BY(mu_);
+  int next_server_rank_ ABSL_GUARDED_BY(mu_) = 0;
+  // Drained node ids -> why their heartbeats are refused (not persisted: a
+  // restarted scheduler answers them "not registered").
+  absl::flat_hash_map<std::string, std::string> drained_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -267,12 +337,26 @@ absl::Status ValidateRegistration(const SchedulerOptions& options,
 absl::Status ValidateBarrierName(absl::string_view name);
 // A step clock call's numbers: both >= 0.
 absl::Status ValidateStepClock(int64_t finished_step, int staleness);
+// The rules of PlanMembershipChange that need only the map: `now` after
+// `change` (epoch 0), or the error. Liveness of a JOINING server is the
+// backend's to check (the map shows it JOINING either way).
+absl::StatusOr<v1::ClusterMap> MapAfterChange(const v1::ClusterMap& now,
+                                              const MembershipChange& change);
 }  // namespace scheduler_internal
 
 // A SchedulerBackend behind gRPC (an EtcdScheduler when
 // options.etcd_endpoints is set, else a Scheduler), with a thread that
 // ticks it every heartbeat_interval / 4, and (when options.metrics_port >=
 // 0) its membership as Prometheus metrics over HTTP.
+//
+// AddServer / DrainServer run one migration at a time in this process
+// (migration_coordinator.h) on the calling thread: validated by
+// PlanMembershipChange, published by PublishMembershipChange. A second
+// call while one runs is refused with FAILED_PRECONDITION naming the
+// running one; GetStatus.migration is the running or last one. Shutdown
+// cancels a running migration (it aborts unless its map is published).
+// With etcd only the leader runs one (a standby refuses with
+// FAILED_PRECONDITION naming the leader).
 class SchedulerServer {
  public:
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(

@@ -159,6 +159,20 @@ class SchedulerClient::Impl {
       if (stopping) break;
       mu.Unlock();
       absl::StatusOr<uint64_t> beat = DoHeartbeat();
+      if (absl::IsNotFound(beat.status()) && Drained()) {
+        std::string id;
+        {
+          absl::MutexLock relock(&mu);
+          drained = true;
+          id = registration.node_id();
+        }
+        std::fprintf(stderr,
+                     "psdb: node id:%s drained: this server owns no keys and "
+                     "may be stopped; heartbeats stopped (scheduler: %s)\n",
+                     id.c_str(), std::string(beat.status().message()).c_str());
+        mu.Lock();
+        break;
+      }
       if (absl::IsFailedPrecondition(beat.status()) ||
           absl::IsNotFound(beat.status())) {
         // Marked dead (or the scheduler forgot us): take the rank back.
@@ -187,6 +201,32 @@ class SchedulerClient::Impl {
       }
       mu.Lock();
     }
+  }
+
+  // After a NOT_FOUND beat: whether this server was drained, i.e. the
+  // scheduler's map is ready and lists no server with this node id (a
+  // scheduler that restarted without its state has no ready map without
+  // it until every rank registered again).
+  bool Drained() {
+    std::string id;
+    {
+      absl::MutexLock lock(&mu);
+      if (registration.role() != v1::NODE_ROLE_SERVER) return false;
+      id = registration.node_id();
+    }
+    v1::GetClusterMapRequest req;
+    v1::GetClusterMapResponse resp;
+    const absl::Status s = Call(absl::Now() + absl::Seconds(2), {},
+                                [&](Stub* stub, grpc::ClientContext* ctx) {
+                                  return stub->GetClusterMap(ctx, req, &resp);
+                                });
+    if (!s.ok() || !resp.map().ready()) return false;
+    for (const v1::NodeEntry& e : resp.map().servers()) {
+      if (e.node_id() == id) return false;
+    }
+    absl::MutexLock lock(&mu);
+    OfferLocked(resp.map());
+    return true;
   }
 
   // Keeps `map` if it is newer than the one held.
@@ -264,6 +304,7 @@ class SchedulerClient::Impl {
   // Uses of each barrier name so far (the next sequence is one more).
   absl::flat_hash_map<std::string, int64_t> barrier_uses ABSL_GUARDED_BY(mu);
   int reregistrations ABSL_GUARDED_BY(mu) = 0;
+  bool drained ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   // The open watch call (null between calls), cancelled to stop or restart.
   grpc::ClientContext* watch_ctx ABSL_GUARDED_BY(mu) = nullptr;
@@ -515,6 +556,11 @@ std::string SchedulerClient::active_address() const {
   return impl_->addresses[impl_->Active()];
 }
 
+bool SchedulerClient::drained() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->drained;
+}
+
 int SchedulerClient::reregistrations() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->reregistrations;
@@ -535,6 +581,7 @@ JoinClusterAsServer(const NodeConfig& config, absl::string_view address,
   req.set_node_id(config.node_id);
   req.set_role(v1::NODE_ROLE_SERVER);
   req.set_address(std::string(address));
+  req.set_join(config.join);
   if (config.server_num.has_value()) req.set_server_num(*config.server_num);
   if (config.worker_num.has_value()) req.set_worker_num(*config.worker_num);
   // A server restarted faster than the heartbeat timeout finds its old self

@@ -12,7 +12,13 @@
 // Heartbeats run on a background thread every interval the scheduler gave at
 // registration. When the scheduler answers that this node was marked dead
 // (or does not know it, e.g. it restarted), the thread registers again with
-// the same id, address, role and incarnation, taking the rank back.
+// the same id, address, role and incarnation, taking the rank back. The
+// exception is a drained server (ps-scheduler drain-server): when the
+// scheduler does not know it (NOT_FOUND) and its map is ready and lists no
+// server with this node id, the server was drained: the thread logs
+// "psdb: node id:<id> drained: this server owns no keys and may be
+// stopped" and stops beating (drained() turns true); it never takes a
+// rank again by accident.
 //
 // Several schedulers: `address` may list several ("h1:p1,h2:p2"), ps-
 // schedulers that share their state in etcd, any of which answers every
@@ -139,6 +145,8 @@ class SchedulerClient {
   std::string active_address() const;
   // Registrations after the first (re-joins after being marked dead).
   int reregistrations() const;
+  // Whether the heartbeats found this server drained (header comment).
+  bool drained() const;
 
   // Rendezvous (rpc/control/rendezvous.h), no registration needed: writes
   // `key` once (the same value again is OK, so a re-send is safe), and
@@ -169,6 +177,10 @@ struct ServerPlacement {
 
 // Registers a server at `address` with the scheduler of `config`, starts
 // its heartbeats and waits up to `wait_ready` for the cluster to form.
+// With config.join the server joins the running cluster (RegisterRequest.
+// join): it gets a new rank, JOINING in the map (not on the ring) until
+// AddServer; a cluster that is not ready yet refuses it
+// (FAILED_PRECONDITION).
 // The returned client must live as long as the server (it beats).
 absl::StatusOr<std::pair<std::unique_ptr<SchedulerClient>, ServerPlacement>>
 JoinClusterAsServer(const NodeConfig& config, absl::string_view address,

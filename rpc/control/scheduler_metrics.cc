@@ -39,16 +39,26 @@ class SchedulerCollector final : public prometheus::Collectable {
         "Nodes marked dead (missed heartbeats), by role; they keep their "
         "ranks.",
         MetricType::Gauge);
+    MetricFamily joining = NewMetricFamily(
+        "psdb_scheduler_joining_nodes",
+        "Servers registered to join (ps-server --join), not yet on the ring "
+        "(add-server puts them there).",
+        MetricType::Gauge);
     MetricFamily expected = NewMetricFamily(
         "psdb_scheduler_expected_nodes",
-        "Nodes the cluster is configured for, by role.", MetricType::Gauge);
+        "Nodes the cluster is configured for, by role (servers: those on the "
+        "ring, following add-server and drain-server).",
+        MetricType::Gauge);
     const auto add = [&](const char* role, const auto& nodes, int want) {
-      int alive = 0;
+      int alive = 0, marked_dead = 0, joins = 0;
       for (const v1::NodeEntry& n : nodes) {
         if (n.state() == v1::NODE_STATE_ALIVE) ++alive;
+        if (n.state() == v1::NODE_STATE_DEAD) ++marked_dead;
+        if (n.state() == v1::NODE_STATE_JOINING) ++joins;
       }
       AddMetricSample(&live, {{"role", role}}, alive);
-      AddMetricSample(&dead, {{"role", role}}, nodes.size() - alive);
+      AddMetricSample(&dead, {{"role", role}}, marked_dead);
+      AddMetricSample(&joining, {{"role", role}}, joins);
       AddMetricSample(&expected, {{"role", role}}, want);
     };
     add("server", map.servers(), map.server_num());
@@ -56,6 +66,7 @@ class SchedulerCollector final : public prometheus::Collectable {
 
     out.push_back(std::move(live));
     out.push_back(std::move(dead));
+    out.push_back(std::move(joining));
     out.push_back(std::move(expected));
     AddGaugeFamily(&out, "psdb_scheduler_cluster_ready",
                    "1 once every server and worker rank has registered.",

@@ -5,7 +5,8 @@
 //
 //   psdb_scheduler_live_nodes{role}      registered nodes that beat in time
 //   psdb_scheduler_dead_nodes{role}      nodes marked dead (they keep ranks)
-//   psdb_scheduler_expected_nodes{role}  the configured server_num/worker_num
+//   psdb_scheduler_joining_nodes{role}   servers JOINING (not on the ring)
+//   psdb_scheduler_expected_nodes{role}  server_num (on the ring) / worker_num
 //   psdb_scheduler_cluster_ready         1 once every rank has registered
 //   psdb_scheduler_cluster_epoch         the epoch servers route with
 //   psdb_scheduler_map_version           bumps with every membership change

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/rpc/control/etcd_cluster.h"
 #include "tests/testing/test_util.h"
@@ -366,6 +367,101 @@ TEST(EtcdSchedulerThreeMembersTest, LosingOneEtcdMemberChangesNothing) {
   EXPECT_EQ(map.servers_size(), 2);
   EXPECT_OK(a->backend()->Heartbeat("s0", absl::Now()));
   EXPECT_TRUE(a->backend()->Status().healthy());
+}
+
+// Live resharding's membership in etcd: a join takes a new rank and is
+// JOINING (every scheduler sees it); publishing an add or a drain rewrites
+// the ring at a new epoch (its revision) only from the expected epoch; a
+// drained rank is never given again; a standby refuses to run a migration.
+TEST_F(EtcdSchedulerTest, JoinAddAndDrainRewriteTheRingAtNewEpochs) {
+  auto a = Start(2, 0);
+  auto b = Start(2, 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  SchedulerBackend* A = a->backend();
+  SchedulerBackend* B = b->backend();
+  v1::RegisterRequest early = Req("s9", v1::NODE_ROLE_SERVER, "127.0.0.1:7009");
+  early.set_join(true);
+  EXPECT_THAT(A->Register(early, absl::Now()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(A->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7000"),
+                        absl::Now()));
+  ASSERT_OK(B->Register(Req("s1", v1::NODE_ROLE_SERVER, "127.0.0.1:7001"),
+                        absl::Now()));
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap formed, A->CurrentMap());
+  ASSERT_TRUE(formed.ready());
+  const uint64_t e1 = formed.epoch();
+
+  v1::RegisterRequest join = Req("s2", v1::NODE_ROLE_SERVER, "127.0.0.1:7002");
+  join.set_join(true);
+  ASSERT_OK_AND_ASSIGN(v1::RegisterResponse joined,
+                       B->Register(join, absl::Now()));
+  EXPECT_EQ(joined.rank(), 2);
+  EXPECT_TRUE(
+      Logged("server node id:s2 addr:127.0.0.1:7002 joining as rank 2"));
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap with_joiner, A->CurrentMap());
+  EXPECT_EQ(with_joiner.epoch(), e1);
+  EXPECT_EQ(with_joiner.server_num(), 2);
+  ASSERT_EQ(with_joiner.servers_size(), 3);
+  EXPECT_EQ(with_joiner.servers(2).node_id(), "s2");
+  EXPECT_EQ(with_joiner.servers(2).state(), v1::NODE_STATE_JOINING);
+  EXPECT_THAT(A->Register(Req("s3", v1::NODE_ROLE_SERVER, "127.0.0.1:7003"),
+                          absl::Now()),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+
+  ASSERT_OK_AND_ASSIGN(
+      MembershipPlan plan,
+      A->PlanMembershipChange({MembershipChange::Kind::kAdd, "s2"}));
+  EXPECT_EQ(plan.current.epoch(), e1);
+  EXPECT_EQ(plan.target.server_num(), 3);
+  EXPECT_THAT(
+      A->PublishMembershipChange({MembershipChange::Kind::kAdd, "s2"}, e1 + 1),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK_AND_ASSIGN(
+      v1::ClusterMap added,
+      A->PublishMembershipChange({MembershipChange::Kind::kAdd, "s2"}, e1));
+  const uint64_t e2 = added.epoch();
+  EXPECT_GT(e2, e1);
+  EXPECT_EQ(added.server_num(), 3);
+  EXPECT_EQ(added.servers(2).state(), v1::NODE_STATE_ALIVE);
+  ASSERT_OK_AND_ASSIGN(v1::ClusterMap seen_by_b, B->CurrentMap());
+  EXPECT_EQ(seen_by_b.epoch(), e2);
+  ASSERT_OK_AND_ASSIGN(ClusterMap routed, ClusterMapFromProto(seen_by_b));
+  EXPECT_EQ(routed.ring().num_servers(), 3u);
+
+  ASSERT_OK_AND_ASSIGN(
+      v1::ClusterMap drained,
+      B->PublishMembershipChange({MembershipChange::Kind::kDrain, "s0"}, e2));
+  EXPECT_GT(drained.epoch(), e2);
+  EXPECT_EQ(drained.server_num(), 2);
+  ASSERT_EQ(drained.servers_size(), 2);
+  EXPECT_EQ(drained.servers(0).node_id(), "s1");
+  EXPECT_THAT(A->Heartbeat("s0", absl::Now()),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(A->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7000"),
+                          absl::Now()),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  v1::RegisterRequest rejoin =
+      Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7000");
+  rejoin.set_join(true);
+  ASSERT_OK_AND_ASSIGN(v1::RegisterResponse again,
+                       A->Register(rejoin, absl::Now()));
+  EXPECT_EQ(again.rank(), 3);  // rank 0 is retired
+
+  // Only the leader runs a migration.
+  ASSERT_TRUE(
+      WaitFor([&] { return A->Status().leader() != B->Status().leader(); }));
+  SchedulerServer* standby = A->Status().leader() ? b.get() : a.get();
+  auto channel = grpc::CreateChannel(standby->address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::ClientContext ctx;
+  v1::DrainServerRequest req;
+  req.set_node_id("s1");
+  v1::MembershipChangeResponse resp;
+  const grpc::Status refused =
+      v1::SchedulerService::NewStub(channel)->DrainServer(&ctx, req, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("standby"));
 }
 
 }  // namespace

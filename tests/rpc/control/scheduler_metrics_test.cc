@@ -93,6 +93,61 @@ TEST(SchedulerMetricsTest, LiveNodesByRoleAreTheRegistrations) {
   sched->Shutdown();
 }
 
+// A joining server counts as joining (not dead); after add-server's
+// publish it is live and the expected servers follow, likewise after a
+// drain.
+TEST(SchedulerMetricsTest, JoiningServersAndMembershipChanges) {
+  SchedulerOptions options;
+  options.server_num = 2;
+  options.worker_num = 0;
+  options.heartbeat_interval = absl::Milliseconds(100);
+  options.heartbeat_timeout = absl::Seconds(30);
+  options.metrics_port = 0;
+  options.log = [](absl::string_view) {};
+  ASSERT_OK_AND_ASSIGN(auto sched, SchedulerServer::Start(options));
+  SchedulerBackend* backend = sched->backend();
+  ASSERT_OK(backend->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:1"),
+                              absl::Now()));
+  ASSERT_OK(backend->Register(Req("s1", v1::NODE_ROLE_SERVER, "127.0.0.1:2"),
+                              absl::Now()));
+  v1::RegisterRequest join = Req("s2", v1::NODE_ROLE_SERVER, "127.0.0.1:3");
+  join.set_join(true);
+  ASSERT_OK(backend->Register(join, absl::Now()));
+  ASSERT_OK_AND_ASSIGN(std::string text,
+                       ScrapeMetrics(sched->metrics_address()));
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_live_nodes", {{"role", "server"}}), 2);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_joining_nodes", {{"role", "server"}}),
+      1);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_dead_nodes", {{"role", "server"}}), 0);
+
+  ASSERT_OK(backend->PublishMembershipChange(
+      {MembershipChange::Kind::kAdd, "s2"}, 1));
+  ASSERT_OK_AND_ASSIGN(text, ScrapeMetrics(sched->metrics_address()));
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_live_nodes", {{"role", "server"}}), 3);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_joining_nodes", {{"role", "server"}}),
+      0);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_expected_nodes", {{"role", "server"}}),
+      3);
+  EXPECT_EQ(MetricValue(text, "psdb_scheduler_cluster_epoch"), 2);
+
+  ASSERT_OK(backend->PublishMembershipChange(
+      {MembershipChange::Kind::kDrain, "s0"}, 2));
+  ASSERT_OK_AND_ASSIGN(text, ScrapeMetrics(sched->metrics_address()));
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_live_nodes", {{"role", "server"}}), 2);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_scheduler_expected_nodes", {{"role", "server"}}),
+      2);
+  EXPECT_EQ(MetricValue(text, "psdb_scheduler_cluster_epoch"), 3);
+  sched->Shutdown();
+}
+
 TEST(SchedulerMetricsTest, OffByDefaultAndPortValidated) {
   SchedulerOptions options;
   options.log = [](absl::string_view) {};
