@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,10 @@ flags:
   --alpha=A         Zipf exponent of the training keys (default 1.05)
   --repeats=R       rounds, each on a fresh cluster (default 3)
   --seed=S          training key streams (default 1)
+  --checkpoint_first=B  true: checkpoint the cluster after the fill
+                    (untimed), so the rows are clean and COPY, which starts
+                    by writing every dirty row of its server to RocksDB,
+                    has none to write (default false)
   --bin=DIR         ps-scheduler and ps-server (default: next to ps-bench)
   --dir=PATH        scratch directory (default: fresh under $TMPDIR or /tmp)
   --json            print one JSON object instead of the report
@@ -93,6 +98,7 @@ struct Params {
   double alpha = 1.05;
   int repeats = 3;
   uint64_t seed = 1;
+  bool checkpoint_first = false;
   std::string bin;
   std::string dir;
   bool json = false;
@@ -102,7 +108,7 @@ ScenarioFlags Flags() {
   return {"migrate",
           kUsage,
           {"rows", "batch_rows", "workers", "train_batch", "window_s", "alpha",
-           "repeats", "seed", "bin", "dir"}};
+           "repeats", "seed", "checkpoint_first", "bin", "dir"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
@@ -127,6 +133,7 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   p.repeats = static_cast<int>(repeats);
   PSDB_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
   p.seed = static_cast<uint64_t>(seed);
+  PSDB_ASSIGN_OR_RETURN(p.checkpoint_first, args.GetBool("checkpoint_first"));
   p.bin = args.GetString("bin", "");
   if (p.bin.empty()) {
     std::error_code ec;
@@ -279,10 +286,19 @@ absl::StatusOr<double> Peer(const Params& p, rpc::RemoteClient& cluster,
 
 // 2. and 3. One add-server of `node_id`, timed, with the COPY phase seen
 // from GetStatus.
+// The coordinator's phases as GetStatus names them, in order (CLOSE runs
+// under "copy").
+constexpr const char* kPhases[] = {"prepare", "copy", "handoff", "commit"};
+constexpr int kNumPhases = 4;
+
 struct AddTime {
-  double seconds = 0;       // AddServer's call to its return
-  double copy_seconds = 0;  // phase "copy" first seen to a later one seen
+  double seconds = 0;  // AddServer's call to its return
+  // Per kPhases: from the phase first seen (prepare: from the call) to the
+  // next phase first seen (or the return); NaN for a phase that went by
+  // between two polls.
+  double phase_seconds[kNumPhases] = {NAN, NAN, NAN, NAN};
   uint64_t rows_moved = 0;
+  double copy_seconds() const { return phase_seconds[1]; }
 };
 
 absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
@@ -292,10 +308,9 @@ absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
   std::unique_ptr<v1::SchedulerService::Stub> stub =
       v1::SchedulerService::NewStub(channel);
   absl::Notification done;
-  Clock::time_point copy_start{}, copy_end{};
-  // Polls until the call returns; notes when "copy" begins and ends.
+  // When each phase was first seen; unset = not seen.
+  std::optional<Clock::time_point> seen[kNumPhases];
   std::thread poll([&] {
-    bool in_copy = false;
     while (!done.WaitForNotificationWithTimeout(kPollEvery)) {
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
@@ -305,13 +320,10 @@ absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
           status.migration().node_id() != node_id) {
         continue;
       }
-      const std::string& phase = status.migration().phase();
-      if (phase == "copy" && !in_copy) {
-        in_copy = true;
-        copy_start = Clock::now();
-      } else if (in_copy && phase != "copy") {
-        copy_end = Clock::now();
-        return;
+      for (int i = 0; i < kNumPhases; ++i) {
+        if (status.migration().phase() == kPhases[i] && !seen[i]) {
+          seen[i] = Clock::now();
+        }
       }
     }
   });
@@ -332,12 +344,17 @@ absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
   AddTime time;
   time.seconds = SinceS(start, end);
   time.rows_moved = result->rows_moved();
-  if (copy_start == Clock::time_point{}) {
-    // COPY went by between two polls.
-    time.copy_seconds = NAN;
-  } else {
-    time.copy_seconds =
-        SinceS(copy_start, copy_end == Clock::time_point{} ? end : copy_end);
+  seen[0] = start;
+  for (int i = 0; i < kNumPhases; ++i) {
+    if (!seen[i]) continue;
+    Clock::time_point next = end;
+    for (int j = i + 1; j < kNumPhases; ++j) {
+      if (seen[j]) {
+        next = *seen[j];
+        break;
+      }
+    }
+    time.phase_seconds[i] = SinceS(*seen[i], next);
   }
   return time;
 }
@@ -457,6 +474,11 @@ absl::StatusOr<RoundResult> Round(const Params& p, const std::string& root,
                           ClusterClient(address));
     PSDB_RETURN_IF_ERROR(cluster->CreateTable(BenchTable()));
     PSDB_RETURN_IF_ERROR(Fill(p, *cluster));
+    if (p.checkpoint_first) {
+      PSDB_RETURN_IF_ERROR(
+          cluster->Checkpoint(dir + "/checkpoint", CheckpointOptions())
+              .status());
+    }
     rpc::RemoteClientOptions lone_options;
     PSDB_ASSIGN_OR_RETURN(
         lone_options.cluster,
@@ -485,7 +507,7 @@ absl::StatusOr<RoundResult> Round(const Params& p, const std::string& root,
         "ps-bench migrate: round %d/%d: %d rows: peer %.3f s, add-server "
         "%.3f s (copy %.3f s)\n",
         round + 1, p.repeats, r.rows_moved, r.peer_s, r.add.seconds,
-        r.add.copy_seconds);
+        r.add.copy_seconds());
 
     const std::string second = absl::StrCat("s", kServers + 1);
     PSDB_ASSIGN_OR_RETURN(
@@ -521,15 +543,32 @@ struct Series {
   // Printed with this many decimals.
   int decimals = 0;
   std::vector<double> rounds;
+  // Over the rounds; NaN if any round is NaN (as report.h's Ratio).
+  double Med() const { return Median(rounds); }
+  double Min() const { return Extreme(-1); }
+  double Max() const { return Extreme(1); }
+
+ private:
+  double Extreme(int sign) const {
+    double best = rounds.empty() ? NAN : rounds[0];
+    for (double v : rounds) {
+      if (std::isnan(v)) return NAN;
+      if (sign * (v - best) > 0) best = v;
+    }
+    return best;
+  }
 };
 
 struct Results {
   Series rows_moved{"rows_moved", "rows moved (the joining server's keys)"};
   Series migrate{"migrate_rows_per_s", "add-server, PREPARE to COMMIT, rows/s"};
   Series migrate_s{"migrate_s", "  seconds", 3};
-  Series copy{"migrate_copy_rows_per_s",
-              "  its COPY phase (with CLOSE), rows/s"};
+  Series copy{"migrate_copy_rows_per_s", "  COPY (with CLOSE), rows/s"};
   Series copy_s{"migrate_copy_s", "  seconds", 3};
+  // The other phases (GetStatus, every 5 ms; NaN: went by between polls).
+  Series prepare_s{"migrate_prepare_s", "  PREPARE, seconds", 3};
+  Series handoff_s{"migrate_handoff_s", "  HANDOFF, seconds", 3};
+  Series commit_s{"migrate_commit_s", "  publish + COMMIT, seconds", 3};
   Series peer{"pullrows_putrows_rows_per_s",
               "peer: PullRows from the cluster + PutRows, rows/s"};
   Series peer_s{"pullrows_putrows_s", "  seconds", 3};
@@ -542,7 +581,8 @@ struct Results {
                   "  rows sent (its status: HANDOFF's re-sends counted)"};
 
   std::vector<const Series*> Migration() const {
-    return {&rows_moved, &migrate, &migrate_s, &copy, &copy_s, &peer, &peer_s};
+    return {&rows_moved, &migrate,   &migrate_s, &prepare_s, &copy,
+            &copy_s,     &handoff_s, &commit_s,  &peer,      &peer_s};
   }
   std::vector<const Series*> Training() const {
     return {&before, &during, &after, &dip_s, &dip_rows, &dip_sent};
@@ -571,10 +611,9 @@ std::vector<Ratio> Ratios(const Params& p, const Results& r) {
 
 void PrintSeries(const std::vector<const Series*>& all, std::ostream& out) {
   for (const Series* s : all) {
-    out << absl::StrFormat(
-        "%-58s %12.1f %12.1f %12.1f\n", s->label, Median(s->rounds),
-        *std::min_element(s->rounds.begin(), s->rounds.end()),
-        *std::max_element(s->rounds.begin(), s->rounds.end()));
+    out << absl::StrFormat("%-58s %12.*f %12.*f %12.*f\n", s->label,
+                           s->decimals, s->Med(), s->decimals, s->Min(),
+                           s->decimals, s->Max());
   }
 }
 
@@ -586,9 +625,10 @@ void PrintReport(const Params& p, const MachineInfo& m, const Results& r,
   out << absl::StrFormat(
       "parameters  rows=%d dim=%d (adagrad) servers=%d+1 batch_rows=%d "
       "repeats=%d\n            workers=%d train_batch=%d alpha=%.2f "
-      "window_s=%.1f seed=%d\n\n",
+      "window_s=%.1f seed=%d%s\n\n",
       p.rows, kDim, kServers, p.batch_rows, p.repeats, p.workers, p.train_batch,
-      p.alpha, p.window_s, p.seed);
+      p.alpha, p.window_s, p.seed,
+      p.checkpoint_first ? " checkpoint_first" : "");
   out << absl::StrFormat("%-58s %12s %12s %12s\n", "migration", "median", "min",
                          "max");
   PrintSeries(r.Migration(), out);
@@ -620,6 +660,8 @@ void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
   field("alpha", p.alpha);
   field("repeats", p.repeats);
   field("seed", p.seed);
+  absl::StrAppend(
+      &j, ",\"checkpoint_first\":", p.checkpoint_first ? "true" : "false");
   j += "},\"figures\":{";
   bool first = true;
   std::vector<const Series*> all = r.Migration();
@@ -629,9 +671,9 @@ void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
     first = false;
     tools::AppendJsonString(s->id, &j);
     j += ":{\"median\":";
-    num(Median(s->rounds));
-    field("min", *std::min_element(s->rounds.begin(), s->rounds.end()));
-    field("max", *std::max_element(s->rounds.begin(), s->rounds.end()));
+    num(s->Med());
+    field("min", s->Min());
+    field("max", s->Max());
     j += ",\"rounds\":[";
     for (size_t k = 0; k < s->rounds.size(); ++k) {
       if (k > 0) j += ",";
@@ -654,8 +696,11 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
     r.rows_moved.rounds.push_back(moved);
     r.migrate.rounds.push_back(moved / one.add.seconds);
     r.migrate_s.rounds.push_back(one.add.seconds);
-    r.copy.rounds.push_back(moved / one.add.copy_seconds);
-    r.copy_s.rounds.push_back(one.add.copy_seconds);
+    r.copy.rounds.push_back(moved / one.add.copy_seconds());
+    r.copy_s.rounds.push_back(one.add.copy_seconds());
+    r.prepare_s.rounds.push_back(one.add.phase_seconds[0]);
+    r.handoff_s.rounds.push_back(one.add.phase_seconds[2]);
+    r.commit_s.rounds.push_back(one.add.phase_seconds[3]);
     r.peer.rounds.push_back(moved / one.peer_s);
     r.peer_s.rounds.push_back(one.peer_s);
     r.before.rounds.push_back(one.dip.before);
