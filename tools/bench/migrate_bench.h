@@ -7,7 +7,8 @@
 // ps-scheduler (in-process state) and 3 ps-servers (async), one table "emb"
 // (dim 64, Adagrad: 64 floats of state per row) filled with --rows rows
 // (keys 0..rows-1, whole rows written with PutRows through a RemoteClient
-// routed by the scheduler's map), and then:
+// routed by the scheduler's map; with --checkpoint_first=true the cluster
+// then checkpoints, untimed, so no row is dirty), and then:
 //  1. peer: a fresh ps-server alone (no scheduler; a RemoteClient over the
 //     1-server static list) gets the rows that the add below moves: the
 //     keys the map with the joining server on the ring (ClusterMap::
@@ -20,10 +21,10 @@
 //     command's code, rpc/control/admin_membership.h) with --batch_rows,
 //     timed from the call to its return (PREPARE to COMMIT). Its
 //     rows_moved must equal the peer's key count (else the round fails).
-//     The COPY part is timed apart from GetStatus polled every 5 ms: from
-//     the first answer in phase "copy" to the first in a later phase (so it
-//     includes CLOSE, which the status does not name; within 5 ms each
-//     end).
+//     Its phases are timed apart from GetStatus polled every 5 ms: each
+//     from its first answer (PREPARE: from the call) to the first answer
+//     in a later phase (COPY includes CLOSE, which the status does not
+//     name; NaN for a phase that went by between two polls).
 //  3. dip: --workers threads in this process, each with its own RemoteClient
 //     routed by the scheduler's map (OpenSchedulerRemoteClient), loop Pull +
 //     Push (async) of --train_batch Zipf(--alpha) keys over the table. Keys
@@ -31,7 +32,9 @@
 //     before a second add-server (a second joining ps-server), during it
 //     (the call to its return), and --window_s seconds after it. The
 //     migration of step 2 runs without training so that its rows/s is the
-//     migration's alone.
+//     migration's alone. The second add's status counts more rows than
+//     the keys it moves (reported apart): HANDOFF re-sends the leaving rows
+//     that training touched since PREPARE, and they are counted again.
 //
 // --json: one object: "params", "figures" (per figure: median, min, max and
 // the rounds), and report.h's ratio blocks:
