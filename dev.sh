@@ -19,6 +19,9 @@ PACKAGES=(
   prometheus-cpp-dev
   # Compressed Criteo data (train/line_reader.h): .gz and .zst files.
   zlib1g-dev libzstd-dev
+  # gloo: CPU collectives of dense AllReduce (collective/, ps-train
+  # --dense=allreduce); NCCL comes with the CUDA toolkit.
+  libgloo-dev
   # etcd's v3 API protos (rpc/control/etcd_client.h generates its stubs from
   # them) and the etcd server the control-plane tests start.
   golang-etcd-server-dev golang-github-gogo-protobuf-dev

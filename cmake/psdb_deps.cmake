@@ -61,3 +61,21 @@ if(NOT PSDB_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "psdb: CUDA backend ${PSDB_CUDA_ENABLED}")
+
+# gloo (Debian libgloo-dev): the CPU collectives of dense AllReduce
+# (collective/). Debian ships headers, libgloo.so and a CMake config
+# (/usr/share/cmake/Gloo, imported target `gloo`); no pkg-config file.
+find_package(Gloo REQUIRED CONFIG)
+
+# NCCL: the GPU collectives of dense AllReduce, when CUDA is enabled and
+# the toolkit (the machine image's /usr/local/cuda) ships nccl.h and
+# libnccl. PSDB_NCCL_ENABLED says whether collective/ builds its NCCL path.
+set(PSDB_NCCL_ENABLED OFF)
+if(PSDB_CUDA_ENABLED)
+  find_path(PSDB_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(PSDB_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(PSDB_NCCL_INCLUDE_DIR AND PSDB_NCCL_LIBRARY)
+    set(PSDB_NCCL_ENABLED ON)
+  endif()
+endif()
+message(STATUS "psdb: NCCL dense AllReduce ${PSDB_NCCL_ENABLED}")

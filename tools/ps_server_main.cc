@@ -379,6 +379,12 @@ int main(int argc, char** argv) {
   options.tls.cert_expiry_warning_days =
       absl::GetFlag(FLAGS_cert_expiry_warning_days);
   options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  // Live resharding sends rows to peers (Migrate): their CA, and this
+  // server's certificate as a client's where peers require one.
+  options.peer_tls.ca_file = options.tls.ca_file;
+  options.peer_tls.cert_file = options.tls.cert_file;
+  options.peer_tls.key_file = options.tls.key_file;
+  options.peer_tls.insecure = options.tls.insecure;
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 

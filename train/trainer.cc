@@ -176,10 +176,11 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                options.shard.shard_by == ShardBy::kFile ? "file" : "line",
                options.mode == SyncMode::kSync ? "sync" : "async");
   std::fprintf(log,
-               "ps-train: store %s; embeddings %s; batch %d, %d epoch(s), "
-               "~%llu samples\n",
+               "ps-train: store %s; embeddings %s; dense %s; batch %d, %d "
+               "epoch(s), ~%llu samples\n",
                options.store_description.c_str(),
-               embeddings->Describe().c_str(), options.batch_size,
+               embeddings->Describe().c_str(),
+               model->DenseDescription().c_str(), options.batch_size,
                options.epochs, static_cast<unsigned long long>(total));
   std::fflush(log);
 
@@ -193,6 +194,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
 
   auto checkpoint = [&](int64_t step) -> absl::Status {
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
+    // Replicated dense weights reach the store (rank 0's PutRows) before
+    // the store checkpoints.
+    PSDB_RETURN_IF_ERROR(model->PublishDense());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
     if (options.checkpoint_fn) {
       PSDB_ASSIGN_OR_RETURN(std::string path, options.checkpoint_fn(step));
@@ -301,6 +305,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
           log, "%s\n",
           PartLossLine(current.epoch, step, mean_wide_loss, mean_deep_loss)
               .c_str());
+      if (std::optional<uint64_t> fp = model->DenseFingerprint()) {
+        // Equal on every rank when the replicas agree.
+        std::fprintf(log, "dense: step %lld fingerprint %016llx\n",
+                     static_cast<long long>(step),
+                     static_cast<unsigned long long>(*fp));
+      }
       std::fflush(log);
       MetricsRow row;
       row.step = step;
@@ -436,6 +446,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       .Add("mode", options.mode == SyncMode::kSync ? "sync" : "async")
       .Add("store", options.store_description)
       .Add("embeddings", embeddings->Describe())
+      .Add("dense", model->DenseDescription())
       .AddRaw("store_rows", tiers_json);
   result.summary_json =
       (std::filesystem::path(options.checkpoint_dir) / "summary.json").string();

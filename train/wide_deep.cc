@@ -180,9 +180,28 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   for (int h : config.hidden) {
     if (h < 1) return absl::InvalidArgumentError("wide&deep: hidden width < 1");
   }
+  if (config.dense_reducer != nullptr && config.async_push) {
+    return absl::InvalidArgumentError(
+        "wide&deep: dense AllReduce is a synchronous collective; it needs "
+        "synchronous pushes (--mode sync)");
+  }
   std::unique_ptr<WideDeepModel> model(
       new WideDeepModel(config, client, embeddings));
   PSDB_RETURN_IF_ERROR(model->CreateTables());
+  if (config.dense_reducer != nullptr) {
+    std::vector<const DenseTensor*> tensors = {&model->linear_};
+    for (const DenseTensor& t : model->mlp_tensors_) tensors.push_back(&t);
+    std::vector<TableSpec> specs;
+    const std::vector<TableSpec> all = ModelTableSpecs(config);
+    for (const DenseTensor* t : tensors) {
+      for (const TableSpec& spec : all) {
+        if (spec.name == t->table()) specs.push_back(spec);
+      }
+    }
+    PSDB_ASSIGN_OR_RETURN(
+        model->replicated_,
+        ReplicatedDense::Load(tensors, specs, client, config.dense_reducer));
+  }
   return model;
 }
 
@@ -307,11 +326,21 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     std::copy_n(deep_rows.begin() + static_cast<size_t>(inv_[i]) * d, d,
                 deep_pos_.begin() + i * d);
   }
-  PSDB_RETURN_IF_ERROR(
-      linear_.Pull(client_, absl::MakeSpan(linear_values_), serving));
-  for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+  if (replicated_ != nullptr) {
+    // Tensor 0 is the linear part, then the MLP's (Create's order).
+    absl::Span<const float> v = replicated_->values(0);
+    linear_values_.assign(v.begin(), v.end());
+    for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+      v = replicated_->values(t + 1);
+      mlp_values_[t].assign(v.begin(), v.end());
+    }
+  } else {
     PSDB_RETURN_IF_ERROR(
-        mlp_tensors_[t].Pull(client_, absl::MakeSpan(mlp_values_[t]), serving));
+        linear_.Pull(client_, absl::MakeSpan(linear_values_), serving));
+    for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
+      PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Pull(
+          client_, absl::MakeSpan(mlp_values_[t]), serving));
+    }
   }
   NormalizeIntFeatures(batch, &dense_);
   return absl::OkStatus();
@@ -328,11 +357,33 @@ absl::Status WideDeepModel::PushEmbeddings(int64_t step) {
 }
 
 absl::Status WideDeepModel::PushDense(int64_t step) {
+  if (replicated_ != nullptr) {
+    std::vector<absl::Span<const float>> grads = {push_linear_};
+    for (const auto& g : push_mlp_) grads.push_back(g);
+    return replicated_->Apply(grads, step);
+  }
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
   for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
     PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
   }
   return absl::OkStatus();
+}
+
+absl::Status WideDeepModel::PublishDense() {
+  if (replicated_ == nullptr || replicated_->reducer().rank() != 0) {
+    return absl::OkStatus();
+  }
+  return replicated_->Publish();
+}
+
+std::optional<uint64_t> WideDeepModel::DenseFingerprint() const {
+  if (replicated_ == nullptr) return std::nullopt;
+  return replicated_->Fingerprint();
+}
+
+std::string WideDeepModel::DenseDescription() const {
+  if (replicated_ == nullptr) return "ps";
+  return absl::StrCat("allreduce (", replicated_->reducer().Describe(), ")");
 }
 
 absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(

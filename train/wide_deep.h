@@ -31,18 +31,21 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "collective/all_reducer.h"
 #include "optim/optimizer.h"
 #include "store/parameter_client.h"
 #include "train/criteo_reader.h"
 #include "train/dense_tensor.h"
 #include "train/embedding_source.h"
 #include "train/mlp.h"
+#include "train/replicated_dense.h"
 
 namespace psdb::train {
 
@@ -68,6 +71,12 @@ struct WideDeepConfig {
   // next step pulls (--mode async). Default: false (each push completes
   // before the next pull, so runs are deterministic).
   bool async_push = false;
+  // Dense tensors (MLP, wide linear) replicated on every worker and
+  // averaged by this AllReducer (train/replicated_dense.h) instead of
+  // pushed to psdb's dense tables (ps-train --dense=allreduce); null =
+  // psdb's dense tables. Requires async_push false; must outlive the
+  // model. Default: null
+  collective::AllReducer* dense_reducer = nullptr;
 };
 
 // The sizes the math works on, derived from the config.
@@ -145,6 +154,15 @@ class WideDeepModel {
   absl::Status Predict(const CriteoBatch& batch, std::vector<float>* probs);
   // Waits for a pending asynchronous push; returns its status.
   absl::Status WaitForPush();
+  // With a dense_reducer: rank 0 writes the replicated dense rows to the
+  // store (PutRows), e.g. before a checkpoint; other ranks and the psdb
+  // dense tables do nothing.
+  absl::Status PublishDense();
+  // With a dense_reducer: the replicas' fingerprint (equal on every rank
+  // after every step); nullopt otherwise.
+  std::optional<uint64_t> DenseFingerprint() const;
+  // "ps" or "allreduce (gloo (tcp, 2 ranks))".
+  std::string DenseDescription() const;
 
   std::vector<std::string> TableNames() const;
   const WideDeepConfig& config() const { return config_; }
@@ -186,6 +204,8 @@ class WideDeepModel {
   std::vector<float> push_wide_, push_deep_, push_linear_;
   std::vector<std::vector<float>> push_mlp_;
   std::future<absl::Status> pending_push_;
+  // Set when config_.dense_reducer is: the dense tensors live here.
+  std::unique_ptr<ReplicatedDense> replicated_;
 };
 
 }  // namespace psdb::train

@@ -96,6 +96,10 @@ class ClusterWorker {
   // lives. client() is null afterwards.
   std::unique_ptr<RemoteClient> ReleaseClient() { return std::move(client_); }
 
+  // The worker's registered scheduler client (e.g. for a collective's
+  // rendezvous, collective/group.h); lives as long as this object.
+  SchedulerClient* scheduler() const { return sched_.get(); }
+
   absl::Status AfterStep(int64_t step);
   absl::StatusOr<std::string> Checkpoint(absl::string_view root, int64_t step);
 

@@ -1038,3 +1038,58 @@ void EtcdScheduler::Close() {
 }
 
 }  // namespace psdb::rpc
+
+// ---------------------------------------------------------------------------
+// Rendezvous (rendezvous.h).
+
+namespace psdb::rpc {
+
+absl::Status EtcdScheduler::RendezvousSet(absl::string_view key,
+                                          absl::string_view value) {
+  PSDB_RETURN_IF_ERROR(ValidateRendezvousSet(key, value));
+  if (closed()) return absl::UnavailableError("scheduler is shutting down");
+  const std::string etcd_key = Key(absl::StrCat("rendezvous/", key));
+  PSDB_ASSIGN_OR_RETURN(EtcdTxnResult r,
+                        etcd_->Txn({EtcdCompare::Absent(etcd_key)},
+                                   {EtcdOp::Put(etcd_key, std::string(value))},
+                                   {EtcdOp::Get(etcd_key)}));
+  if (r.succeeded) return absl::OkStatus();
+  // Present: the same value (this call's own earlier commit, or a re-send)
+  // is OK.
+  if (!r.gets.empty() && r.gets[0].has_value() && r.gets[0]->value == value) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat("rendezvous key '", key,
+                   "' already holds another value (keys are written once; "
+                   "scope them by job and attempt)"));
+}
+
+absl::StatusOr<std::vector<std::string>> EtcdScheduler::RendezvousGet(
+    absl::Span<const std::string> keys, absl::Time deadline) {
+  PSDB_RETURN_IF_ERROR(ValidateRendezvousGet(keys));
+  std::vector<EtcdOp> reads;
+  for (const std::string& key : keys) {
+    reads.push_back(EtcdOp::Get(Key(absl::StrCat("rendezvous/", key))));
+  }
+  while (true) {
+    if (closed()) return absl::UnavailableError("scheduler is shutting down");
+    // One transaction: every key read at one revision, so a key written
+    // after it is seen by the watch from revision + 1.
+    PSDB_ASSIGN_OR_RETURN(EtcdTxnResult r, etcd_->Txn({}, reads, {}));
+    std::vector<std::string> values, missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i < r.gets.size() && r.gets[i].has_value()) {
+        values.push_back(r.gets[i]->value);
+      } else {
+        missing.push_back(keys[i]);
+      }
+    }
+    if (missing.empty()) return values;
+    if (absl::Now() >= deadline) return RendezvousTimeout(missing);
+    PSDB_RETURN_IF_ERROR(
+        AwaitChange(Key("rendezvous/"), true, r.revision, deadline));
+  }
+}
+
+}  // namespace psdb::rpc

@@ -40,6 +40,9 @@
 //                              a call re-sent after a fail-over to find
 //                              it, then it goes
 //   clocks/<id>                the worker's finished step (SSP/BSP)
+//   rendezvous/<key>           a collective's connection info, written
+//                              once (rendezvous.h); never deleted: keys
+//                              are scoped by job and attempt
 //
 // Live resharding (scheduler.h's rules): a joining server takes the
 // lowest free rank (beyond every rank key, which are never deleted) in a
@@ -118,6 +121,13 @@ class EtcdScheduler final : public SchedulerBackend {
   // Stops campaigning and revokes this scheduler's lease (a standby leads
   // at once); waiting calls end with UNAVAILABLE.
   void Close() override;
+
+  // Keys under rendezvous/ (rendezvous.h); Set is a compare-and-set
+  // transaction, Get one transaction reading every key, then a watch.
+  absl::Status RendezvousSet(absl::string_view key,
+                             absl::string_view value) override;
+  absl::StatusOr<std::vector<std::string>> RendezvousGet(
+      absl::Span<const std::string> keys, absl::Time deadline) override;
 
   bool leader() const;
 

@@ -691,6 +691,7 @@ absl::StatusOr<int64_t> Scheduler::StepClock(absl::string_view node_id,
 }
 
 void Scheduler::Close() {
+  rendezvous_.Close();
   absl::MutexLock lock(&mu_);
   closed_ = true;
 }
@@ -841,6 +842,23 @@ class SchedulerServer::Impl final : public v1::SchedulerService::Service {
     }
     *resp->mutable_migration() = coordinator->status();
     return result.status();
+  }
+
+  grpc::Status RendezvousSet(grpc::ServerContext*,
+                             const v1::RendezvousSetRequest* req,
+                             v1::RendezvousSetResponse*) override {
+    return ToGrpcStatus(backend->RendezvousSet(req->key(), req->value()));
+  }
+
+  grpc::Status RendezvousGet(grpc::ServerContext* ctx,
+                             const v1::RendezvousGetRequest* req,
+                             v1::RendezvousGetResponse* resp) override {
+    const int64_t ms = req->timeout_ms() > 0 ? req->timeout_ms() : 60000;
+    const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+    auto r = backend->RendezvousGet(keys, Deadline(ctx, ms));
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    for (std::string& value : *r) resp->add_values(std::move(value));
+    return grpc::Status::OK;
   }
 
   // now + ms, but no later than the call's own deadline.

@@ -49,6 +49,8 @@
 //    revision, and only the leader runs a migration.
 //  - StepClock gives bounded staleness (SSP): a worker that has finished
 //    step s proceeds once every worker has finished s - k.
+//  - RendezvousSet/Get: a write-once key-value store for collective
+//    libraries' connection info (rpc/control/rendezvous.h).
 //  - Barrier(name) is across all worker ranks: the n-th call of a name by
 //    each worker forms one barrier. A caller that times out leaves it and
 //    gets DEADLINE_EXCEEDED naming every worker that had not arrived.
@@ -70,6 +72,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "rpc/control/rendezvous.h"
 #include "rpc/wire/psdb.pb.h"
 #include "rpc/wire/tls.h"
 
@@ -207,6 +211,13 @@ class SchedulerBackend {
   virtual void Tick(absl::Time now) = 0;
   // Wakes every waiter with UNAVAILABLE; later waits fail at once.
   virtual void Close() = 0;
+
+  // Rendezvous (rpc/control/rendezvous.h): write a key once; wait for keys
+  // and read them (DEADLINE_EXCEEDED naming the missing ones).
+  virtual absl::Status RendezvousSet(absl::string_view key,
+                                     absl::string_view value) = 0;
+  virtual absl::StatusOr<std::vector<std::string>> RendezvousGet(
+      absl::Span<const std::string> keys, absl::Time deadline) = 0;
 };
 
 // The membership state machine in this process, without transport.
@@ -250,6 +261,15 @@ class Scheduler final : public SchedulerBackend {
   // (InvalidArgument when it contradicts the options: other counts).
   absl::Status Recover(absl::Time now);
   void Close() override;
+
+  absl::Status RendezvousSet(absl::string_view key,
+                             absl::string_view value) override {
+    return rendezvous_.Set(key, value);
+  }
+  absl::StatusOr<std::vector<std::string>> RendezvousGet(
+      absl::Span<const std::string> keys, absl::Time deadline) override {
+    return rendezvous_.Get(keys, deadline);
+  }
 
  private:
   struct Node {
@@ -295,6 +315,7 @@ class Scheduler final : public SchedulerBackend {
   // Finished step per worker node id (SSP).
   absl::flat_hash_map<std::string, int64_t> clocks_ ABSL_GUARDED_BY(mu_);
   int64_t SlowestLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  MemoryRendezvous rendezvous_;
 };
 
 // InvalidArgument naming the bad field.

@@ -440,6 +440,42 @@ absl::StatusOr<int64_t> SchedulerClient::StepClock(int64_t finished_step,
   return resp.slowest_finished_step();
 }
 
+absl::Status SchedulerClient::RendezvousSet(absl::string_view key,
+                                            absl::string_view value) {
+  v1::RendezvousSetRequest req;
+  req.set_key(std::string(key));
+  req.set_value(std::string(value));
+  v1::RendezvousSetResponse resp;
+  return impl_->Call(absl::Now() + impl_->options.call_timeout,
+                     {.wait_for_ready = true, .retry = true},
+                     [&](Impl::Stub* stub, grpc::ClientContext* ctx) {
+                       return stub->RendezvousSet(ctx, req, &resp);
+                     });
+}
+
+absl::StatusOr<std::vector<std::string>> SchedulerClient::RendezvousGet(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  v1::RendezvousGetRequest req;
+  for (const std::string& key : keys) req.add_keys(key);
+  const absl::Time wait_until = absl::Now() + timeout;
+  v1::RendezvousGetResponse resp;
+  PSDB_RETURN_IF_ERROR(impl_->Call(
+      wait_until + impl_->options.call_timeout,
+      {.wait_for_ready = true, .retry = true},
+      [&](Impl::Stub* stub, grpc::ClientContext* ctx) {
+        // A re-sent call waits only for what is left of the timeout.
+        req.set_timeout_ms(std::max<int64_t>(
+            1, absl::ToInt64Milliseconds(wait_until - absl::Now())));
+        return stub->RendezvousGet(ctx, req, &resp);
+      }));
+  if (static_cast<size_t>(resp.values_size()) != keys.size()) {
+    return absl::InternalError(absl::StrCat("rendezvous get of ", keys.size(),
+                                            " keys answered ",
+                                            resp.values_size(), " values"));
+  }
+  return std::vector<std::string>(resp.values().begin(), resp.values().end());
+}
+
 void SchedulerClient::StartHeartbeats() {
   StartMapWatch();
   absl::MutexLock control(&impl_->control_mu);

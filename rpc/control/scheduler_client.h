@@ -148,6 +148,15 @@ class SchedulerClient {
   // Whether the heartbeats found this server drained (header comment).
   bool drained() const;
 
+  // Rendezvous (rpc/control/rendezvous.h), no registration needed: writes
+  // `key` once (the same value again is OK, so a re-send is safe), and
+  // waits up to `timeout` for every key of `keys`, returning their values
+  // in order (DEADLINE_EXCEEDED names the missing keys). Both are re-sent
+  // on UNAVAILABLE like GetClusterMap.
+  absl::Status RendezvousSet(absl::string_view key, absl::string_view value);
+  absl::StatusOr<std::vector<std::string>> RendezvousGet(
+      const std::vector<std::string>& keys, absl::Duration timeout);
+
   class Impl;
 
  private:

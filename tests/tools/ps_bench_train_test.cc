@@ -1,10 +1,10 @@
 // ps-bench `train` smoke test: at toy size the scenario generates data, runs
 // ps-train embedded and on a real local cluster (ps-scheduler, 2 ps-servers,
-// 2 ps-train workers) with prefetch on and off, then embedded on the other
-// generator kinds, stops every process, and prints one JSON object with
-// every run (its kind, test AUC and the data's Bayes AUC) and both ratios,
-// finite and positive, in report.h's blocks. Speed is not asserted (benchmarks
-// measure speed; tests never do).
+// 2 ps-train workers) with prefetch on and off and with dense AllReduce,
+// then embedded on the other generator kinds, stops every process, and
+// prints one JSON object with every run (its kind, test AUC and the data's
+// Bayes AUC) and every ratio, finite and positive, in report.h's blocks.
+// Speed is not asserted (benchmarks measure speed; tests never do).
 #include <sys/wait.h>
 
 #include <cmath>
@@ -58,6 +58,7 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
            {"embedded", "additive"},
            {"cluster_on", "additive"},
            {"cluster_off", "additive"},
+           {"cluster_allreduce", "additive"},
            {"embedded_pairs", "pairs"},
            {"embedded_longtail", "longtail"}}) {
     const size_t at = out.find(absl::StrCat("\"", run, "\":{"));
@@ -79,8 +80,8 @@ TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
     EXPECT_TRUE(bayes > 0.6 && bayes < 1) << run << "\n" << out;
     EXPECT_NEAR(Field(out, "auc_gap", at), bayes - auc, 1e-9) << run;
   }
-  testing::ExpectRatioBlocks(out,
-                             {"prefetch_on_vs_off", "cluster_vs_embedded"});
+  testing::ExpectRatioBlocks(
+      out, {"prefetch_on_vs_off", "cluster_vs_embedded", "allreduce_vs_ps"});
   // No targets: the ratios describe, they do not judge.
   EXPECT_EQ(testing::JsonObject(out, "targets"), "{}");
 }

@@ -269,6 +269,45 @@ TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
   EXPECT_EQ(RunPsTrain({"frobnicate"}, nullptr, &err), 2);
 }
 
+// --dense / --dense_backend: refused, saying why, before anything opens.
+TEST_F(TrainCliTest, RejectsBadDenseFlags) {
+  std::string out, err;
+  std::vector<std::string> args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--dense", "mpi"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(
+      err, ::testing::HasSubstr("--dense must be ps or allreduce, not 'mpi'"));
+  // AllReduce forms its group through a scheduler, in sync mode.
+  args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--dense", "allreduce"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr(
+                       "--dense allreduce needs --store scheduler:HOST:PORT"));
+  args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--dense", "allreduce", "--store",
+                           "scheduler:127.0.0.1:1", "--mode", "async"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("and --mode sync"));
+  args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--dense_backend", "mpi"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr(
+                       "--dense_backend must be gloo or nccl, not 'mpi'"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-dense")));
+  // The dry run tells which the default is.
+  args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--store", "scheduler:127.0.0.1:1", "--mode", "sync",
+                           "--cache_rows", "0", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "dense weights: allreduce with 2+ workers, else ps "
+                       "(default), backend gloo"));
+  args = TrainArgs("ckpt-dense");
+  args.insert(args.end(), {"--dense", "ps", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("dense weights: ps\n"));
+}
+
 // --dry_run: the settings a start would use, and nothing touched: no store,
 // no checkpoint directory, no cluster joined (the scheduler address below
 // has nobody listening; a join would fail after its timeout).

@@ -34,9 +34,12 @@ namespace {
 constexpr char kUsage[] = R"(usage: ps-bench train [--json] [flags]
 
 Wide&Deep training samples/s of ps-train: embedded, and on a local cluster
-(ps-scheduler + servers + worker processes) with prefetch on and off, on the
-first generated kind; then embedded on every other kind. Every run reports
-its test AUC against the data's Bayes-optimal AUC.
+(ps-scheduler + servers + worker processes) with prefetch on and off (dense
+weights as psdb tables, --dense=ps), and, in sync mode with 2+ workers, with
+the dense weights replicated and averaged by gloo AllReduce
+(--dense=allreduce), on the first generated kind; then embedded on every
+other kind. Every run reports its test AUC against the data's Bayes-optimal
+AUC.
 
 flags:
   --train_rows=N     generated training examples (rounded up to a multiple
@@ -232,12 +235,16 @@ absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& kind,
   return run;
 }
 
+// `dense`: ps-train's --dense ("ps" or "allreduce").
 absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
-                               const std::string& dir, bool prefetch) {
-  const std::string id = prefetch ? "cluster_on" : "cluster_off";
+                               const std::string& dir, bool prefetch,
+                               const std::string& dense) {
+  const std::string id = dense == "allreduce" ? "cluster_allreduce"
+                         : prefetch           ? "cluster_on"
+                                              : "cluster_off";
   Run run{id,
-          absl::StrFormat("cluster %ds/%dw, prefetch %s", p.servers, p.workers,
-                          prefetch ? "on" : "off"),
+          absl::StrFormat("cluster %ds/%dw, prefetch %s, dense %s", p.servers,
+                          p.workers, prefetch ? "on" : "off", dense),
           p.kinds.front()};
   const std::string root = dir + "/" + id;
   std::filesystem::create_directories(root);
@@ -274,6 +281,8 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     std::vector<std::string> argv = TrainArgs(p, data, root + "/ckpt");
     argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
     if (!prefetch) argv.push_back("--no_prefetch");
+    argv.push_back("--dense=" + dense);
+    if (dense == "allreduce") argv.push_back("--collective_host=127.0.0.1");
     PSDB_ASSIGN_OR_RETURN(
         auto worker,
         StartLogged(argv, env("worker", absl::StrCat("worker-", w)),
@@ -306,12 +315,12 @@ void PrintReport(const Params& p, const MachineInfo& m,
       "seed=%d\n\n",
       p.train_rows, p.test_rows, p.batch_size, p.deep_dim, p.hidden,
       p.cache_rows, p.max_vocab, p.servers, p.workers, p.mode, p.seed);
-  out << absl::StrFormat("%-34s %-9s %9s %8s %11s %9s %7s %7s %7s\n", "run",
+  out << absl::StrFormat("%-44s %-9s %9s %8s %11s %9s %7s %7s %7s\n", "run",
                          "data", "samples", "seconds", "samples/s", "cache hit",
                          "AUC", "Bayes", "gap");
   for (const Run& r : runs) {
     out << absl::StrFormat(
-        "%-34s %-9s %9d %8.2f %11.0f %8.1f%% %7.4f %7.4f %7.4f\n", r.label,
+        "%-44s %-9s %9d %8.2f %11.0f %8.1f%% %7.4f %7.4f %7.4f\n", r.label,
         r.kind, r.samples, r.seconds, r.Rate(), 100 * r.hit_rate, r.auc,
         r.bayes_auc, r.Gap());
   }
@@ -385,7 +394,12 @@ void PrintJson(const Params& p, const MachineInfo& m,
   out << j;
 }
 
-// Generates the data, runs the three trainings, reports.
+// The --dense=allreduce run needs sync mode and 2+ workers.
+bool AllReduceRuns(const Params& p) {
+  return p.mode == "sync" && p.workers >= 2;
+}
+
+// Generates the data, runs the trainings, reports.
 absl::Status RunAll(Params& p, std::ostream& out) {
   PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "train"));
   p.dir = dir.path();
@@ -408,10 +422,15 @@ absl::Status RunAll(Params& p, std::ostream& out) {
     PSDB_ASSIGN_OR_RETURN(Run embedded,
                           RunEmbedded(p, p.kinds.front(), data, p.dir));
     runs.push_back(embedded);
-    PSDB_ASSIGN_OR_RETURN(Run on, RunCluster(p, data, p.dir, true));
+    PSDB_ASSIGN_OR_RETURN(Run on, RunCluster(p, data, p.dir, true, "ps"));
     runs.push_back(on);
-    PSDB_ASSIGN_OR_RETURN(Run off, RunCluster(p, data, p.dir, false));
+    PSDB_ASSIGN_OR_RETURN(Run off, RunCluster(p, data, p.dir, false, "ps"));
     runs.push_back(off);
+    if (AllReduceRuns(p)) {
+      PSDB_ASSIGN_OR_RETURN(Run ar,
+                            RunCluster(p, data, p.dir, true, "allreduce"));
+      runs.push_back(ar);
+    }
     for (size_t k = 1; k < p.kinds.size(); ++k) {
       PSDB_ASSIGN_OR_RETURN(std::string other, gen(p.kinds[k]));
       PSDB_ASSIGN_OR_RETURN(Run run, RunEmbedded(p, p.kinds[k], other, p.dir));
@@ -422,12 +441,17 @@ absl::Status RunAll(Params& p, std::ostream& out) {
   absl::StatusOr<std::vector<Run>> runs = run_all();
   PSDB_RETURN_IF_ERROR(runs.status());
   // One round, no targets: the trainings are too long to repeat by default.
-  const std::vector<Ratio> ratios = {
+  std::vector<Ratio> ratios = {
       {.name = "prefetch_on_vs_off",
        .rounds = {(*runs)[1].Rate() / (*runs)[2].Rate()}},
       {.name = "cluster_vs_embedded",
        .rounds = {(*runs)[1].Rate() / (*runs)[0].Rate()}},
   };
+  if (AllReduceRuns(p)) {
+    // Dense AllReduce against dense tables on psdb, both with prefetch.
+    ratios.push_back({.name = "allreduce_vs_ps",
+                      .rounds = {(*runs)[3].Rate() / (*runs)[1].Rate()}});
+  }
   const MachineInfo machine = DescribeMachine();
   if (p.json) {
     PrintJson(p, machine, *runs, ratios, out);

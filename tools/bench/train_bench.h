@@ -7,6 +7,10 @@
 //                 processes (--store scheduler:HOST:PORT, shard by line),
 //                 the worker cache prefetching the next batch's misses
 //   cluster_off   the same cluster, started afresh, with --no_prefetch
+//   cluster_allreduce  (sync mode, 2+ workers) cluster_on's cluster with
+//                 --dense=allreduce: the dense weights replicated on the
+//                 workers and averaged by gloo (cluster_on/off use
+//                 --dense=ps, the dense weights as psdb tables)
 //   embedded_<kind>  one embedded run on each further generated kind
 //                 (--kinds, default additive,pairs,longtail; the first kind
 //                 is the one above), to report the model on data it was not
@@ -18,9 +22,10 @@
 //
 // Output: a report, or with --json one JSON object with "runs" (kind,
 // samples, seconds, samples_per_s, cache_hit_rate, auc, bayes_auc, auc_gap
-// per run) and "ratios":
-// prefetch_on_vs_off (cluster samples/s with prefetch over without) and
-// cluster_vs_embedded (cluster with prefetch over embedded).
+// per run) and "ratios": prefetch_on_vs_off (cluster samples/s with
+// prefetch over without), cluster_vs_embedded (cluster with prefetch over
+// embedded) and, with the allreduce run, allreduce_vs_ps (cluster_allreduce
+// over cluster_on).
 //
 // Thread-safety: one call at a time (it starts and stops processes).
 #ifndef PSDB_TOOLS_BENCH_TRAIN_BENCH_H_

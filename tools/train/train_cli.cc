@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "collective/group.h"
 #include "rpc/client/client_url.h"
 #include "rpc/client/cluster_worker.h"
 #include "tools/common/args.h"
@@ -46,6 +47,16 @@ constexpr char kUsage[] =
     "N]\n"
     "           [--rank R] [--world W] [--shard_by file|line]\n"
     "           [--staleness K] [--no_prefetch]\n"
+    "           [--dense ps|allreduce] [--dense_backend gloo|nccl]\n"
+    "           [--collective_host HOST]\n"
+    "  (--dense allreduce: the MLP and linear weights are replicated on every\n"
+    "  worker and averaged by AllReduce, gloo over TCP or NCCL on a GPU,\n"
+    "  whose group forms through the scheduler; only with\n"
+    "  scheduler:HOST:PORT and --mode sync, and the default there with 2+\n"
+    "  workers; --dense ps keeps them as psdb dense tables. "
+    "--collective_host:\n"
+    "  the address gloo binds and gives its peers, default this machine's\n"
+    "  hostname)\n"
     "  (--store defaults to $PSDB_URL if set, else local:CDIR/store; with\n"
     "  scheduler:HOST:PORT, rank and world come from the cluster map, rank 0\n"
     "  writes the cluster checkpoints under CDIR, rank r its reports under\n"
@@ -191,6 +202,9 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "no_plot",
                                         "staleness",
                                         "no_prefetch",
+                                        "dense",
+                                        "dense_backend",
+                                        "collective_host",
                                         "dry_run"}));
   o->data_dir = args.GetString("data", "");
   o->checkpoint_dir = args.GetString("checkpoint_dir", "");
@@ -323,6 +337,34 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                           "--staleness is SSP for --mode async with "
                           "--store scheduler:HOST:PORT"));
   }
+  // --dense: "" = the default, decided once the world size is known.
+  const std::string dense = args.GetString("dense", "");
+  if (!dense.empty() && dense != "ps" && dense != "allreduce") {
+    return Usage(err,
+                 absl::InvalidArgumentError(absl::StrCat(
+                     "--dense must be ps or allreduce, not '", dense, "'")));
+  }
+  if (dense == "allreduce" && (!cluster || o.mode != SyncMode::kSync)) {
+    return Usage(err, absl::InvalidArgumentError(
+                          "--dense allreduce needs --store "
+                          "scheduler:HOST:PORT (its group forms through the "
+                          "scheduler) and --mode sync"));
+  }
+  const std::string backend_name = args.GetString("dense_backend", "gloo");
+  absl::StatusOr<collective::Backend> dense_backend =
+      collective::ParseBackend(backend_name);
+  if (!dense_backend.ok()) {
+    return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                          "--dense_backend must be gloo or nccl, not '",
+                          backend_name, "'")));
+  }
+  if (*dense_backend == collective::Backend::kNccl &&
+      !collective::NcclCompiledIn()) {
+    return Usage(err, absl::InvalidArgumentError(
+                          "--dense_backend nccl: this build has no NCCL (CUDA "
+                          "and NCCL were not found when it was configured)"));
+  }
+  const std::string collective_host = args.GetString("collective_host", "");
   if (cache_rows > 0) {
     if (cache_policy != "lru" && cache_policy != "lfu" &&
         cache_policy != "lookahead") {
@@ -374,6 +416,15 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     } else {
       out << absl::StrFormat(", rank %d of %d", o.shard.rank, o.shard.world);
     }
+    out << "\n  dense weights: "
+        << (!dense.empty() ? dense
+            : cluster && o.mode == SyncMode::kSync
+                ? "allreduce with 2+ workers, else ps (default)"
+                : "ps (default)");
+    if (dense != "ps" && cluster && o.mode == SyncMode::kSync) {
+      out << ", backend "
+          << (*dense_backend == collective::Backend::kGloo ? "gloo" : "nccl");
+    }
     out << absl::StrFormat("\n  %d epoch(s), batch %d, cache %d rows", o.epochs,
                            o.batch_size, cache_rows);
     if (cache_rows > 0)
@@ -395,6 +446,7 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
   }
   o.store_description = store;
   std::unique_ptr<rpc::ClusterWorker> worker;
+  std::unique_ptr<collective::AllReducer> reducer;
   std::unique_ptr<ParameterClient> owned;
   ParameterClient* client_ptr = nullptr;
   if (cluster) {
@@ -421,6 +473,23 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
               .string();
     }
     o.after_step = [w](int64_t step) { return w->AfterStep(step); };
+    // The dense AllReduce group: the default in sync mode with 2+ workers.
+    const bool allreduce =
+        dense == "allreduce" ||
+        (dense.empty() && o.mode == SyncMode::kSync && worker->world() >= 2);
+    if (allreduce) {
+      collective::AllReducerOptions ao;
+      ao.backend = *dense_backend;
+      ao.scheduler = worker->scheduler();
+      ao.rank = worker->rank();
+      ao.world = worker->world();
+      ao.host = collective_host;
+      absl::StatusOr<std::unique_ptr<collective::AllReducer>> opened =
+          collective::OpenAllReducer(ao);
+      if (!opened.ok()) return Fail(err, opened.status());
+      reducer = *std::move(opened);
+      o.model.dense_reducer = reducer.get();
+    }
     o.checkpoint_fn = [w, root](int64_t step) {
       return w->Checkpoint(root, step);
     };

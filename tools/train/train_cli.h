@@ -20,11 +20,20 @@
 //            [--deep_optimizer lazy_adam|adagrad --deep_lr F --wide_lr F
 //             --dense_lr F --deep_dim N --hidden 256,128 --block_dim N
 //             --seed N --memory_budget_mb N --no_progress --no_plot]
+//            [--dense ps|allreduce --dense_backend gloo|nccl
+//             --collective_host HOST]
 //       Trains Wide&Deep (train/trainer.h). --store:
 //         local:DIR              embedded Store (default: local:CDIR/store)
 //         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
-//         scheduler:HOST:PORT    not yet supported (rejected)
+//         scheduler:HOST:PORT    a cluster worker (rpc/client/cluster_worker.h)
 //       --cache_rows 0 trains straight on the client (no worker cache).
+//       --dense ps|allreduce: the dense weights (MLP, wide linear) as psdb
+//       dense tables, or replicated on every worker and averaged by
+//       AllReduce (train/replicated_dense.h) over --dense_backend gloo|nccl
+//       (collective/group.h: the group forms through the scheduler;
+//       --collective_host is the address gloo binds). allreduce needs
+//       scheduler:HOST:PORT and --mode sync, and is the default there with
+//       2+ workers.
 //       --dry_run: validate every flag, PSDB_URL and PS_NODE_ID as that
 //       start would, print the settings and which PS_* variables it reads
 //       (PS_NODE_ID, as a cluster worker) or ignores, and exit 0 (1 or 2

@@ -9,11 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "store/table_spec.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 
@@ -25,6 +27,7 @@ using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::MakeTestCertificates;
 using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
@@ -34,14 +37,19 @@ using ::testing::HasSubstr;
 
 class MembershipProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // The scheduler of a 2-server cluster; `tls` are the TLS flags every
+  // process of the test gets (empty: plaintext on loopback).
+  void StartScheduler(std::vector<std::string> tls = {}) {
+    tls_ = std::move(tls);
     sched_port_ = FreeLoopbackPort();
     ChildOptions o = PsSchedulerOptions(sched_port_, 2, 0);
+    o.args.insert(o.args.end(), tls_.begin(), tls_.end());
     ASSERT_OK_AND_ASSIGN(sched_, ChildProcess::Start(o));
   }
 
   absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(
       const std::string& id, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), tls_.begin(), tls_.end());
     return ChildProcess::Start(
         ClusterServerOptions(sched_port_, id, dir_.Sub(id), std::move(extra)));
   }
@@ -61,19 +69,25 @@ class MembershipProcessTest : public ::testing::Test {
 
   ShellResult Admin(const std::string& command, const std::string& node_id,
                     const std::string& extra = "") {
-    return RunShell(absl::StrCat(BuiltBinary("tools/ps-scheduler"), " ",
-                                 command,
-                                 " --scheduler=", sched_->ready_value(),
-                                 " --node_id=", node_id, " ", extra));
+    return RunShell(absl::StrCat(
+        BuiltBinary("tools/ps-scheduler"), " ", command,
+        " --scheduler=", sched_->ready_value(), " --node_id=", node_id, " ",
+        absl::StrJoin(tls_, " "), " ", extra));
   }
 
+  // Rows pushed through a client, s2 joined and added, s0 drained and
+  // stopped: every row reads back as before.
+  void AddThenDrain(const RemoteClientOptions& ro);
+
   int sched_port_ = 0;
+  std::vector<std::string> tls_;
   ScratchDir dir_;
   std::unique_ptr<ChildProcess> sched_;
   std::vector<std::unique_ptr<ChildProcess>> servers_;
 };
 
 TEST_F(MembershipProcessTest, JoinAndRefusals) {
+  StartScheduler();
   // --join before the cluster is ready: exit 1, saying why.
   auto early = StartServer("s9", {"--join"});
   EXPECT_THAT(early, StatusIs(absl::StatusCode::kFailedPrecondition));
@@ -114,23 +128,8 @@ TEST_F(MembershipProcessTest, JoinAndRefusals) {
   EXPECT_THAT(help.output, HasSubstr("max_rows_per_second"));
 }
 
-TEST_F(MembershipProcessTest, AddThenDrainThroughTheCommands) {
+void MembershipProcessTest::AddThenDrain(const RemoteClientOptions& ro) {
   FormCluster();
-  {
-    auto channel = grpc::CreateChannel(servers_[0]->ready_value(),
-                                       grpc::InsecureChannelCredentials());
-    grpc::ClientContext ctx;
-    v1::ReshardRequest req;
-    req.set_phase(v1::RESHARD_PHASE_STATUS);
-    v1::ReshardResponse resp;
-    if (v1::ParameterService::NewStub(channel)
-            ->Reshard(&ctx, req, &resp)
-            .error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      GTEST_SKIP() << "ps-server does not answer Reshard";
-    }
-  }
-  RemoteClientOptions ro;
-  ro.call_timeout = absl::Seconds(60);
   ASSERT_OK_AND_ASSIGN(
       auto client,
       OpenSchedulerRemoteClient(sched_->ready_value(), ro, absl::Seconds(30)));
@@ -182,6 +181,26 @@ TEST_F(MembershipProcessTest, AddThenDrainThroughTheCommands) {
     EXPECT_EQ(after.headers[i].last_update_step,
               before.headers[i].last_update_step);
   }
+}
+
+TEST_F(MembershipProcessTest, AddThenDrainThroughTheCommands) {
+  StartScheduler();
+  RemoteClientOptions ro;
+  ro.call_timeout = absl::Seconds(60);
+  AddThenDrain(ro);
+}
+
+// The same over TLS: the scheduler reaches the servers (Reshard) and the
+// servers reach each other (Migrate) with the CA of their certificates.
+TEST_F(MembershipProcessTest, AddThenDrainOverTls) {
+  ASSERT_OK(MakeTestCertificates(dir_.path()));
+  StartScheduler({absl::StrCat("--tls_cert=", dir_.Sub("server.pem")),
+                  absl::StrCat("--tls_key=", dir_.Sub("server.key")),
+                  absl::StrCat("--tls_ca=", dir_.Sub("ca1.pem"))});
+  RemoteClientOptions ro;
+  ro.call_timeout = absl::Seconds(60);
+  ro.tls.ca_file = dir_.Sub("ca1.pem");
+  AddThenDrain(ro);
 }
 
 }  // namespace
