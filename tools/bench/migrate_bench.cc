@@ -284,10 +284,8 @@ absl::StatusOr<double> Peer(const Params& p, rpc::RemoteClient& cluster,
   return SinceS(start);
 }
 
-// 2. and 3. One add-server of `node_id`, timed, with the COPY phase seen
-// from GetStatus.
 // The coordinator's phases as GetStatus names them, in order (CLOSE runs
-// under "copy").
+// under "handoff").
 constexpr const char* kPhases[] = {"prepare", "copy", "handoff", "commit"};
 constexpr int kNumPhases = 4;
 
@@ -301,6 +299,8 @@ struct AddTime {
   double copy_seconds() const { return phase_seconds[1]; }
 };
 
+// 2. and 3. One add-server of `node_id`, timed, with its phases seen from
+// GetStatus.
 absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
                                   const std::string& node_id) {
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
@@ -563,11 +563,11 @@ struct Results {
   Series rows_moved{"rows_moved", "rows moved (the joining server's keys)"};
   Series migrate{"migrate_rows_per_s", "add-server, PREPARE to COMMIT, rows/s"};
   Series migrate_s{"migrate_s", "  seconds", 3};
-  Series copy{"migrate_copy_rows_per_s", "  COPY (with CLOSE), rows/s"};
+  Series copy{"migrate_copy_rows_per_s", "  COPY, rows/s"};
   Series copy_s{"migrate_copy_s", "  seconds", 3};
   // The other phases (GetStatus, every 5 ms; NaN: went by between polls).
   Series prepare_s{"migrate_prepare_s", "  PREPARE, seconds", 3};
-  Series handoff_s{"migrate_handoff_s", "  HANDOFF, seconds", 3};
+  Series handoff_s{"migrate_handoff_s", "  CLOSE + HANDOFF, seconds", 3};
   Series commit_s{"migrate_commit_s", "  publish + COMMIT, seconds", 3};
   Series peer{"pullrows_putrows_rows_per_s",
               "peer: PullRows from the cluster + PutRows, rows/s"};

@@ -23,8 +23,8 @@
 //     rows_moved must equal the peer's key count (else the round fails).
 //     Its phases are timed apart from GetStatus polled every 5 ms: each
 //     from its first answer (PREPARE: from the call) to the first answer
-//     in a later phase (COPY includes CLOSE, which the status does not
-//     name; NaN for a phase that went by between two polls).
+//     in a later phase (CLOSE, which the status does not name, is counted
+//     in HANDOFF; NaN for a phase that went by between two polls).
 //  3. dip: --workers threads in this process, each with its own RemoteClient
 //     routed by the scheduler's map (OpenSchedulerRemoteClient), loop Pull +
 //     Push (async) of --train_batch Zipf(--alpha) keys over the table. Keys
