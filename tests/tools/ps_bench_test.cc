@@ -106,7 +106,7 @@ std::string Usage(const char* name) {
 }
 
 TEST(PsBenchTest, EveryScenarioAnswersTheSameHelpWords) {
-  ASSERT_EQ(Scenarios().size(), 6);
+  ASSERT_EQ(Scenarios().size(), 7);
   for (const Scenario& s : Scenarios()) {
     const std::string usage = Usage(s.name);
     EXPECT_THAT(usage, StartsWith(absl::StrCat("usage: ps-bench ", s.name)));

@@ -6,6 +6,7 @@
 #include "absl/strings/string_view.h"
 #include "tools/bench/cache_bench.h"
 #include "tools/bench/control_bench.h"
+#include "tools/bench/migrate_bench.h"
 #include "tools/bench/serve_bench.h"
 #include "tools/bench/server_bench.h"
 #include "tools/bench/store_bench.h"
@@ -42,6 +43,10 @@ constexpr Scenario kScenarios[] = {
      "standby scheduler taking the lead, a killed server reaching every "
      "worker's map",
      &RunControlBench},
+    {"migrate",
+     "live resharding (add-server) rows/s vs PullRows + PutRows through the "
+     "public API; training samples/s before, during and after a migration",
+     &RunMigrateBench},
 };
 
 void PrintUsage(std::ostream& os) {
