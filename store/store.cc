@@ -548,16 +548,16 @@ absl::Status Store::ReadRows(absl::string_view table,
 absl::Status Store::ScanKeys(
     absl::string_view table, size_t batch,
     absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("ScanKeys"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->ScanKeys(batch, fn);
 }
 
 absl::StatusOr<uint64_t> Store::DeleteRows(absl::string_view table,
-                                           absl::Span<const uint64_t> keys) {
+                                           absl::Span<const uint64_t> keys,
+                                           bool existing) {
   PSDB_RETURN_IF_ERROR(impl_->CheckWritable("DeleteRows"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
-  return t->DeleteRows(keys);
+  return t->DeleteRows(keys, existing);
 }
 
 absl::StatusOr<CheckpointInfo> Store::Checkpoint(

@@ -193,11 +193,13 @@ class Store {
   // Row transfer for live resharding (rpc/server's migration): the rows
   // that exist, read as they are: ReadRows creates no row, counts no
   // sighting and sets present[i] to 0 for a key with no row (its out row
-  // is then the table's serving default). ScanKeys writes every dirty row,
-  // then calls fn with every key of `table` in numeric order, `batch` keys
-  // at a time, from one RocksDB snapshot (keys created later are not
-  // seen). DeleteRows removes rows from both tiers and returns how many
-  // existed. NotFound for an unknown table.
+  // is then the table's serving default). ScanKeys calls fn with every key
+  // of `table` that exists when it starts, each once, `batch` keys at a
+  // time: the resident ones first, then those only on disk (one RocksDB
+  // snapshot); it writes nothing, and rows created meanwhile may or may
+  // not be seen. DeleteRows removes rows from both tiers and returns how
+  // many existed; with `existing` the caller vouches that every key has a
+  // row (no disk read to check). NotFound for an unknown table.
   absl::Status ReadRows(absl::string_view table,
                         absl::Span<const uint64_t> keys, RowBatch* out,
                         std::vector<uint8_t>* present);
@@ -205,7 +207,8 @@ class Store {
       absl::string_view table, size_t batch,
       absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn);
   absl::StatusOr<uint64_t> DeleteRows(absl::string_view table,
-                                      absl::Span<const uint64_t> keys);
+                                      absl::Span<const uint64_t> keys,
+                                      bool existing = false);
 
   // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
   absl::Status Flush();

@@ -145,14 +145,12 @@ class Table {
   // returns how many. Call after FlushDirty.
   absl::StatusOr<uint64_t> ExpireRows();
 
-  // Migration (Store::ScanKeys, Store::DeleteRows): writes every dirty row,
-  // then calls fn with the table's keys in numeric order, `batch` at a
-  // time, from one RocksDB snapshot; stops at fn's first error.
+  // Migration (Store::ScanKeys, Store::DeleteRows; semantics there).
   absl::Status ScanKeys(
       size_t batch,
       absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn);
-  // Deletes the rows of `keys` from both tiers; returns how many existed.
-  absl::StatusOr<uint64_t> DeleteRows(absl::Span<const uint64_t> keys);
+  absl::StatusOr<uint64_t> DeleteRows(absl::Span<const uint64_t> keys,
+                                      bool existing);
 
   // Up to `max` keys resident in the memory tier, stripe by stripe.
   std::vector<uint64_t> ResidentKeys(size_t max);

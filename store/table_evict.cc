@@ -248,17 +248,30 @@ absl::Status Table::ScanKeys(
     size_t batch,
     absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn) {
   if (batch == 0) return absl::InvalidArgumentError("ScanKeys batch is 0");
-  // Every row that exists now is on disk after the flush (created rows are
-  // dirty), so the iterator's snapshot holds every key of this moment.
-  PSDB_RETURN_IF_ERROR(FlushDirty().status());
+  // The resident keys first (nothing is flushed: a row may be only in
+  // memory), then the keys only on disk, from a RocksDB snapshot taken
+  // after the memory pass: a row evicted meanwhile is in `resident`, one
+  // evicted before is on disk.
+  std::vector<uint64_t> keys;
+  absl::flat_hash_set<uint64_t> resident;
+  for (int s = 0; s < mem_.num_stripes(); ++s) {
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (const auto& [key, slot] : st.index) keys.push_back(key);
+  }
+  resident.insert(keys.begin(), keys.end());
+  for (size_t begin = 0; begin < keys.size(); begin += batch) {
+    PSDB_RETURN_IF_ERROR(fn(absl::MakeConstSpan(keys).subspan(
+        begin, std::min(batch, keys.size() - begin))));
+  }
+  keys.clear();
   std::unique_ptr<rocksdb::Iterator> it(
       disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
-  std::vector<uint64_t> keys;
-  keys.reserve(batch);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     uint64_t key;
     PSDB_RETURN_IF_ERROR(
         DecodeKey(absl::string_view(it->key().data(), it->key().size()), &key));
+    if (resident.contains(key)) continue;
     keys.push_back(key);
     if (keys.size() == batch) {
       PSDB_RETURN_IF_ERROR(fn(keys));
@@ -270,7 +283,8 @@ absl::Status Table::ScanKeys(
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys) {
+absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys,
+                                           bool existing) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
   std::vector<uint64_t> sorted(keys.begin(), keys.end());
   std::sort(sorted.begin(), sorted.end(), [&](uint64_t a, uint64_t b) {
@@ -301,6 +315,8 @@ absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys) {
         const uint32_t slot = mit->second;
         RemoveLocked(st, key, slot);
         freed.push_back(slot);
+      } else if (existing) {
+        existed = true;
       } else {
         std::string value;
         status = disk_->Get(cf_, k, &value, &existed);

@@ -135,6 +135,7 @@ std::vector<std::function<void()>> Resharder::EndLocked() {
   source_ = closed_ = holding_ = false;
   started_steps_.clear();
   touched_.clear();
+  handed_over_.clear();
   active_.store(false, std::memory_order_release);
   std::vector<std::function<void()>> parked;
   parked.swap(parked_);
@@ -232,6 +233,7 @@ absl::Status Resharder::Prepare(const v1::ReshardRequest& req) {
   closed_ = holding_ = false;
   started_steps_.clear();
   touched_.clear();
+  handed_over_.clear();
   rows_to_move_ = 0;
   rows_moved_ = 0;
   rows_received_ = 0;
@@ -258,36 +260,27 @@ absl::Status Resharder::Copy(const v1::ReshardRequest& req,
   auto leaves = [&](uint64_t key) {
     return current->Owner(key) == self_ && target->Owner(key) != self_;
   };
-  // Counted first, so progress has a denominator.
-  uint64_t to_move = 0;
+  // One pass over the keys (memory, then disk; nothing is flushed): the
+  // leaving ones, which also give progress its denominator.
   const std::vector<TableSpec> tables = store_->ListTables();
-  for (const TableSpec& spec : tables) {
-    PSDB_RETURN_IF_ERROR(store_->ScanKeys(spec.name, kScanBatch,
-                                          [&](absl::Span<const uint64_t> keys) {
-                                            for (uint64_t key : keys)
-                                              to_move += leaves(key) ? 1 : 0;
-                                            return absl::OkStatus();
-                                          }));
+  std::vector<std::vector<uint64_t>> leaving(tables.size());
+  uint64_t to_move = 0;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(
+        tables[t].name, kScanBatch, [&](absl::Span<const uint64_t> keys) {
+          for (uint64_t key : keys) {
+            if (leaves(key)) leaving[t].push_back(key);
+          }
+          return absl::OkStatus();
+        }));
+    to_move += leaving[t].size();
   }
   {
     absl::MutexLock lock(&mu_);
     rows_to_move_ = to_move;
   }
-  for (const TableSpec& spec : tables) {
-    std::vector<uint64_t> pending;
-    PSDB_RETURN_IF_ERROR(store_->ScanKeys(
-        spec.name, kScanBatch,
-        [&](absl::Span<const uint64_t> keys) -> absl::Status {
-          for (uint64_t key : keys) {
-            if (leaves(key)) pending.push_back(key);
-          }
-          if (pending.size() < batch_rows) return absl::OkStatus();
-          absl::Status sent = SendRows(spec, pending, batch_rows,
-                                       req.max_rows_per_second(), deadline);
-          pending.clear();
-          return sent;
-        }));
-    PSDB_RETURN_IF_ERROR(SendRows(spec, pending, batch_rows,
+  for (size_t t = 0; t < tables.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(SendRows(tables[t], leaving[t], batch_rows,
                                   req.max_rows_per_second(), deadline));
   }
   absl::MutexLock lock(&mu_);
@@ -382,8 +375,22 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
   // Keys by new owner, in their order.
   absl::flat_hash_map<ServerId, std::vector<uint64_t>> by_owner;
   for (uint64_t key : keys) by_owner[target->Owner(key)].push_back(key);
+  // Up to kInFlight Migrate calls at once (reading and encoding the next
+  // batch while the last ones travel and are applied).
+  constexpr int kInFlight = 4;
+  struct Flight {
+    grpc::ClientContext ctx;
+    v1::MigrateRequest req;
+    v1::MigrateResponse resp;
+    std::string where;
+  };
+  absl::Mutex flight_mu;
+  int in_flight = 0;
+  absl::Status first_error;
+  std::vector<uint64_t> sent_keys;
   const absl::Time start = absl::Now();
-  uint64_t sent_here = 0;
+  uint64_t launched = 0;
+  absl::Status status;
   for (const auto& [owner, owned] : by_owner) {
     const ServerInfo* info = target->Find(owner);
     if (info == nullptr) {
@@ -391,50 +398,78 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
           absl::StrCat("target map has no server ", owner));
     }
     PSDB_ASSIGN_OR_RETURN(Peer * peer, PeerFor(owner, info->address));
-    for (size_t begin = 0; begin < owned.size(); begin += batch_rows) {
+    for (size_t begin = 0; begin < owned.size() && status.ok();
+         begin += batch_rows) {
       const absl::Span<const uint64_t> chunk =
           absl::MakeConstSpan(owned).subspan(
               begin, std::min(batch_rows, owned.size() - begin));
       RowBatch rows;
       std::vector<uint8_t> present;
-      PSDB_RETURN_IF_ERROR(store_->ReadRows(spec.name, chunk, &rows, &present));
-      v1::MigrateRequest req;
-      req.set_migration_id(id);
-      *req.mutable_spec() = TableSpecToProto(spec);
+      status = store_->ReadRows(spec.name, chunk, &rows, &present);
+      if (!status.ok()) break;
+      auto flight = std::make_shared<Flight>();
+      flight->req.set_migration_id(id);
+      *flight->req.mutable_spec() = TableSpecToProto(spec);
       RowBatch kept;
       kept.Resize(rows.dim, rows.state_size, 0);
       for (size_t i = 0; i < chunk.size(); ++i) {
         if (!present[i]) continue;  // never materialized (admission)
-        req.add_keys(chunk[i]);
+        flight->req.add_keys(chunk[i]);
         kept.AppendFrom(rows, i);
       }
-      if (req.keys_size() == 0) continue;
-      ToProto(kept, req.mutable_rows());
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(deadline));
-      v1::MigrateResponse resp;
-      const grpc::Status status = peer->stub->Migrate(&ctx, req, &resp);
-      if (!status.ok()) {
-        return Annotate(
-            FromGrpcStatus(status),
-            absl::StrCat("Migrate to server ", owner, " at ", info->address,
-                         ", table '", spec.name, "'"));
+      if (flight->req.keys_size() == 0) continue;
+      ToProto(kept, flight->req.mutable_rows());
+      sent_keys.insert(sent_keys.end(), flight->req.keys().begin(),
+                       flight->req.keys().end());
+      flight->where = absl::StrCat("Migrate to server ", owner, " at ",
+                                   info->address, ", table '", spec.name, "'");
+      flight->ctx.set_deadline(absl::ToChronoTime(deadline));
+      {
+        absl::MutexLock lock(&flight_mu);
+        flight_mu.Await(absl::Condition(
+            +[](int* n) { return *n < kInFlight; }, &in_flight));
+        if (!first_error.ok()) {
+          status = first_error;
+          break;
+        }
+        ++in_flight;
       }
-      rows_moved_.fetch_add(req.keys_size());
-      sent_here += req.keys_size();
+      const int n = flight->req.keys_size();
+      peer->stub->async()->Migrate(
+          &flight->ctx, &flight->req, &flight->resp,
+          [this, flight, n, &flight_mu, &in_flight,
+           &first_error](grpc::Status s) {
+            if (s.ok()) rows_moved_.fetch_add(n);
+            absl::MutexLock lock(&flight_mu);
+            if (!s.ok() && first_error.ok()) {
+              first_error = Annotate(FromGrpcStatus(s), flight->where);
+            }
+            --in_flight;
+          });
+      launched += n;
       if (rows_per_second > 0) {
         // A throttle, not a wait for a condition: keep to the rate.
         const absl::Time due =
-            start + absl::Seconds(static_cast<double>(sent_here) /
+            start + absl::Seconds(static_cast<double>(launched) /
                                   static_cast<double>(rows_per_second));
         if (due > deadline) {
-          return absl::DeadlineExceededError(
+          status = absl::DeadlineExceededError(
               "live resharding: the rate limit does not fit the deadline");
+          break;
         }
         absl::SleepFor(due - absl::Now());
       }
     }
+    if (!status.ok()) break;
   }
+  absl::MutexLock lock(&flight_mu);
+  flight_mu.Await(
+      absl::Condition(+[](int* n) { return *n == 0; }, &in_flight));
+  if (status.ok()) status = first_error;
+  if (!status.ok()) return status;
+  absl::MutexLock state_lock(&mu_);
+  std::vector<uint64_t>& handed = handed_over_[spec.name];
+  handed.insert(handed.end(), sent_keys.begin(), sent_keys.end());
   return absl::OkStatus();
 }
 
@@ -457,7 +492,8 @@ absl::StatusOr<Resharder::Peer*> Resharder::PeerFor(
 absl::Status Resharder::Commit(const v1::ReshardRequest& req) {
   PSDB_ASSIGN_OR_RETURN(ClusterMap published,
                         ClusterMapFromProto(req.target()));
-  bool drop = false;
+  bool scan = false;
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> handed;
   std::vector<std::function<void()>> resume;
   {
     absl::MutexLock lock(&mu_);
@@ -476,12 +512,32 @@ absl::Status Resharder::Commit(const v1::ReshardRequest& req) {
     }
     // A source, or a server that was not prepared (restarted) and may hold
     // rows it no longer owns.
-    drop = source_ || phase_ == Phase::kNone || id_ != req.migration_id();
+    // A server that was not prepared (restarted) may hold rows it no
+    // longer owns: it scans for them.
+    scan = phase_ == Phase::kNone || id_ != req.migration_id();
+    if (!scan) handed.swap(handed_over_);
     map_ = std::make_shared<const ClusterMap>(std::move(published));
     resume = EndLocked();
   }
   for (auto& fn : resume) fn();
-  return drop ? DropForeignRows() : absl::OkStatus();
+  if (scan) return DropForeignRows();
+  // A source deletes what it handed over (every such row exists: nothing
+  // can delete it while it is in flight).
+  for (auto& [table, keys] : handed) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (size_t begin = 0; begin < keys.size(); begin += max_batch_keys_) {
+      absl::StatusOr<uint64_t> deleted = store_->DeleteRows(
+          table,
+          absl::MakeConstSpan(keys).subspan(
+              begin, std::min(max_batch_keys_, keys.size() - begin)),
+          /*existing=*/true);
+      if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
+        return deleted.status();
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Resharder::Abort() {

@@ -7,10 +7,11 @@
 // migration is prepared, its target ring. Roles in one migration:
 //  - source: owns keys under the current map that the target gives to
 //    another server. From PREPARE it records every handed-over key a
-//    request touches; COPY streams a snapshot of its handed-over rows to
-//    their new owners (Migrate); HANDOFF holds new requests for handed-over
+//    request touches; COPY streams its handed-over rows (the keys present
+//    when it starts, read as they are when sent) to their new owners
+//    (Migrate); HANDOFF holds new requests for handed-over
 //    keys, waits for those running, and re-sends every touched row; COMMIT
-//    installs the published map and deletes the rows it no longer owns.
+//    installs the published map and deletes the rows it handed over.
 //  - every server of the old map, at CLOSE: stops starting new synchronous
 //    steps (a sync push of a step no push of which has arrived yet is held)
 //    and waits for the steps already started to be applied (no round left
@@ -129,8 +130,9 @@ class Resharder {
   absl::Status Commit(const v1::ReshardRequest& req);
   absl::Status Abort();
   // Sends the existing rows of `keys` (all leaving) of `table` to their
-  // owners under the target, `batch_rows` per call, at most
-  // `rows_per_second`; adds to rows_moved_.
+  // owners under the target, `batch_rows` per call with a few calls in
+  // flight, at most `rows_per_second`; adds to rows_moved_ and records the
+  // keys sent in handed_over_.
   absl::Status SendRows(const TableSpec& spec, absl::Span<const uint64_t> keys,
                         size_t batch_rows, int64_t rows_per_second,
                         absl::Time deadline);
@@ -176,6 +178,9 @@ class Resharder {
   std::vector<std::function<void()>> parked_ ABSL_GUARDED_BY(mu_);
   // Leaving keys touched since PREPARE, per table.
   absl::flat_hash_map<std::string, absl::flat_hash_set<uint64_t>> touched_
+      ABSL_GUARDED_BY(mu_);
+  // Keys whose rows were sent, per table (deleted at COMMIT).
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> handed_over_
       ABSL_GUARDED_BY(mu_);
   uint64_t rows_to_move_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> rows_moved_{0};

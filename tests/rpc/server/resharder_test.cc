@@ -164,7 +164,7 @@ class LiveCluster {
     return phase(v1::RESHARD_PHASE_COMMIT, all, target);
   }
 
-  // Every key of `table` each server's store holds.
+  // Every key of `table` each server's store holds, sorted.
   std::vector<std::vector<uint64_t>> KeysByServer(const std::string& table) {
     std::vector<std::vector<uint64_t>> out(stores_.size());
     for (size_t i = 0; i < stores_.size(); ++i) {
@@ -173,6 +173,7 @@ class LiveCluster {
             out[i].insert(out[i].end(), keys.begin(), keys.end());
             return absl::OkStatus();
           }));
+      std::sort(out[i].begin(), out[i].end());
     }
     return out;
   }
