@@ -2,6 +2,7 @@
 // the embedded store: gen, train, checkpoints, reports, determinism.
 #include "tools/train/train_cli.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -195,6 +196,30 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
       }
     }
   }
+}
+
+// The lr baseline's FTRL rate defaults to 1.0, the others' to 0.05; an
+// explicit --wide_lr wins. Read back from the checkpoint's table specs.
+TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
+  auto wide_lr = [&](const std::string& ckpt,
+                     std::vector<std::string> flags) -> float {
+    std::vector<std::string> args = TrainArgs(ckpt);
+    const auto at = std::find(args.begin(), args.end(), "--wide_lr");
+    args.erase(at, at + 2);
+    args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0"});
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(RunPsTrain(args), 0);
+    auto reader = ckpt::CheckpointReader::Open(dir_.Sub(ckpt));
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return -1;
+    for (const ckpt::TableInfo& t : (*reader)->tables()) {
+      if (t.spec.name == "wide") return t.spec.optimizer.learning_rate;
+    }
+    return -1;
+  };
+  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 1.0f);
+  EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
+  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.05f);
 }
 
 TEST_F(TrainCliTest, RejectsBadModelFlags) {

@@ -29,6 +29,9 @@
 namespace psdb::train {
 namespace {
 
+// --wide_lr's default for --model lr (the others': WideDeepConfig's 0.05).
+constexpr double kLrWideLr = 1.0;
+
 constexpr char kUsage[] =
     "usage:\n"
     "  ps-train gen --out DIR [--kind additive|pairs|longtail] [--seed N]\n"
@@ -66,7 +69,8 @@ constexpr char kUsage[] =
     "  embeddings; deepfm: + the FM second-order term over the deep\n"
     "  embeddings; dcn: + DCN-v2 cross layers (--cross_layers, default 2)\n"
     "  beside the MLP; lr: the wide part alone, a logistic regression on\n"
-    "  hashed one-hot features, the baseline)\n"
+    "  hashed one-hot features, the baseline, whose --wide_lr defaults to\n"
+    "  1.0 instead of 0.05)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
@@ -292,8 +296,12 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(double lr,
                         args.GetDouble("deep_lr", deep_lr_default, 1e-9, 100));
   o->model.deep_lr = static_cast<float>(lr);
+  // The wide part alone (lr) learns at a larger FTRL rate: one epoch of
+  // ps-bench train's data peaks at 1.0 (AUC and log-loss; BENCHMARKS.md).
+  const double wide_lr_default =
+      o->model.kind == ModelKind::kLr ? kLrWideLr : o->model.wide_lr;
   PSDB_ASSIGN_OR_RETURN(lr,
-                        args.GetDouble("wide_lr", o->model.wide_lr, 1e-9, 100));
+                        args.GetDouble("wide_lr", wide_lr_default, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));

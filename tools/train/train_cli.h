@@ -25,7 +25,8 @@
 //             --collective_host HOST]
 //       Trains the --model (train/wide_deep.h: Wide&Deep, the default;
 //       DeepFM; DCN-v2 with --cross_layers cross layers, default 2; or the
-//       lr baseline, the wide part alone) (train/trainer.h). --store:
+//       lr baseline, the wide part alone, whose --wide_lr defaults to 1.0)
+//       (train/trainer.h). --store:
 //         local:DIR              embedded Store (default: local:CDIR/store)
 //         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
 //         scheduler:HOST:PORT    a cluster worker (rpc/client/cluster_worker.h)
