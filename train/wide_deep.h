@@ -115,8 +115,8 @@ struct WideDeepShape {
   int deep_dim = 16;
   // Unused by kLr.
   Mlp mlp{{kNumCatFeatures * 16 + kNumIntFeatures, 256, 128, 1}};
-  // Used by kDcn only.
-  CrossNet cross{kNumCatFeatures * 16 + kNumIntFeatures, 2};
+  // kDcn's cross network (0 layers, unused, for the other kinds).
+  CrossNet cross{kNumCatFeatures * 16 + kNumIntFeatures, 0};
   // Whether the model has a deep part (deep embeddings and an MLP).
   bool has_deep() const { return kind != ModelKind::kLr; }
 };

@@ -238,6 +238,12 @@ TEST_F(TrainCliTest, RejectsBadModelFlags) {
   // Nothing was created.
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
   std::string out;
+  args = TrainArgs("ckpt-model");
+  args.insert(args.end(),
+              {"--model", "dcn", "--cross_layers", "3", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out), 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\n  model dcn (3 cross layers)\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
   EXPECT_EQ(RunPsTrain({"--help"}, &out), 0);
   EXPECT_THAT(out, ::testing::HasSubstr("--model wide_deep|deepfm|dcn|lr"));
 }
