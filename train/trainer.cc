@@ -169,8 +169,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   }
 
   std::fprintf(log,
-               "ps-train: Wide&Deep on %s (%zu train files, %zu test files, "
+               "ps-train: %s on %s (%zu train files, %zu test files, "
                "rank %d of %d, shard by %s), mode %s\n",
+               std::string(ModelKindTitle(config.kind)).c_str(),
                options.data_dir.c_str(), reader->files().size(),
                data.test_files.size(), options.shard.rank, options.shard.world,
                options.shard.shard_by == ShardBy::kFile ? "file" : "line",

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "train/fm.h"
 #include "util/status_macros.h"
 
 namespace psdb::train {
@@ -16,8 +17,13 @@ constexpr char kDeepTable[] = "deep";
 constexpr char kLinearTable[] = "wide_linear";
 constexpr int kLinearSize = kNumIntFeatures + 1;
 
+// Width of the deep input, [26 deep embeddings | 13 normalized ints].
+int DeepInputWidth(const WideDeepConfig& c) {
+  return kNumCatFeatures * c.deep_dim + kNumIntFeatures;
+}
+
 std::vector<int> MlpSizes(const WideDeepConfig& c) {
-  std::vector<int> sizes = {kNumCatFeatures * c.deep_dim + kNumIntFeatures};
+  std::vector<int> sizes = {DeepInputWidth(c)};
   sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
   sizes.push_back(1);
   return sizes;
@@ -32,12 +38,59 @@ optim::OptimizerSpec Ftrl(const WideDeepConfig& c) {
   return o;
 }
 
+// "mlp.w0", "mlp.b0", ... of Mlp::TensorSizes() index t; "cross.w0",
+// "cross.b0", ..., "cross.out" of CrossNet::TensorSizes() index t.
+std::string MlpTensorName(size_t t) {
+  return absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", t / 2);
+}
+std::string CrossTensorName(const CrossNet& cross, size_t t) {
+  if (t == static_cast<size_t>(2 * cross.layers())) return "cross.out";
+  return absl::StrCat("cross.", t % 2 == 0 ? "w" : "b", t / 2);
+}
+
+constexpr struct {
+  ModelKind kind;
+  absl::string_view name;
+  absl::string_view title;
+} kModelKinds[] = {
+    {ModelKind::kWideDeep, "wide_deep", "Wide&Deep"},
+    {ModelKind::kDeepFm, "deepfm", "DeepFM"},
+    {ModelKind::kDcn, "dcn", "DCN-v2"},
+    {ModelKind::kLr, "lr", "LR (hashed one-hot, FTRL)"},
+};
+
 }  // namespace
+
+absl::string_view ModelKindName(ModelKind kind) {
+  for (const auto& k : kModelKinds) {
+    if (k.kind == kind) return k.name;
+  }
+  return "unknown";
+}
+
+absl::string_view ModelKindTitle(ModelKind kind) {
+  for (const auto& k : kModelKinds) {
+    if (k.kind == kind) return k.title;
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ModelKind> ParseModelKind(absl::string_view name) {
+  for (const auto& k : kModelKinds) {
+    if (k.name == name) return k.kind;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model '", name, "' (wide_deep, deepfm, dcn or lr)"));
+}
 
 WideDeepShape ShapeOf(const WideDeepConfig& config) {
   WideDeepShape shape;
+  shape.kind = config.kind;
   shape.deep_dim = config.deep_dim;
   shape.mlp = Mlp(MlpSizes(config));
+  shape.cross =
+      CrossNet(DeepInputWidth(config),
+               config.kind == ModelKind::kDcn ? config.cross_layers : 0);
   return shape;
 }
 
@@ -69,18 +122,37 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   const int d = shape.deep_dim;
   const int deep_width = kNumCatFeatures * d;
   const int mlp_in = deep_width + kNumIntFeatures;
-  // MLP input: [deep embeddings | normalized integer features].
-  std::vector<float> x(static_cast<size_t>(n) * mlp_in);
-  for (int i = 0; i < n; ++i) {
-    std::copy_n(in.deep.begin() + static_cast<size_t>(i) * deep_width,
-                deep_width, x.begin() + static_cast<size_t>(i) * mlp_in);
-    std::copy_n(in.dense.begin() + static_cast<size_t>(i) * kNumIntFeatures,
-                kNumIntFeatures,
-                x.begin() + static_cast<size_t>(i) * mlp_in + deep_width);
-  }
+  const bool fm = shape.kind == ModelKind::kDeepFm;
+  const bool cross = shape.kind == ModelKind::kDcn;
+  // Deep input (MLP and cross network): [deep embeddings | normalized
+  // integer features].
+  std::vector<float> x;
   Mlp::Workspace ws;
-  std::vector<float> deep_logit(n);
-  shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit));
+  CrossNet::Workspace cross_ws;
+  std::vector<float> deep_logit(n, 0.0f);
+  if (shape.has_deep()) {
+    x.resize(static_cast<size_t>(n) * mlp_in);
+    for (int i = 0; i < n; ++i) {
+      std::copy_n(in.deep.begin() + static_cast<size_t>(i) * deep_width,
+                  deep_width, x.begin() + static_cast<size_t>(i) * mlp_in);
+      std::copy_n(in.dense.begin() + static_cast<size_t>(i) * kNumIntFeatures,
+                  kNumIntFeatures,
+                  x.begin() + static_cast<size_t>(i) * mlp_in + deep_width);
+    }
+    shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit));
+  }
+  // The deep logit adds the extra part's output to the MLP's (Wide&Deep's
+  // stays the MLP's, bit for bit).
+  std::vector<float> extra;
+  if (fm || cross) {
+    extra.resize(n);
+    if (fm) {
+      FmForward(in.deep, n, kNumCatFeatures, d, absl::MakeSpan(extra));
+    } else {
+      shape.cross.Forward(in.cross, x, n, &cross_ws, absl::MakeSpan(extra));
+    }
+    for (int i = 0; i < n; ++i) deep_logit[i] += extra[i];
+  }
 
   probs->resize(n);
   std::vector<float> dlogit(n);
@@ -127,19 +199,42 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
     }
     grads->linear[kNumIntFeatures] += dlogit[i];
   }
-  const std::vector<size_t> sizes = shape.mlp.TensorSizes();
-  grads->mlp.resize(sizes.size());
-  std::vector<absl::Span<float>> mlp_grads;
-  for (size_t t = 0; t < sizes.size(); ++t) {
-    grads->mlp[t].resize(sizes[t]);
-    mlp_grads.push_back(absl::MakeSpan(grads->mlp[t]));
+  if (!shape.has_deep()) {
+    grads->deep.clear();
+    grads->mlp.clear();
+    grads->cross.clear();
+    return loss;
   }
+  // Sized per tensor; the parts' Backward overwrite them.
+  auto spans = [](const std::vector<size_t>& sizes,
+                  std::vector<std::vector<float>>* g) {
+    g->resize(sizes.size());
+    std::vector<absl::Span<float>> out;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      (*g)[t].resize(sizes[t]);
+      out.push_back(absl::MakeSpan((*g)[t]));
+    }
+    return out;
+  };
   std::vector<float> dx(x.size());
-  shape.mlp.Backward(in.mlp, ws, dlogit, n, mlp_grads, absl::MakeSpan(dx));
+  shape.mlp.Backward(in.mlp, ws, dlogit, n,
+                     spans(shape.mlp.TensorSizes(), &grads->mlp),
+                     absl::MakeSpan(dx));
+  if (cross) {
+    shape.cross.Backward(in.cross, cross_ws, dlogit, n,
+                         spans(shape.cross.TensorSizes(), &grads->cross),
+                         absl::MakeSpan(dx));
+  } else {
+    grads->cross.clear();
+  }
   grads->deep.resize(static_cast<size_t>(n) * deep_width);
   for (int i = 0; i < n; ++i) {
     std::copy_n(dx.begin() + static_cast<size_t>(i) * mlp_in, deep_width,
                 grads->deep.begin() + static_cast<size_t>(i) * deep_width);
+  }
+  if (fm) {
+    FmBackward(in.deep, n, kNumCatFeatures, d, dlogit,
+               absl::MakeSpan(grads->deep));
   }
   return loss;
 }
@@ -152,13 +247,22 @@ WideDeepModel::WideDeepModel(const WideDeepConfig& config,
       client_(client),
       embeddings_(embeddings),
       linear_(kLinearTable, kLinearSize, config.block_dim) {
-  const std::vector<size_t> sizes = shape_.mlp.TensorSizes();
-  for (size_t t = 0; t < sizes.size(); ++t) {
-    mlp_tensors_.emplace_back(
-        absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", t / 2), sizes[t],
-        config.block_dim);
-    mlp_values_.emplace_back(sizes[t]);
-    push_mlp_.emplace_back(sizes[t]);
+  if (shape_.has_deep()) {
+    const std::vector<size_t> sizes = shape_.mlp.TensorSizes();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      mlp_tensors_.emplace_back(MlpTensorName(t), sizes[t], config.block_dim);
+      mlp_values_.emplace_back(sizes[t]);
+      push_mlp_.emplace_back(sizes[t]);
+    }
+  }
+  if (config.kind == ModelKind::kDcn) {
+    const std::vector<size_t> sizes = shape_.cross.TensorSizes();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      cross_tensors_.emplace_back(CrossTensorName(shape_.cross, t), sizes[t],
+                                  config.block_dim);
+      cross_values_.emplace_back(sizes[t]);
+      push_cross_.emplace_back(sizes[t]);
+    }
   }
   linear_values_.resize(kLinearSize);
 }
@@ -171,6 +275,11 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   if (config.deep_dim < 1 || config.block_dim < 1 || config.hidden.empty()) {
     return absl::InvalidArgumentError(
         "wide&deep: deep_dim, block_dim >= 1 and at least one hidden layer");
+  }
+  if (config.kind == ModelKind::kDcn &&
+      (config.cross_layers < 1 || config.cross_layers > 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dcn: cross_layers must be in [1, 16], not ", config.cross_layers));
   }
   if (config.deep_optimizer != optim::OptimizerKind::kLazyAdam &&
       config.deep_optimizer != optim::OptimizerKind::kAdagrad) {
@@ -191,6 +300,7 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   if (config.dense_reducer != nullptr) {
     std::vector<const DenseTensor*> tensors = {&model->linear_};
     for (const DenseTensor& t : model->mlp_tensors_) tensors.push_back(&t);
+    for (const DenseTensor& t : model->cross_tensors_) tensors.push_back(&t);
     std::vector<TableSpec> specs;
     const std::vector<TableSpec> all = ModelTableSpecs(config);
     for (const DenseTensor* t : tensors) {
@@ -220,6 +330,7 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   wide.seed = seed;
   specs.push_back(wide);
 
+  const bool has_deep = config.kind != ModelKind::kLr;
   TableSpec deep;
   deep.name = kDeepTable;
   deep.dim = config.deep_dim;
@@ -227,26 +338,41 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   deep.optimizer.kind = config.deep_optimizer;
   deep.optimizer.learning_rate = config.deep_lr;
   deep.seed = seed + 1;
-  specs.push_back(deep);
+  if (has_deep) specs.push_back(deep);
 
   DenseTensor linear(kLinearTable, kLinearSize, config.block_dim);
   specs.push_back(
       linear.Spec({InitKind::kZeros, 0, 0}, Ftrl(config), seed + 2));
 
+  if (!has_deep) return specs;
   optim::OptimizerSpec adam;
   adam.kind = optim::OptimizerKind::kAdam;
   adam.learning_rate = config.dense_lr;
-  const Mlp mlp(MlpSizes(config));
-  const std::vector<size_t> sizes = mlp.TensorSizes();
+  const WideDeepShape shape = ShapeOf(config);
+  const std::vector<size_t> sizes = shape.mlp.TensorSizes();
   for (size_t t = 0; t < sizes.size(); ++t) {
     const int layer = static_cast<int>(t / 2);
-    const float limit = mlp.GlorotLimit(layer);
+    const float limit = shape.mlp.GlorotLimit(layer);
     const InitializerSpec init =
         t % 2 == 0 ? InitializerSpec{InitKind::kUniform, -limit, limit}
                    : InitializerSpec{InitKind::kZeros, 0, 0};
-    DenseTensor tensor(absl::StrCat("mlp.", t % 2 == 0 ? "w" : "b", layer),
-                       sizes[t], config.block_dim);
+    DenseTensor tensor(MlpTensorName(t), sizes[t], config.block_dim);
     specs.push_back(tensor.Spec(init, adam, seed + 3 + t));
+  }
+  if (config.kind != ModelKind::kDcn) return specs;
+  // Cross weights and readout Glorot-uniform, biases zero (DCN-v2's
+  // initialization); seeds after the MLP's.
+  const std::vector<size_t> cross_sizes = shape.cross.TensorSizes();
+  for (size_t t = 0; t < cross_sizes.size(); ++t) {
+    const bool out = t == cross_sizes.size() - 1;
+    const float limit =
+        out ? shape.cross.OutGlorotLimit() : shape.cross.LayerGlorotLimit();
+    const InitializerSpec init =
+        out || t % 2 == 0 ? InitializerSpec{InitKind::kUniform, -limit, limit}
+                          : InitializerSpec{InitKind::kZeros, 0, 0};
+    DenseTensor tensor(CrossTensorName(shape.cross, t), cross_sizes[t],
+                       config.block_dim);
+    specs.push_back(tensor.Spec(init, adam, seed + 3 + sizes.size() + t));
   }
   return specs;
 }
@@ -267,11 +393,16 @@ absl::Status CreateModelTables(const WideDeepConfig& config,
   return absl::OkStatus();
 }
 
-std::vector<std::string> EmbeddingTables() { return {kWideTable, kDeepTable}; }
+std::vector<std::string> EmbeddingTables(const WideDeepConfig& config) {
+  if (config.kind == ModelKind::kLr) return {kWideTable};
+  return {kWideTable, kDeepTable};
+}
 
 std::vector<std::string> WideDeepModel::TableNames() const {
-  std::vector<std::string> names = {kWideTable, kDeepTable, kLinearTable};
-  for (const DenseTensor& t : mlp_tensors_) names.push_back(t.table());
+  std::vector<std::string> names;
+  for (const TableSpec& spec : ModelTableSpecs(config_)) {
+    names.push_back(spec.name);
+  }
   return names;
 }
 
@@ -291,6 +422,7 @@ void WideDeepModel::Dedup(const CriteoBatch& batch, std::vector<uint64_t>* uniq,
 
 std::vector<EmbeddingRequest> WideDeepModel::Requests(
     const std::vector<uint64_t>& ids) const {
+  if (!shape_.has_deep()) return {EmbeddingRequest{kWideTable, 1, ids}};
   return {EmbeddingRequest{kWideTable, 1, ids},
           EmbeddingRequest{kDeepTable, config_.deep_dim, ids}};
 }
@@ -318,21 +450,27 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     PSDB_RETURN_IF_ERROR(embeddings_->Prefetch(next_requests));
   }
   const std::vector<float>& wide_rows = rows_[0];
-  const std::vector<float>& deep_rows = rows_[1];
   wide_pos_.resize(inv_.size());
-  deep_pos_.resize(inv_.size() * d);
-  for (size_t i = 0; i < inv_.size(); ++i) {
-    wide_pos_[i] = wide_rows[inv_[i]];
-    std::copy_n(deep_rows.begin() + static_cast<size_t>(inv_[i]) * d, d,
-                deep_pos_.begin() + i * d);
+  for (size_t i = 0; i < inv_.size(); ++i) wide_pos_[i] = wide_rows[inv_[i]];
+  if (shape_.has_deep()) {
+    const std::vector<float>& deep_rows = rows_[1];
+    deep_pos_.resize(inv_.size() * d);
+    for (size_t i = 0; i < inv_.size(); ++i) {
+      std::copy_n(deep_rows.begin() + static_cast<size_t>(inv_[i]) * d, d,
+                  deep_pos_.begin() + i * d);
+    }
   }
   if (replicated_ != nullptr) {
-    // Tensor 0 is the linear part, then the MLP's (Create's order).
-    absl::Span<const float> v = replicated_->values(0);
+    // Tensor 0 is the linear part, then the MLP's, then the cross
+    // network's (Create's order).
+    size_t r = 0;
+    absl::Span<const float> v = replicated_->values(r++);
     linear_values_.assign(v.begin(), v.end());
-    for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
-      v = replicated_->values(t + 1);
-      mlp_values_[t].assign(v.begin(), v.end());
+    for (auto* values : {&mlp_values_, &cross_values_}) {
+      for (std::vector<float>& tensor : *values) {
+        v = replicated_->values(r++);
+        tensor.assign(v.begin(), v.end());
+      }
     }
   } else {
     PSDB_RETURN_IF_ERROR(
@@ -340,6 +478,10 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
       PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Pull(
           client_, absl::MakeSpan(mlp_values_[t]), serving));
+    }
+    for (size_t t = 0; t < cross_tensors_.size(); ++t) {
+      PSDB_RETURN_IF_ERROR(cross_tensors_[t].Pull(
+          client_, absl::MakeSpan(cross_values_[t]), serving));
     }
   }
   NormalizeIntFeatures(batch, &dense_);
@@ -353,18 +495,24 @@ absl::Status WideDeepModel::WaitForPush() {
 
 absl::Status WideDeepModel::PushEmbeddings(int64_t step) {
   const absl::Span<const float> grads[] = {push_wide_, push_deep_};
-  return embeddings_->Update(Requests(push_keys_), grads, step);
+  return embeddings_->Update(
+      Requests(push_keys_),
+      absl::MakeConstSpan(grads, shape_.has_deep() ? 2 : 1), step);
 }
 
 absl::Status WideDeepModel::PushDense(int64_t step) {
   if (replicated_ != nullptr) {
     std::vector<absl::Span<const float>> grads = {push_linear_};
     for (const auto& g : push_mlp_) grads.push_back(g);
+    for (const auto& g : push_cross_) grads.push_back(g);
     return replicated_->Apply(grads, step);
   }
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
   for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
     PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
+  }
+  for (size_t t = 0; t < cross_tensors_.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(cross_tensors_[t].Push(client_, push_cross_[t], step));
   }
   return absl::OkStatus();
 }
@@ -386,6 +534,19 @@ std::string WideDeepModel::DenseDescription() const {
   return absl::StrCat("allreduce (", replicated_->reducer().Describe(), ")");
 }
 
+WideDeepInputs WideDeepModel::Inputs(const CriteoBatch& batch) const {
+  WideDeepInputs in;
+  in.n = static_cast<int>(batch.size());
+  in.wide = wide_pos_;
+  if (shape_.has_deep()) in.deep = deep_pos_;
+  in.dense = dense_;
+  in.labels = batch.labels;
+  in.linear = linear_values_;
+  for (const auto& v : mlp_values_) in.mlp.push_back(v);
+  for (const auto& v : cross_values_) in.cross.push_back(v);
+  return in;
+}
+
 absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
     const CriteoBatch& batch, const CriteoBatch* next, int64_t step,
     std::vector<float>* probs) {
@@ -393,30 +554,30 @@ absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
   if (!config_.async_push) PSDB_RETURN_IF_ERROR(WaitForPush());
   PSDB_RETURN_IF_ERROR(PullAll(batch, next, /*serving=*/false));
 
-  WideDeepInputs in;
-  in.n = static_cast<int>(batch.size());
-  in.wide = wide_pos_;
-  in.deep = deep_pos_;
-  in.dense = dense_;
-  in.labels = batch.labels;
-  in.linear = linear_values_;
-  for (const auto& v : mlp_values_) in.mlp.push_back(v);
-  const WideDeepLoss loss = ForwardBackward(shape_, in, probs, &grads_);
+  const WideDeepLoss loss =
+      ForwardBackward(shape_, Inputs(batch), probs, &grads_);
 
   // The previous asynchronous push still owns the push buffers.
   PSDB_RETURN_IF_ERROR(WaitForPush());
   const int d = config_.deep_dim;
   push_keys_ = uniq_;
   push_wide_.assign(uniq_.size(), 0.0f);
-  push_deep_.assign(uniq_.size() * d, 0.0f);
   for (size_t i = 0; i < inv_.size(); ++i) {
     push_wide_[inv_[i]] += grads_.wide[i];
-    float* dst = push_deep_.data() + static_cast<size_t>(inv_[i]) * d;
-    const float* src = grads_.deep.data() + i * d;
-    for (int k = 0; k < d; ++k) dst[k] += src[k];
+  }
+  if (shape_.has_deep()) {
+    push_deep_.assign(uniq_.size() * d, 0.0f);
+    for (size_t i = 0; i < inv_.size(); ++i) {
+      float* dst = push_deep_.data() + static_cast<size_t>(inv_[i]) * d;
+      const float* src = grads_.deep.data() + i * d;
+      for (int k = 0; k < d; ++k) dst[k] += src[k];
+    }
   }
   push_linear_ = grads_.linear;
   for (size_t t = 0; t < push_mlp_.size(); ++t) push_mlp_[t] = grads_.mlp[t];
+  for (size_t t = 0; t < push_cross_.size(); ++t) {
+    push_cross_[t] = grads_.cross[t];
+  }
   if (config_.async_push) {
     // A cache is driven by this thread only: its update stays here.
     const bool embeddings_async = embeddings_->ConcurrentUpdate();
@@ -441,15 +602,7 @@ absl::Status WideDeepModel::Predict(const CriteoBatch& batch,
   }
   PSDB_RETURN_IF_ERROR(WaitForPush());
   PSDB_RETURN_IF_ERROR(PullAll(batch, nullptr, /*serving=*/true));
-  WideDeepInputs in;
-  in.n = static_cast<int>(batch.size());
-  in.wide = wide_pos_;
-  in.deep = deep_pos_;
-  in.dense = dense_;
-  in.labels = batch.labels;
-  in.linear = linear_values_;
-  for (const auto& v : mlp_values_) in.mlp.push_back(v);
-  ForwardBackward(shape_, in, probs, nullptr);
+  ForwardBackward(shape_, Inputs(batch), probs, nullptr);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
-// Wide&Deep (Cheng et al. 2016) on Criteo features, the model of the seeds'
-// host/device hybrid example:
+// The click models of ps-train (--model), one forward/backward structure
+// with optional parts, on Criteo features. Wide&Deep (Cheng et al. 2016),
+// the model of the seeds' host/device hybrid example, is the default:
 //   wide  = sum over the 26 fields of a dim-1 embedding of the id (FTRL)
 //           + a linear model on the 13 normalized integer features (FTRL);
 //   deep  = the 26 dim-`deep_dim` embeddings (LazyAdam or Adagrad)
@@ -7,18 +8,31 @@
 //           MLP (429 -> 256 -> 128 -> 1 by default, ReLU), whose weights are
 //           psdb dense tables (Adam);
 //   p     = sigmoid(wide + deep), trained on mean sigmoid cross-entropy.
+// The other models (ModelKind) keep the wide part and change the deep one:
+//   deepfm  deep = MLP + FM, the factorization machine's second-order term
+//           over the 26 deep embeddings (train/fm.h; DeepFM, Guo et al.
+//           2017, whose first-order term is the wide part here);
+//   dcn     deep = MLP + cross network (train/cross_net.h; DCN-v2, Wang et
+//           al. 2021) over the same input as the MLP, the two in parallel;
+//           its weights are dense tables like the MLP's (Adam), replicated
+//           with them under --dense=allreduce;
+//   lr      no deep part: logistic regression on hashed one-hot features
+//           (the wide part alone), the baseline the others must beat.
 // The wide logit is the sum of the 26 wide embeddings plus the linear model
-// (weights . normalized ints + bias); the deep logit is the MLP's output.
+// (weights . normalized ints + bias); the deep logit is the deep part's
+// output (MLP, MLP + FM, MLP + cross readout; 0 for lr).
 // Besides the trained loss, ForwardBackward reports each part's own loss
 // (WideDeepLoss): the log-loss of sigmoid(wide logit) and of sigmoid(deep
 // logit), from the same forward pass. They say how well each part predicts
 // alone; they are not separate objectives (both parts train on the joint
-// loss).
+// loss). For lr the deep logit is 0, so deep_loss is log 2 and wide_loss
+// is the loss.
 // Integer feature x is normalized to sign(x) * log(1 + |x|), 0 if missing.
 //
 // Tables (created idempotently by Create): "wide" (dim 1), "deep"
-// (dim deep_dim), "wide_linear" (13 weights + bias), "mlp.w<l>" and
-// "mlp.b<l>" (dense, blocks of block_dim floats).
+// (dim deep_dim; not lr), "wide_linear" (13 weights + bias), "mlp.w<l>" and
+// "mlp.b<l>" (not lr), "cross.w<l>", "cross.b<l>" and "cross.out" (dcn)
+// (dense, blocks of block_dim floats).
 //
 // ForwardBackward() is the pure math (no I/O), checked against finite
 // differences in tests; WideDeepModel wires it to an EmbeddingSource and a
@@ -37,11 +51,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "collective/all_reducer.h"
 #include "optim/optimizer.h"
 #include "store/parameter_client.h"
 #include "train/criteo_reader.h"
+#include "train/cross_net.h"
 #include "train/dense_tensor.h"
 #include "train/embedding_source.h"
 #include "train/mlp.h"
@@ -49,7 +65,21 @@
 
 namespace psdb::train {
 
+// ps-train --model: which deep part the model has (header comment).
+enum class ModelKind : int { kWideDeep = 0, kDeepFm = 1, kDcn = 2, kLr = 3 };
+// "wide_deep", "deepfm", "dcn", "lr".
+absl::string_view ModelKindName(ModelKind kind);
+// The inverse of ModelKindName; InvalidArgument naming the choices.
+absl::StatusOr<ModelKind> ParseModelKind(absl::string_view name);
+// The name a log line gives the model: "Wide&Deep", "DeepFM", "DCN-v2",
+// "LR (hashed one-hot, FTRL)".
+absl::string_view ModelKindTitle(ModelKind kind);
+
 struct WideDeepConfig {
+  // The model (--model). Default: kWideDeep
+  ModelKind kind = ModelKind::kWideDeep;
+  // Cross layers of kDcn (--cross_layers). Default: 2
+  int cross_layers = 2;
   // Width of the deep embeddings. Default: 16
   int deep_dim = 16;
   // Hidden layer widths of the MLP. Default: {256, 128}
@@ -71,8 +101,8 @@ struct WideDeepConfig {
   // next step pulls (--mode async). Default: false (each push completes
   // before the next pull, so runs are deterministic).
   bool async_push = false;
-  // Dense tensors (MLP, wide linear) replicated on every worker and
-  // averaged by this AllReducer (train/replicated_dense.h) instead of
+  // Dense tensors (MLP, cross network, wide linear) replicated on every worker
+  // and averaged by this AllReducer (train/replicated_dense.h) instead of
   // pushed to psdb's dense tables (ps-train --dense=allreduce); null =
   // psdb's dense tables. Requires async_push false; must outlive the
   // model. Default: null
@@ -81,8 +111,14 @@ struct WideDeepConfig {
 
 // The sizes the math works on, derived from the config.
 struct WideDeepShape {
+  ModelKind kind = ModelKind::kWideDeep;
   int deep_dim = 16;
+  // Unused by kLr.
   Mlp mlp{{kNumCatFeatures * 16 + kNumIntFeatures, 256, 128, 1}};
+  // kDcn's cross network (0 layers, unused, for the other kinds).
+  CrossNet cross{kNumCatFeatures * 16 + kNumIntFeatures, 0};
+  // Whether the model has a deep part (deep embeddings and an MLP).
+  bool has_deep() const { return kind != ModelKind::kLr; }
 };
 WideDeepShape ShapeOf(const WideDeepConfig& config);
 
@@ -90,18 +126,20 @@ WideDeepShape ShapeOf(const WideDeepConfig& config);
 struct WideDeepInputs {
   int n = 0;
   absl::Span<const float> wide;    // n * 26: wide embedding per position
-  absl::Span<const float> deep;    // n * 26 * deep_dim
+  absl::Span<const float> deep;    // n * 26 * deep_dim (empty for lr)
   absl::Span<const float> dense;   // n * 13 normalized integer features
   absl::Span<const float> labels;  // n
   absl::Span<const float> linear;  // 14: 13 weights, then the bias
-  std::vector<absl::Span<const float>> mlp;  // Mlp::TensorSizes() tensors
+  std::vector<absl::Span<const float>> mlp;    // Mlp::TensorSizes() tensors
+  std::vector<absl::Span<const float>> cross;  // dcn: CrossNet's tensors
 };
 
 struct WideDeepGrads {
-  std::vector<float> wide;    // n * 26
-  std::vector<float> deep;    // n * 26 * deep_dim
-  std::vector<float> linear;  // 14
-  std::vector<std::vector<float>> mlp;
+  std::vector<float> wide;                // n * 26
+  std::vector<float> deep;                // n * 26 * deep_dim
+  std::vector<float> linear;              // 14
+  std::vector<std::vector<float>> mlp;    // empty for lr
+  std::vector<std::vector<float>> cross;  // dcn only
 };
 
 // Mean sigmoid cross-entropy over a batch, of the model and of each part's
@@ -109,7 +147,7 @@ struct WideDeepGrads {
 struct WideDeepLoss {
   double loss = 0;       // z = wide + deep: the loss that is trained
   double wide_loss = 0;  // z = wide logit alone (embeddings + linear + bias)
-  double deep_loss = 0;  // z = deep logit alone (the MLP's output)
+  double deep_loss = 0;  // z = deep logit alone (MLP [+ FM | + cross])
 };
 
 // Fills probs (n, sigmoid(wide + deep)) and, if grads is not null, the
@@ -123,13 +161,15 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
 void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out);
 
 // Every table of the model with its full spec: "wide", "deep",
-// "wide_linear", "mlp.w0", "mlp.b0", ...
+// "wide_linear", "mlp.w0", "mlp.b0", ..., "cross.w0", ... (those its kind
+// has).
 std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config);
 // Creates them (idempotent: OK if they exist with the same specs).
 absl::Status CreateModelTables(const WideDeepConfig& config,
                                ParameterClient* client);
-// The embedding tables ("wide", "deep"), the ones a worker cache serves.
-std::vector<std::string> EmbeddingTables();
+// The embedding tables ("wide", and "deep" unless lr), the ones a worker
+// cache serves.
+std::vector<std::string> EmbeddingTables(const WideDeepConfig& config);
 
 class WideDeepModel {
  public:
@@ -181,28 +221,33 @@ class WideDeepModel {
                        bool serving);
   absl::Status PushEmbeddings(int64_t step);
   absl::Status PushDense(int64_t step);
+  // The batch's inputs to ForwardBackward, from the pulled buffers.
+  WideDeepInputs Inputs(const CriteoBatch& batch) const;
 
   const WideDeepConfig config_;
   const WideDeepShape shape_;
   ParameterClient* const client_;
   EmbeddingSource* const embeddings_;
   DenseTensor linear_;
-  std::vector<DenseTensor> mlp_tensors_;
+  std::vector<DenseTensor> mlp_tensors_;    // empty for lr
+  std::vector<DenseTensor> cross_tensors_;  // dcn only
 
   // Per-step buffers.
   std::vector<uint64_t> uniq_;
   std::vector<int32_t> inv_;
   std::vector<uint64_t> next_uniq_;
   std::vector<std::vector<float>> rows_;    // [wide, deep] per unique id
-  std::vector<float> wide_pos_, deep_pos_;  // per position
+  std::vector<float> wide_pos_, deep_pos_;  // per position (deep: not lr)
   std::vector<float> dense_;
   std::vector<float> linear_values_;
   std::vector<std::vector<float>> mlp_values_;
+  std::vector<std::vector<float>> cross_values_;
   WideDeepGrads grads_;
   // Gradients per unique id, owned by the (possibly asynchronous) push.
   std::vector<uint64_t> push_keys_;
   std::vector<float> push_wide_, push_deep_, push_linear_;
   std::vector<std::vector<float>> push_mlp_;
+  std::vector<std::vector<float>> push_cross_;
   std::future<absl::Status> pending_push_;
   // Set when config_.dense_reducer is: the dense tensors live here.
   std::unique_ptr<ReplicatedDense> replicated_;

@@ -210,5 +210,37 @@ TEST_F(AllReduceTrainTest, ReplicasAgreeEveryStepAndTheModelEqualsThePsRun) {
   EXPECT_EQ(got.at("mlp.w0").begin()->second.header.last_update_step, 5);
 }
 
+// --model dcn: the cross layers are dense tensors too, replicated and
+// averaged with the MLP, and end equal to the --dense=ps run's.
+TEST_F(AllReduceTrainTest, DcnCrossLayersAreReplicatedToo) {
+  TrainRun ps, allreduce;
+  ASSERT_NO_FATAL_FAILURE(
+      Train("dcn-ps", {"--dense=ps", "--model=dcn", "--cross_layers=1"}, &ps));
+  ASSERT_NO_FATAL_FAILURE(
+      Train("dcn-allreduce",
+            {"--dense=allreduce", "--model=dcn", "--cross_layers=1",
+             "--collective_host=127.0.0.1"},
+            &allreduce));
+  const std::map<int, std::string> fp0 = Fingerprints(allreduce.logs[0]);
+  ASSERT_EQ(fp0.size(), 5u) << allreduce.logs[0];
+  EXPECT_EQ(fp0, Fingerprints(allreduce.logs[1]));
+  const auto want = ReadModel(ps.ckpt);
+  const auto got = ReadModel(allreduce.ckpt);
+  for (const char* table : {"cross.w0", "cross.b0", "cross.out"}) {
+    ASSERT_TRUE(want.contains(table) && got.contains(table)) << table;
+    ASSERT_EQ(got.at(table).size(), want.at(table).size()) << table;
+    for (const auto& [key, row] : want.at(table)) {
+      ASSERT_TRUE(got.at(table).contains(key)) << table << " key " << key;
+      const ckpt::DecodedRow& g = got.at(table).at(key);
+      ASSERT_EQ(g.values.size(), row.values.size());
+      for (size_t i = 0; i < row.values.size(); ++i) {
+        ASSERT_NEAR(g.values[i], row.values[i], 1e-6)
+            << table << " key " << key << " value " << i;
+      }
+      EXPECT_EQ(g.header.last_update_step, 5) << table << " key " << key;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace psdb::train

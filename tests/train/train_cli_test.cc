@@ -2,6 +2,7 @@
 // the embedded store: gen, train, checkpoints, reports, determinism.
 #include "tools/train/train_cli.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -137,6 +138,114 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
       ASSERT_EQ(sa, sc) << table << " key " << key;
     }
   }
+}
+
+// --model: each model trains through the worker cache, checkpoints exactly
+// its own tables and beats the constant predictor; the cache-less run gives
+// the same rows (its tables go through the same pulls and pushes).
+TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
+  const std::map<std::string, std::vector<std::string>> tables = {
+      {"deepfm",
+       {"deep", "mlp.b0", "mlp.b1", "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2",
+        "wide", "wide_linear"}},
+      {"dcn",
+       {"cross.b0", "cross.out", "cross.w0", "deep", "mlp.b0", "mlp.b1",
+        "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide_linear"}},
+      {"lr", {"wide", "wide_linear"}}};
+  for (const auto& [model, want] : tables) {
+    SCOPED_TRACE(model);
+    std::vector<std::string> a = TrainArgs("ckpt-" + model);
+    a.insert(a.end(), {"--model", model, "--cache_rows", "6000"});
+    if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
+    std::string out;
+    ASSERT_EQ(RunPsTrain(a, &out), 0);
+    const std::string summary =
+        ReadAll(dir_.Sub("ckpt-" + model + "/summary.json"));
+    const std::optional<double> auc = JsonNumber(summary, "auc");
+    const std::optional<double> bayes = JsonNumber(summary, "bayes_auc");
+    ASSERT_TRUE(auc.has_value() && bayes.has_value()) << summary;
+    EXPECT_GT(*auc, 0.5 + 0.4 * (*bayes - 0.5)) << summary;
+    const Rows rows = CheckpointRows(dir_.Sub("ckpt-" + model));
+    std::vector<std::string> names;
+    for (const auto& [table, keyed] : rows) names.push_back(table);
+    EXPECT_EQ(names, want);
+    EXPECT_GT(rows.at("wide").size(), 500u);
+
+    std::vector<std::string> c = TrainArgs("ckpt-" + model + "-nocache");
+    c.insert(c.end(), {"--model", model, "--cache_rows", "0"});
+    if (model == "dcn") c.insert(c.end(), {"--cross_layers", "1"});
+    ASSERT_EQ(RunPsTrain(c), 0);
+    const Rows uncached =
+        CheckpointRows(dir_.Sub("ckpt-" + model + "-nocache"));
+    ASSERT_EQ(uncached.size(), rows.size());
+    for (const auto& [table, keyed] : rows) {
+      // Row headers may differ (the cache counts its own writes); values
+      // and optimizer state may not.
+      ASSERT_EQ(keyed.size(), uncached.at(table).size()) << table;
+      for (const auto& [key, bytes] : keyed) {
+        int dim, state_size;
+        ASSERT_OK(PeekRowShape(bytes, &dim, &state_size));
+        std::vector<float> va(dim), sa(state_size), vc(dim), sc(state_size);
+        RowHeader ha, hc;
+        ASSERT_OK(DecodeRow(bytes, dim, state_size, &ha, absl::MakeSpan(va),
+                            absl::MakeSpan(sa)));
+        ASSERT_OK(DecodeRow(uncached.at(table).at(key), dim, state_size, &hc,
+                            absl::MakeSpan(vc), absl::MakeSpan(sc)));
+        ASSERT_EQ(va, vc) << table << " key " << key;
+        ASSERT_EQ(sa, sc) << table << " key " << key;
+      }
+    }
+  }
+}
+
+// The lr baseline's FTRL rate defaults to 1.0, the others' to 0.05; an
+// explicit --wide_lr wins. Read back from the checkpoint's table specs.
+TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
+  auto wide_lr = [&](const std::string& ckpt,
+                     std::vector<std::string> flags) -> float {
+    std::vector<std::string> args = TrainArgs(ckpt);
+    const auto at = std::find(args.begin(), args.end(), "--wide_lr");
+    args.erase(at, at + 2);
+    args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0"});
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(RunPsTrain(args), 0);
+    auto reader = ckpt::CheckpointReader::Open(dir_.Sub(ckpt));
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return -1;
+    for (const ckpt::TableInfo& t : (*reader)->tables()) {
+      if (t.spec.name == "wide") return t.spec.optimizer.learning_rate;
+    }
+    return -1;
+  };
+  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 1.0f);
+  EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
+  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.05f);
+}
+
+TEST_F(TrainCliTest, RejectsBadModelFlags) {
+  std::string err;
+  std::vector<std::string> args = TrainArgs("ckpt-model");
+  args.insert(args.end(), {"--model", "xgboost"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("unknown model 'xgboost'"));
+  args = TrainArgs("ckpt-model");
+  args.insert(args.end(), {"--model", "deepfm", "--cross_layers", "2"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("--cross_layers is for --model dcn"));
+  args = TrainArgs("ckpt-model");
+  args.insert(args.end(), {"--model", "dcn", "--cross_layers", "0"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  // Nothing was created.
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
+  std::string out;
+  args = TrainArgs("ckpt-model");
+  args.insert(args.end(),
+              {"--model", "dcn", "--cross_layers", "3", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out), 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\n  model dcn (3 cross layers)\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
+  EXPECT_EQ(RunPsTrain({"--help"}, &out), 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("--model wide_deep|deepfm|dcn|lr"));
 }
 
 // The built ps-train binary's stdout: each loss line is followed by seed

@@ -6,19 +6,22 @@
 #include <vector>
 
 #include "tests/testing/test_util.h"
+#include "train/cross_net.h"
+#include "train/fm.h"
 
 namespace psdb::train {
 namespace {
 
-// A small Wide&Deep with every parameter as a mutable vector.
+// A small model of `kind` with every parameter as a mutable vector.
 struct Problem {
   WideDeepShape shape;
   int n = 3;
   std::vector<float> wide, deep, dense, labels, linear;
-  std::vector<std::vector<float>> mlp;
+  std::vector<std::vector<float>> mlp, cross;
 
-  explicit Problem(uint32_t seed) {
+  explicit Problem(uint32_t seed, ModelKind kind = ModelKind::kWideDeep) {
     WideDeepConfig c;
+    c.kind = kind;
     c.deep_dim = 2;
     c.hidden = {5, 3};
     shape = ShapeOf(c);
@@ -37,6 +40,12 @@ struct Problem {
       mlp.emplace_back();
       fill(&mlp.back(), s, 0.4f);
     }
+    if (kind == ModelKind::kDcn) {
+      for (size_t s : shape.cross.TensorSizes()) {
+        cross.emplace_back();
+        fill(&cross.back(), s, 0.1f);
+      }
+    }
   }
 
   WideDeepInputs Inputs() const {
@@ -48,6 +57,7 @@ struct Problem {
     in.labels = labels;
     in.linear = linear;
     for (const auto& t : mlp) in.mlp.push_back(t);
+    for (const auto& t : cross) in.cross.push_back(t);
     return in;
   }
 
@@ -70,12 +80,56 @@ struct Problem {
     }
     return z;
   }
+  // Per kind: wide_deep the MLP; deepfm + sum over field pairs f < g of
+  // <v_f, v_g>; dcn + the cross layers' readout; lr 0.
   double DeepLogit(int i) const {
+    if (shape.kind == ModelKind::kLr) return 0;
+    const double mlp_out = MlpLogit(i);
+    if (shape.kind == ModelKind::kDeepFm) return mlp_out + PairwiseSum(i);
+    if (shape.kind == ModelKind::kDcn) return mlp_out + CrossLogit(i);
+    return mlp_out;
+  }
+  std::vector<double> DeepInput(int i) const {
     const int d = shape.deep_dim;
     std::vector<double> a(deep.begin() + i * kNumCatFeatures * d,
                           deep.begin() + (i + 1) * kNumCatFeatures * d);
     a.insert(a.end(), dense.begin() + i * kNumIntFeatures,
              dense.begin() + (i + 1) * kNumIntFeatures);
+    return a;
+  }
+  double PairwiseSum(int i) const {
+    const int d = shape.deep_dim;
+    const float* v = deep.data() + i * kNumCatFeatures * d;
+    double sum = 0;
+    for (int f = 0; f < kNumCatFeatures; ++f) {
+      for (int g = f + 1; g < kNumCatFeatures; ++g) {
+        for (int k = 0; k < d; ++k) {
+          sum += static_cast<double>(v[f * d + k]) * v[g * d + k];
+        }
+      }
+    }
+    return sum;
+  }
+  // x_{l+1}[j] = x0[j] * (sum_k x_l[k] W_l[k][j] + b_l[j]) + x_l[j].
+  double CrossLogit(int i) const {
+    const std::vector<double> x0 = DeepInput(i);
+    const int w = static_cast<int>(x0.size());
+    std::vector<double> x = x0;
+    for (int l = 0; l < shape.cross.layers(); ++l) {
+      std::vector<double> next(w);
+      for (int j = 0; j < w; ++j) {
+        double u = cross[2 * l + 1][j];
+        for (int k = 0; k < w; ++k) u += x[k] * cross[2 * l][k * w + j];
+        next[j] = x0[j] * u + x[j];
+      }
+      x = std::move(next);
+    }
+    double out = 0;
+    for (int j = 0; j < w; ++j) out += x[j] * cross.back()[j];
+    return out;
+  }
+  double MlpLogit(int i) const {
+    std::vector<double> a = DeepInput(i);
     const std::vector<int>& sizes = shape.mlp.sizes();
     for (size_t l = 0; l + 1 < sizes.size(); ++l) {
       const std::vector<float>& w = mlp[2 * l];
@@ -98,13 +152,14 @@ double LogLoss(double z, double y) {
   return -(y * std::log(p) + (1 - y) * std::log(1 - p));
 }
 
-// Central differences of the loss in every coordinate of *v against the
-// analytic gradient g.
+// Central differences of the loss in every `stride`-th coordinate of *v
+// against the analytic gradient g.
 void CheckGradient(Problem* p, std::vector<float>* v,
-                   const std::vector<float>& g, const char* what) {
+                   const std::vector<float>& g, const char* what,
+                   size_t stride = 1) {
   ASSERT_EQ(v->size(), g.size()) << what;
   constexpr float kEps = 1e-3f;
-  for (size_t i = 0; i < v->size(); ++i) {
+  for (size_t i = 0; i < v->size(); i += stride) {
     const float saved = (*v)[i];
     (*v)[i] = saved + kEps;
     const double up = p->Loss();
@@ -147,6 +202,187 @@ TEST(WideDeepMathTest, GradientsMatchFiniteDifferences) {
     CheckGradient(&p, &p.mlp[t], g.mlp[t],
                   t % 2 == 0 ? "mlp weight" : "mlp bias");
   }
+  EXPECT_TRUE(g.cross.empty());
+}
+
+// Every parameter of every model against central differences of its loss.
+class ModelMathTest : public ::testing::TestWithParam<ModelKind> {};
+
+TEST_P(ModelMathTest, GradientsMatchFiniteDifferences) {
+  for (uint32_t seed : {7u, 13u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    Problem p(seed, GetParam());
+    std::vector<float> probs;
+    WideDeepGrads g;
+    ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+    CheckGradient(&p, &p.wide, g.wide, "wide");
+    CheckGradient(&p, &p.linear, g.linear, "linear");
+    if (GetParam() == ModelKind::kLr) {
+      // No deep part: nothing else is trained.
+      EXPECT_TRUE(g.deep.empty());
+      EXPECT_TRUE(g.mlp.empty());
+      EXPECT_TRUE(g.cross.empty());
+      continue;
+    }
+    CheckGradient(&p, &p.deep, g.deep, "deep");
+    for (size_t t = 0; t < p.mlp.size(); ++t) {
+      CheckGradient(&p, &p.mlp[t], g.mlp[t],
+                    t % 2 == 0 ? "mlp weight" : "mlp bias");
+    }
+    ASSERT_EQ(g.cross.size(), p.cross.size());
+    for (size_t t = 0; t < p.cross.size(); ++t) {
+      // A cross weight has 65 x 65 coordinates: every 31st (stride prime
+      // to 65, so every row and column is visited) keeps the test short.
+      const bool weight = t + 1 < p.cross.size() && t % 2 == 0;
+      CheckGradient(&p, &p.cross[t], g.cross[t],
+                    t + 1 == p.cross.size() ? "cross readout"
+                    : weight                ? "cross weight"
+                                            : "cross bias",
+                    weight ? 31 : 1);
+    }
+  }
+}
+
+// The three losses of each model against its logits computed by hand
+// (tolerances as in PartLossesAreEachPartsOwnLogLoss; the FM and cross
+// terms run in float too, over magnitudes <= 0.5: under 1e-5 on the logit).
+TEST_P(ModelMathTest, LossesMatchTheHandComputedLogits) {
+  for (uint32_t seed : {3u, 11u}) {
+    Problem p(seed, GetParam());
+    double want_loss = 0, want_wide = 0, want_deep = 0;
+    for (int i = 0; i < p.n; ++i) {
+      const double wide = p.WideLogit(i);
+      const double deep = p.DeepLogit(i);
+      want_loss += LogLoss(wide + deep, p.labels[i]) / p.n;
+      want_wide += LogLoss(wide, p.labels[i]) / p.n;
+      want_deep += LogLoss(deep, p.labels[i]) / p.n;
+    }
+    std::vector<float> probs;
+    WideDeepGrads g;
+    const WideDeepLoss got = ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+    EXPECT_NEAR(got.wide_loss, want_wide, 2e-7) << "seed " << seed;
+    EXPECT_NEAR(got.deep_loss, want_deep, 1e-5) << "seed " << seed;
+    EXPECT_NEAR(got.loss, want_loss, 1e-5) << "seed " << seed;
+    if (GetParam() == ModelKind::kLr) {
+      // The deep logit is 0: deep_loss is log 2, the loss is the wide part's
+      // bit for bit.
+      EXPECT_EQ(got.deep_loss, std::log(2.0));
+      EXPECT_EQ(got.loss, got.wide_loss);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ModelMathTest,
+                         ::testing::Values(ModelKind::kWideDeep,
+                                           ModelKind::kDeepFm, ModelKind::kDcn,
+                                           ModelKind::kLr),
+                         [](const ::testing::TestParamInfo<ModelKind>& info) {
+                           return std::string(ModelKindName(info.param));
+                         });
+
+// The extra part is really in the logit: the same parameters give another
+// loss with it than the MLP alone does.
+TEST(ModelMathTest, DeepFmAndDcnAddTheirTermToTheDeepLogit) {
+  std::vector<float> probs;
+  const double plain =
+      ForwardBackward(Problem(5).shape, Problem(5).Inputs(), &probs, nullptr)
+          .deep_loss;
+  for (ModelKind kind : {ModelKind::kDeepFm, ModelKind::kDcn}) {
+    Problem p(5, kind);
+    const WideDeepLoss got =
+        ForwardBackward(p.shape, p.Inputs(), &probs, nullptr);
+    EXPECT_GT(std::abs(got.deep_loss - plain), 1e-4) << ModelKindName(kind);
+  }
+}
+
+// FM on one example of 3 fields, dim 2: v1 = (1, 2), v2 = (3, -1),
+// v3 = (0.5, 0). Pairs: <v1,v2> = 1, <v1,v3> = 0.5, <v2,v3> = 1.5; fm = 3.
+// d fm / d v_f = sum of the others: v1 -> (3.5, -1), v2 -> (1.5, 2),
+// v3 -> (4, 1); times dout = 2, added to what dv held (1 everywhere).
+TEST(FmTest, ExactValuesOnAHandComputedCase) {
+  const std::vector<float> v = {1, 2, 3, -1, 0.5f, 0};
+  std::vector<float> out(1);
+  FmForward(v, 1, 3, 2, absl::MakeSpan(out));
+  EXPECT_EQ(out[0], 3.0f);
+  std::vector<float> dv(6, 1.0f);
+  const std::vector<float> dout = {2.0f};
+  FmBackward(v, 1, 3, 2, dout, absl::MakeSpan(dv));
+  EXPECT_EQ(dv, (std::vector<float>{8, -1, 4, 5, 9, 3}));
+}
+
+// One cross layer of width 2: x0 = (1, 2), W = [[0.5, -1], [2, 0]] (row =
+// input feature), b = (0.1, 0.2), w_out = (1, -1).
+//   u  = x0 W + b = (0.5 + 4 + 0.1, -1 + 0 + 0.2) = (4.6, -0.8)
+//   x1 = x0 * u + x0 = (4.6 + 1, -1.6 + 2) = (5.6, 0.4);  out = 5.2.
+// Backward with dout = 1: g1 = w_out = (1, -1); h = g1 * x0 = (1, -2);
+//   dW = x0^T h = [[1, -2], [2, -4]]; db = h; d w_out = x1;
+//   dx0 = g1 * u + g1 + h W^T = (4.6, 0.8) + (1, -1) + (2.5, 2) = (8.1, 1.8).
+TEST(CrossNetTest, ExactValuesOnAHandComputedCase) {
+  const CrossNet net(2, 1);
+  EXPECT_EQ(net.TensorSizes(), (std::vector<size_t>{4, 2, 2}));
+  const std::vector<float> w = {0.5f, -1, 2, 0}, b = {0.1f, 0.2f},
+                           w_out = {1, -1};
+  const std::vector<absl::Span<const float>> params = {w, b, w_out};
+  const std::vector<float> x0 = {1, 2};
+  CrossNet::Workspace ws;
+  std::vector<float> out(1);
+  net.Forward(params, x0, 1, &ws, absl::MakeSpan(out));
+  EXPECT_FLOAT_EQ(out[0], 5.2f);
+  std::vector<float> gw(4), gb(2), gout(2), dx(2, 0.0f);
+  const std::vector<absl::Span<float>> grads = {
+      absl::MakeSpan(gw), absl::MakeSpan(gb), absl::MakeSpan(gout)};
+  const std::vector<float> dout = {1.0f};
+  net.Backward(params, ws, dout, 1, grads, absl::MakeSpan(dx));
+  EXPECT_EQ(gw, (std::vector<float>{1, -2, 2, -4}));
+  EXPECT_EQ(gb, (std::vector<float>{1, -2}));
+  EXPECT_FLOAT_EQ(gout[0], 5.6f);
+  EXPECT_FLOAT_EQ(gout[1], 0.4f);
+  EXPECT_FLOAT_EQ(dx[0], 8.1f);
+  EXPECT_FLOAT_EQ(dx[1], 1.8f);
+}
+
+TEST(ModelKindTest, NamesRoundTripAndUnknownIsRefused) {
+  for (ModelKind kind : {ModelKind::kWideDeep, ModelKind::kDeepFm,
+                         ModelKind::kDcn, ModelKind::kLr}) {
+    ASSERT_OK_AND_ASSIGN(ModelKind parsed, ParseModelKind(ModelKindName(kind)));
+    EXPECT_EQ(parsed, kind);
+  }
+  const absl::StatusOr<ModelKind> bad = ParseModelKind("xgboost");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("'xgboost'"));
+}
+
+// Which tables each model has, in order, with the seeds Wide&Deep's keep.
+TEST(ModelTableSpecsTest, EachModelHasItsTables) {
+  auto names = [](ModelKind kind) {
+    WideDeepConfig c;
+    c.kind = kind;
+    c.hidden = {8};
+    std::vector<std::string> out;
+    for (const TableSpec& s : ModelTableSpecs(c)) out.push_back(s.name);
+    return out;
+  };
+  const std::vector<std::string> wd = {
+      "wide", "deep", "wide_linear", "mlp.w0", "mlp.b0", "mlp.w1", "mlp.b1"};
+  EXPECT_EQ(names(ModelKind::kWideDeep), wd);
+  EXPECT_EQ(names(ModelKind::kDeepFm), wd);
+  std::vector<std::string> dcn = wd;
+  dcn.insert(dcn.end(),
+             {"cross.w0", "cross.b0", "cross.w1", "cross.b1", "cross.out"});
+  EXPECT_EQ(names(ModelKind::kDcn), dcn);
+  EXPECT_EQ(names(ModelKind::kLr),
+            (std::vector<std::string>{"wide", "wide_linear"}));
+  WideDeepConfig lr;
+  lr.kind = ModelKind::kLr;
+  EXPECT_EQ(EmbeddingTables(lr), (std::vector<std::string>{"wide"}));
+  EXPECT_EQ(EmbeddingTables(WideDeepConfig{}),
+            (std::vector<std::string>{"wide", "deep"}));
+  // The cross weights are 429 x 429 at the default deep_dim.
+  WideDeepConfig dcn_default;
+  dcn_default.kind = ModelKind::kDcn;
+  const WideDeepShape shape = ShapeOf(dcn_default);
+  EXPECT_EQ(shape.cross.TensorSizes(),
+            (std::vector<size_t>{429 * 429, 429, 429 * 429, 429, 429}));
 }
 
 // The three losses against a computation by hand of each example's logits.

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
@@ -26,6 +27,7 @@
 #include "tools/common/child_process.h"
 #include "tools/common/text.h"
 #include "train/synthetic.h"
+#include "train/wide_deep.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -33,13 +35,13 @@ namespace {
 
 constexpr char kUsage[] = R"(usage: ps-bench train [--json] [flags]
 
-Wide&Deep training samples/s of ps-train: embedded, and on a local cluster
-(ps-scheduler + servers + worker processes) with prefetch on and off (dense
-weights as psdb tables, --dense=ps), and, in sync mode with 2+ workers, with
-the dense weights replicated and averaged by gloo AllReduce
-(--dense=allreduce), on the first generated kind; then embedded on every
-other kind. Every run reports its test AUC against the data's Bayes-optimal
-AUC.
+Training samples/s of ps-train: the first model embedded, and on a local
+cluster (ps-scheduler + servers + worker processes) with prefetch on and off
+(dense weights as psdb tables, --dense=ps), and, in sync mode with 2+
+workers, with the dense weights replicated and averaged by gloo AllReduce
+(--dense=allreduce), on the first generated kind; then every model embedded
+on every kind. Every run reports its test AUC against the data's
+Bayes-optimal AUC; with lr among the models, each model's AUC over lr's.
 
 flags:
   --train_rows=N     generated training examples (rounded up to a multiple
@@ -47,6 +49,9 @@ flags:
   --test_rows=N      generated test examples          default 20000
   --kinds=LIST       ps-train gen --kind values, comma-separated
                                        default additive,pairs,longtail
+  --models=LIST      ps-train --model values, comma-separated; the first
+                     one runs on the cluster too
+                                       default wide_deep,deepfm,dcn,lr
   --batch_size=N     examples per step                default 512
   --deep_dim=N       deep embedding dim               default 16
   --hidden=LIST      MLP widths                       default 64,32
@@ -68,6 +73,7 @@ struct Params {
   int64_t train_rows = 200000;
   int64_t test_rows = 20000;
   std::vector<std::string> kinds = {"additive", "pairs", "longtail"};
+  std::vector<std::string> models = {"wide_deep", "deepfm", "dcn", "lr"};
   int64_t batch_size = 512;
   int64_t deep_dim = 16;
   std::string hidden = "64,32";
@@ -85,9 +91,9 @@ struct Params {
 ScenarioFlags Flags() {
   return {"train",
           kUsage,
-          {"train_rows", "test_rows", "kinds", "batch_size", "deep_dim",
-           "hidden", "cache_rows", "max_vocab", "servers", "workers", "mode",
-           "seed", "bin", "dir"}};
+          {"train_rows", "test_rows", "kinds", "models", "batch_size",
+           "deep_dim", "hidden", "cache_rows", "max_vocab", "servers",
+           "workers", "mode", "seed", "bin", "dir"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
@@ -100,6 +106,12 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
     p.kinds = absl::StrSplit(args.GetString("kinds", ""), ',');
     for (const std::string& kind : p.kinds) {
       PSDB_RETURN_IF_ERROR(train::ParseGeneratorKind(kind).status());
+    }
+  }
+  if (args.Has("models")) {
+    p.models = absl::StrSplit(args.GetString("models", ""), ',');
+    for (const std::string& model : p.models) {
+      PSDB_RETURN_IF_ERROR(train::ParseModelKind(model).status());
     }
   }
   PSDB_ASSIGN_OR_RETURN(p.batch_size,
@@ -154,7 +166,8 @@ absl::StatusOr<std::unique_ptr<tools::ChildProcess>> StartLogged(
 struct Run {
   std::string id;
   std::string label;
-  std::string kind;  // of the generated data
+  std::string kind;   // of the generated data
+  std::string model;  // ps-train --model
   uint64_t samples = 0;
   double seconds = 0;  // the slowest process's training loop
   double hit_rate = NAN;
@@ -201,9 +214,11 @@ absl::Status AddSummary(const std::string& ckpt_dir, Run* run,
   return absl::OkStatus();
 }
 
-std::vector<std::string> TrainArgs(const Params& p, const std::string& data,
+std::vector<std::string> TrainArgs(const Params& p, const std::string& model,
+                                   const std::string& data,
                                    const std::string& ckpt) {
   return {p.bin + "/ps-train",
+          "--model=" + model,
           "--data=" + data,
           "--checkpoint_dir=" + ckpt,
           "--mode=" + p.mode,
@@ -219,15 +234,20 @@ std::vector<std::string> TrainArgs(const Params& p, const std::string& data,
 }
 
 absl::StatusOr<Run> RunEmbedded(const Params& p, const std::string& kind,
+                                const std::string& model,
                                 const std::string& data,
                                 const std::string& dir) {
-  // The first kind's run keeps the id "embedded"; the others name theirs.
-  const std::string id =
-      kind == p.kinds.front() ? "embedded" : "embedded_" + kind;
-  Run run{id, "embedded (local store, 1 process)", kind};
+  // The first kind's first-model run keeps the id "embedded", the first
+  // model's on another kind "embedded_<kind>"; the other models add
+  // "_<model>".
+  std::string id = kind == p.kinds.front() ? "embedded" : "embedded_" + kind;
+  if (model != p.models.front()) {
+    id = absl::StrCat("embedded_", kind, "_", model);
+  }
+  Run run{id, "embedded (local store, 1 process)", kind, model};
   const std::string ckpt = dir + "/" + id;
-  PSDB_ASSIGN_OR_RETURN(auto proc, StartLogged(TrainArgs(p, data, ckpt), {},
-                                               dir + "/" + id + ".log"));
+  PSDB_ASSIGN_OR_RETURN(auto proc, StartLogged(TrainArgs(p, model, data, ckpt),
+                                               {}, dir + "/" + id + ".log"));
   PSDB_RETURN_IF_ERROR(proc->WaitForSuccess(absl::Hours(2)));
   double hits = 0;
   PSDB_RETURN_IF_ERROR(AddSummary(ckpt, &run, &hits));
@@ -245,7 +265,7 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
   Run run{id,
           absl::StrFormat("cluster %ds/%dw, prefetch %s, dense %s", p.servers,
                           p.workers, prefetch ? "on" : "off", dense),
-          p.kinds.front()};
+          p.kinds.front(), p.models.front()};
   const std::string root = dir + "/" + id;
   std::filesystem::create_directories(root);
   const int port = tools::FreeLoopbackPort();
@@ -278,7 +298,8 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
   for (int w = 0; w < p.workers; ++w) {
     // One checkpoint directory: rank 0 writes the cluster checkpoint and
     // its reports there, rank r its reports under rank-r/.
-    std::vector<std::string> argv = TrainArgs(p, data, root + "/ckpt");
+    std::vector<std::string> argv =
+        TrainArgs(p, p.models.front(), data, root + "/ckpt");
     argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
     if (!prefetch) argv.push_back("--no_prefetch");
     argv.push_back("--dense=" + dense);
@@ -303,6 +324,31 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
   return run;
 }
 
+// An embedded run against the lr run on the same kind (with lr among the
+// models): AUC difference and samples/s ratio, both from the same bench.
+struct ModelRow {
+  const Run* run;
+  double auc_over_lr;
+  double rate_vs_lr;
+};
+std::vector<ModelRow> ModelRows(const Params& p, const std::vector<Run>& runs) {
+  std::vector<ModelRow> rows;
+  for (const std::string& kind : p.kinds) {
+    const Run* lr = nullptr;
+    for (const Run& r : runs) {
+      if (r.kind == kind && r.model == "lr" && r.id.starts_with("embedded")) {
+        lr = &r;
+      }
+    }
+    if (lr == nullptr) continue;
+    for (const Run& r : runs) {
+      if (r.kind != kind || !r.id.starts_with("embedded")) continue;
+      rows.push_back({&r, r.auc - lr->auc, r.Rate() / lr->Rate()});
+    }
+  }
+  return rows;
+}
+
 void PrintReport(const Params& p, const MachineInfo& m,
                  const std::vector<Run>& runs, const std::vector<Ratio>& ratios,
                  std::ostream& out) {
@@ -310,21 +356,33 @@ void PrintReport(const Params& p, const MachineInfo& m,
   out << absl::StrFormat("machine     %d cores, %s, %.2f GiB RAM\n", m.cores,
                          m.cpu_model, m.memory_bytes / double(1ull << 30));
   out << absl::StrFormat(
-      "parameters  train_rows=%d test_rows=%d batch_size=%d deep_dim=%d "
-      "hidden=%s cache_rows=%d max_vocab=%d servers=%d workers=%d mode=%s "
-      "seed=%d\n\n",
-      p.train_rows, p.test_rows, p.batch_size, p.deep_dim, p.hidden,
-      p.cache_rows, p.max_vocab, p.servers, p.workers, p.mode, p.seed);
-  out << absl::StrFormat("%-44s %-9s %9s %8s %11s %9s %7s %7s %7s\n", "run",
-                         "data", "samples", "seconds", "samples/s", "cache hit",
-                         "AUC", "Bayes", "gap");
+      "parameters  train_rows=%d test_rows=%d models=%s batch_size=%d "
+      "deep_dim=%d hidden=%s cache_rows=%d max_vocab=%d servers=%d workers=%d "
+      "mode=%s seed=%d\n\n",
+      p.train_rows, p.test_rows, absl::StrJoin(p.models, ","), p.batch_size,
+      p.deep_dim, p.hidden, p.cache_rows, p.max_vocab, p.servers, p.workers,
+      p.mode, p.seed);
+  out << absl::StrFormat("%-44s %-9s %-9s %9s %8s %11s %9s %7s %7s %7s\n",
+                         "run", "data", "model", "samples", "seconds",
+                         "samples/s", "cache hit", "AUC", "Bayes", "gap");
   for (const Run& r : runs) {
     out << absl::StrFormat(
-        "%-44s %-9s %9d %8.2f %11.0f %8.1f%% %7.4f %7.4f %7.4f\n", r.label,
-        r.kind, r.samples, r.seconds, r.Rate(), 100 * r.hit_rate, r.auc,
-        r.bayes_auc, r.Gap());
+        "%-44s %-9s %-9s %9d %8.2f %11.0f %8.1f%% %7.4f %7.4f %7.4f\n", r.label,
+        r.kind, r.model, r.samples, r.seconds, r.Rate(), 100 * r.hit_rate,
+        r.auc, r.bayes_auc, r.Gap());
   }
   out << "\n";
+  const std::vector<ModelRow> rows = ModelRows(p, runs);
+  if (!rows.empty()) {
+    out << absl::StrFormat("%-9s %-9s %7s %7s %10s %11s\n", "data", "model",
+                           "AUC", "gap", "AUC - lr", "speed vs lr");
+    for (const ModelRow& row : rows) {
+      out << absl::StrFormat("%-9s %-9s %7.4f %7.4f %+10.4f %11.3f\n",
+                             row.run->kind, row.run->model, row.run->auc,
+                             row.run->Gap(), row.auc_over_lr, row.rate_vs_lr);
+    }
+    out << "\n";
+  }
   PrintRatios(ratios, out);
 }
 
@@ -343,6 +401,11 @@ void PrintJson(const Params& p, const MachineInfo& m,
   for (size_t i = 0; i < p.kinds.size(); ++i) {
     if (i > 0) j += ",";
     str(p.kinds[i]);
+  }
+  j += "],\"models\":[";
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    if (i > 0) j += ",";
+    str(p.models[i]);
   }
   j += "]";
   j += ",\"batch_size\":";
@@ -372,6 +435,8 @@ void PrintJson(const Params& p, const MachineInfo& m,
     str(r.label);
     j += ",\"kind\":";
     str(r.kind);
+    j += ",\"model\":";
+    str(r.model);
     j += ",\"samples\":";
     num(r.samples);
     j += ",\"seconds\":";
@@ -386,6 +451,13 @@ void PrintJson(const Params& p, const MachineInfo& m,
     num(r.bayes_auc);
     j += ",\"auc_gap\":";
     num(r.Gap());
+    for (const ModelRow& row : ModelRows(p, runs)) {
+      if (row.run != &r) continue;
+      j += ",\"auc_over_lr\":";
+      num(row.auc_over_lr);
+      j += ",\"samples_per_s_vs_lr\":";
+      num(row.rate_vs_lr);
+    }
     j += "}";
   }
   j += "},";
@@ -419,8 +491,9 @@ absl::Status RunAll(Params& p, std::ostream& out) {
   auto run_all = [&]() -> absl::StatusOr<std::vector<Run>> {
     std::vector<Run> runs;
     PSDB_ASSIGN_OR_RETURN(std::string data, gen(p.kinds.front()));
-    PSDB_ASSIGN_OR_RETURN(Run embedded,
-                          RunEmbedded(p, p.kinds.front(), data, p.dir));
+    PSDB_ASSIGN_OR_RETURN(
+        Run embedded,
+        RunEmbedded(p, p.kinds.front(), p.models.front(), data, p.dir));
     runs.push_back(embedded);
     PSDB_ASSIGN_OR_RETURN(Run on, RunCluster(p, data, p.dir, true, "ps"));
     runs.push_back(on);
@@ -431,10 +504,18 @@ absl::Status RunAll(Params& p, std::ostream& out) {
                             RunCluster(p, data, p.dir, true, "allreduce"));
       runs.push_back(ar);
     }
+    for (size_t m = 1; m < p.models.size(); ++m) {
+      PSDB_ASSIGN_OR_RETURN(
+          Run run, RunEmbedded(p, p.kinds.front(), p.models[m], data, p.dir));
+      runs.push_back(run);
+    }
     for (size_t k = 1; k < p.kinds.size(); ++k) {
       PSDB_ASSIGN_OR_RETURN(std::string other, gen(p.kinds[k]));
-      PSDB_ASSIGN_OR_RETURN(Run run, RunEmbedded(p, p.kinds[k], other, p.dir));
-      runs.push_back(run);
+      for (const std::string& model : p.models) {
+        PSDB_ASSIGN_OR_RETURN(Run run,
+                              RunEmbedded(p, p.kinds[k], model, other, p.dir));
+        runs.push_back(run);
+      }
     }
     return runs;
   };

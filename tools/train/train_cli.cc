@@ -29,6 +29,9 @@
 namespace psdb::train {
 namespace {
 
+// --wide_lr's default for --model lr (the others': WideDeepConfig's 0.05).
+constexpr double kLrWideLr = 1.0;
+
 constexpr char kUsage[] =
     "usage:\n"
     "  ps-train gen --out DIR [--kind additive|pairs|longtail] [--seed N]\n"
@@ -61,6 +64,13 @@ constexpr char kUsage[] =
     "  scheduler:HOST:PORT, rank and world come from the cluster map, rank 0\n"
     "  writes the cluster checkpoints under CDIR, rank r its reports under\n"
     "  CDIR/rank-r)\n"
+    "           [--model wide_deep|deepfm|dcn|lr] [--cross_layers N]\n"
+    "  (--model: wide_deep (default): wide FTRL part + MLP over the deep\n"
+    "  embeddings; deepfm: + the FM second-order term over the deep\n"
+    "  embeddings; dcn: + DCN-v2 cross layers (--cross_layers, default 2)\n"
+    "  beside the MLP; lr: the wide part alone, a logistic regression on\n"
+    "  hashed one-hot features, the baseline, whose --wide_lr defaults to\n"
+    "  1.0 instead of 0.05)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
@@ -205,7 +215,9 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "dense",
                                         "dense_backend",
                                         "collective_host",
-                                        "dry_run"}));
+                                        "dry_run",
+                                        "model",
+                                        "cross_layers"}));
   o->data_dir = args.GetString("data", "");
   o->checkpoint_dir = args.GetString("checkpoint_dir", "");
   if (o->data_dir.empty() || o->checkpoint_dir.empty()) {
@@ -261,6 +273,14 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                         args.GetInt("cache_rows", 1 << 18, 0, 1LL << 31));
   *cache_policy = args.GetString("cache_policy", "lru");
   *cache_mode = args.GetString("cache_mode", "write_back");
+  PSDB_ASSIGN_OR_RETURN(o->model.kind,
+                        ParseModelKind(args.GetString("model", "wide_deep")));
+  if (args.Has("cross_layers") && o->model.kind != ModelKind::kDcn) {
+    return absl::InvalidArgumentError("--cross_layers is for --model dcn");
+  }
+  PSDB_ASSIGN_OR_RETURN(
+      v, args.GetInt("cross_layers", o->model.cross_layers, 1, 16));
+  o->model.cross_layers = static_cast<int>(v);
   const std::string deep_opt = args.GetString("deep_optimizer", "lazy_adam");
   if (deep_opt == "lazy_adam") {
     o->model.deep_optimizer = optim::OptimizerKind::kLazyAdam;
@@ -276,8 +296,12 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(double lr,
                         args.GetDouble("deep_lr", deep_lr_default, 1e-9, 100));
   o->model.deep_lr = static_cast<float>(lr);
+  // The wide part alone (lr) learns at a larger FTRL rate: one epoch of
+  // ps-bench train's data peaks at 1.0 (AUC and log-loss; BENCHMARKS.md).
+  const double wide_lr_default =
+      o->model.kind == ModelKind::kLr ? kLrWideLr : o->model.wide_lr;
   PSDB_ASSIGN_OR_RETURN(lr,
-                        args.GetDouble("wide_lr", o->model.wide_lr, 1e-9, 100));
+                        args.GetDouble("wide_lr", wide_lr_default, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));
@@ -425,6 +449,10 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       out << ", backend "
           << (*dense_backend == collective::Backend::kGloo ? "gloo" : "nccl");
     }
+    out << "\n  model " << ModelKindName(o.model.kind);
+    if (o.model.kind == ModelKind::kDcn) {
+      out << " (" << o.model.cross_layers << " cross layers)";
+    }
     out << absl::StrFormat("\n  %d epoch(s), batch %d, cache %d rows", o.epochs,
                            o.batch_size, cache_rows);
     if (cache_rows > 0)
@@ -520,7 +548,8 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     absl::Status created = CreateModelTables(o.model, client_raw);
     if (!created.ok()) return Fail(err, created);
     absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =
-        CachedEmbeddingSource::Create(client_raw, EmbeddingTables(), copts);
+        CachedEmbeddingSource::Create(client_raw, EmbeddingTables(o.model),
+                                      copts);
     if (!cached.ok()) return Fail(err, cached.status());
     embeddings = std::move(*cached);
 #else
