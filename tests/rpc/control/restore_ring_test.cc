@@ -5,12 +5,17 @@
 // client of each new cluster reads every row, optimizer state and header
 // exactly as the 3 servers held them, and further pushes leave them
 // bit-identical to those of 3 servers restored from the same checkpoint.
+// The same in sync (BSP) mode with 2 workers, the checkpoint resharded
+// offline by the real `ps-dump reshard` into 2 and into 5 shards.
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "rpc/client/client_url.h"
+#include "rpc/client/remote_client.h"
 #include "rpc/control/cluster_checkpoint.h"
 #include "shard/cluster_map.h"
 #include "store/table_spec.h"
@@ -20,11 +25,15 @@
 namespace psdb::rpc {
 namespace {
 
+using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ReservedPort;
+using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
+using ::psdb::testing::ShellResult;
 using ::psdb::testing::StartPsServer;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct StaticCluster {
   std::vector<std::string> addresses;
@@ -126,6 +135,164 @@ TEST(RestoreRingTest, ThreeShardsRestoreOntoTwoAndOntoFiveServers) {
     EXPECT_EQ(moved.values, stayed.values);
     EXPECT_EQ(moved.state, stayed.state);
     EXPECT_NE(moved.values, before.values);  // steps 4 and 5 did train
+  }
+}
+
+// One worker's push of a step in sync mode: keys (overlapping between the
+// two workers, some touched by one worker only, one duplicate) and
+// gradients that differ per worker and per step.
+struct WorkerBatch {
+  std::vector<uint64_t> keys;
+  std::vector<float> grads;
+};
+
+WorkerBatch MakeWorkerBatch(absl::Span<const uint64_t> keys, int dim,
+                            int worker, int step) {
+  WorkerBatch b;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((i + worker) % 3 != 0) b.keys.push_back(keys[i]);
+  }
+  b.keys.push_back(b.keys.front());
+  for (size_t i = 0; i < b.keys.size() * dim; ++i) {
+    b.grads.push_back(
+        0.0625f * static_cast<float>((i * 7 + worker * 5 + step) % 11) - 0.3f);
+  }
+  return b;
+}
+
+// The two workers' clients of a sync cluster: a push goes to every server
+// (empty where a server owns none of its keys) under the worker's id.
+std::vector<std::unique_ptr<ParameterClient>> OpenWorkers(
+    const StaticCluster& c) {
+  std::vector<std::unique_ptr<ParameterClient>> workers;
+  for (int w = 0; w < 2; ++w) {
+    RemoteClientOptions ro;
+    ro.push_to_every_server = true;
+    ro.worker_id = w;
+    auto client = OpenParameterClient(
+        absl::StrCat("servers:", absl::StrJoin(c.addresses, ",")), ro);
+    EXPECT_OK(client);
+    if (!client.ok()) return {};
+    workers.push_back(*std::move(client));
+  }
+  return workers;
+}
+
+// One BSP step: worker 0 pushes (recorded, not applied), then worker 1,
+// whose push to each server completes the step there and returns after it
+// is applied.
+absl::Status SyncStep(absl::Span<const std::unique_ptr<ParameterClient>> w,
+                      absl::Span<const uint64_t> keys, int dim, int step) {
+  for (int worker = 0; worker < 2; ++worker) {
+    const WorkerBatch b = MakeWorkerBatch(keys, dim, worker, step);
+    PushOptions p;
+    p.step = step;
+    absl::Status s = w[worker]->Push("emb", b.keys, b.grads, p);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// ps-dump reshard of a sync training run's cluster checkpoint (3 shards)
+// into 2 and into 5 shards: verify passes, the export is the same file, and
+// M servers restored from the resharded checkpoint continue the 2-worker
+// BSP training to the same rows, bit for bit, as 3 servers restored from
+// the original one.
+TEST(RestoreRingTest, ReshardedCheckpointContinuesSyncTrainingBitIdentically) {
+  ScratchDir dir;
+  const std::vector<std::string> sync = {"--sync_mode=sync", "--worker_num=2"};
+  StaticCluster three;
+  ASSERT_NO_FATAL_FAILURE(Start(dir, "sync-three-", 3, sync, &three));
+  auto workers = OpenWorkers(three);
+  ASSERT_EQ(workers.size(), 2u);
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = 8;
+  spec.seed = 7;
+  spec.optimizer.kind = optim::OptimizerKind::kAdam;
+  spec.optimizer.learning_rate = 0.05f;
+  ASSERT_OK(three.client->CreateTable(spec));
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 300; ++k) keys.push_back(k * 104729 + 11);
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_OK(SyncStep(workers, keys, spec.dim, step));
+  }
+  RowBatch trained;
+  ASSERT_OK(three.client->PullRows("emb", keys, &trained));
+  ASSERT_OK_AND_ASSIGN(ClusterMap map,
+                       ClusterMap::FromAddresses(three.addresses));
+  ASSERT_OK_AND_ASSIGN(ClusterCheckpointInfo ckpt,
+                       WriteClusterCheckpoint(map, dir.Sub("sync-ckpt"), 3));
+  EXPECT_EQ(ckpt.rows, keys.size());
+
+  const std::string dump = BuiltBinary("tools/ps-dump");
+  const std::string original_tsv = dir.Sub("original.tsv");
+  ShellResult exported = RunShell(absl::StrCat(
+      dump, " export --table=emb --with-state --out=", original_tsv, " ",
+      ckpt.path));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  for (int m : {2, 5}) {
+    SCOPED_TRACE(absl::StrCat(m, " servers"));
+    const std::string out = dir.Sub(absl::StrCat("resharded-", m));
+    ShellResult r = RunShell(absl::StrCat(dump, " reshard --servers=", m,
+                                          " --out=", out, " ", ckpt.path),
+                             /*merge_stderr=*/false);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("resharded ", keys.size(),
+                                                 " rows of 3 shards into ", m,
+                                                 " shards at ", out)));
+    r = RunShell(absl::StrCat(dump, " verify ", out));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const std::string resharded_tsv =
+        dir.Sub(absl::StrCat("resharded-", m, ".tsv"));
+    r = RunShell(absl::StrCat(dump, " export --table=emb --with-state --out=",
+                              resharded_tsv, " ", out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunShell(absl::StrCat("cmp ", original_tsv, " ", resharded_tsv));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+
+    // M servers on the resharded checkpoint (each loads its own shard: the
+    // rings match, nothing is cut) and 3 on the original one, both in sync
+    // mode for the same 2 workers.
+    StaticCluster moved;
+    std::vector<std::string> args = sync;
+    args.push_back(absl::StrCat("--restore_from=", out));
+    ASSERT_NO_FATAL_FAILURE(
+        Start(dir, absl::StrCat("sync-m", m, "-"), m, args, &moved));
+    for (const auto& s : moved.servers) {
+      EXPECT_THAT(s->Stderr(), Not(HasSubstr("(cut for another ring)")));
+    }
+    StaticCluster stayed;
+    args = sync;
+    args.push_back(absl::StrCat("--restore_from=", ckpt.path));
+    ASSERT_NO_FATAL_FAILURE(
+        Start(dir, absl::StrCat("sync-same", m, "-"), 3, args, &stayed));
+    auto moved_workers = OpenWorkers(moved);
+    auto stayed_workers = OpenWorkers(stayed);
+    ASSERT_EQ(moved_workers.size(), 2u);
+    ASSERT_EQ(stayed_workers.size(), 2u);
+    for (int step = 4; step <= 6; ++step) {
+      ASSERT_OK(SyncStep(moved_workers, keys, spec.dim, step));
+      ASSERT_OK(SyncStep(stayed_workers, keys, spec.dim, step));
+    }
+    RowBatch a, b;
+    ASSERT_OK(moved.client->PullRows("emb", keys, &a));
+    ASSERT_OK(stayed.client->PullRows("emb", keys, &b));
+    ASSERT_EQ(a.values.size(), keys.size() * spec.dim);
+    ASSERT_EQ(a.state.size(), b.state.size());
+    EXPECT_EQ(0, std::memcmp(a.values.data(), b.values.data(),
+                             a.values.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(a.state.data(), b.state.data(),
+                             a.state.size() * sizeof(float)));
+    EXPECT_EQ(a.headers, b.headers);
+    // Steps 4 to 6 did train: every key is pushed by at least one worker.
+    EXPECT_NE(a.values, trained.values);
+    EXPECT_NE(a.state, trained.state);
+    // And no row of the resharded cluster was created afresh by a pull.
+    ASSERT_OK_AND_ASSIGN(StoreStats stats, moved.client->Stats());
+    uint64_t created = 0;
+    for (const TableStats& t : stats.tables) created += t.created;
+    EXPECT_EQ(created, 0u);
   }
 }
 
