@@ -27,6 +27,7 @@ optim::OptimizerSpec Ftrl(const WideDeepConfig& c) {
   optim::OptimizerSpec o;
   o.kind = optim::OptimizerKind::kFtrl;
   o.learning_rate = c.wide_lr;
+  o.l1 = c.wide_l1;
   o.l2 = c.wide_l2;
   o.initial_accumulator = 0.1f;
   return o;
@@ -226,6 +227,7 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   deep.initializer = {InitKind::kUniform, -0.05f, 0.05f};
   deep.optimizer.kind = config.deep_optimizer;
   deep.optimizer.learning_rate = config.deep_lr;
+  deep.optimizer.weight_decay = config.deep_l2;
   deep.seed = seed + 1;
   specs.push_back(deep);
 
