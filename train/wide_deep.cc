@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "util/hash.h"
 #include "util/status_macros.h"
 
 namespace psdb::train {
@@ -81,7 +82,7 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   }
   Mlp::Workspace ws;
   std::vector<float> deep_logit(n);
-  shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit));
+  shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit), in.dropout);
 
   probs->resize(n);
   std::vector<float> dlogit(n);
@@ -180,6 +181,10 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   }
   for (int h : config.hidden) {
     if (h < 1) return absl::InvalidArgumentError("wide&deep: hidden width < 1");
+  }
+  if (!(config.dropout >= 0 && config.dropout < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wide&deep: dropout must be in [0, 1) (got ", config.dropout, ")"));
   }
   if (config.dense_reducer != nullptr && config.async_push) {
     return absl::InvalidArgumentError(
@@ -403,6 +408,8 @@ absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
   in.labels = batch.labels;
   in.linear = linear_values_;
   for (const auto& v : mlp_values_) in.mlp.push_back(v);
+  in.dropout = {config_.dropout,
+                HashKey(static_cast<uint64_t>(step), config_.seed)};
   const WideDeepLoss loss = ForwardBackward(shape_, in, probs, &grads_);
 
   // The previous asynchronous push still owns the push buffers.

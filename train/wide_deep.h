@@ -68,6 +68,10 @@ struct WideDeepConfig {
   // never as a sweep over the table (lazy, as TensorFlow's sparse L2 and
   // FTRL's own l2 are). Default: 0
   float deep_l2 = 0.0f;
+  // Dropout rate of the MLP's hidden activations in training steps
+  // (train/mlp.h; the mask is seeded by (seed, step), so a run is
+  // reproducible), in [0, 1). Default: 0
+  float dropout = 0.0f;
   // Adam learning rate of the MLP. Default: 0.001
   float dense_lr = 0.001f;
   // Floats per dense-table row. Default: 256
@@ -102,6 +106,7 @@ struct WideDeepInputs {
   absl::Span<const float> labels;  // n
   absl::Span<const float> linear;  // 14: 13 weights, then the bias
   std::vector<absl::Span<const float>> mlp;  // Mlp::TensorSizes() tensors
+  MlpDropout dropout;                        // training only; default none
 };
 
 struct WideDeepGrads {

@@ -73,6 +73,7 @@ constexpr char kUsage[] =
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
     "           [--wide_lr F] [--wide_l1 F] [--wide_l2 F] [--deep_l2 F]\n"
+    "           [--dropout F]\n"
     "           [--dense_lr F] [--deep_dim N] [--hidden "
     "256,128]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
@@ -197,6 +198,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "wide_l1",
                                         "wide_l2",
                                         "deep_l2",
+                                        "dropout",
                                         "rank",
                                         "world",
                                         "shard_by",
@@ -307,6 +309,9 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(reg,
                         args.GetDouble("deep_l2", o->model.deep_l2, 0, 1e6));
   o->model.deep_l2 = static_cast<float>(reg);
+  PSDB_ASSIGN_OR_RETURN(reg,
+                        args.GetDouble("dropout", o->model.dropout, 0, 0.95));
+  o->model.dropout = static_cast<float>(reg);
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));
   o->model.dense_lr = static_cast<float>(lr);
