@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "train/metrics.h"
 #include "train/progress.h"
+#include "train/rare_ids.h"
 #include "train/report.h"
 #include "util/status_macros.h"
 
@@ -76,7 +77,7 @@ struct EvalResult {
 // examples == 0 and NaN metrics when it selects none.
 absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
                                     const std::vector<std::string>& files,
-                                    size_t batch_size,
+                                    size_t batch_size, const RareIdMapper& rare,
                                     const ReaderOptions& read = {}) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
                         CriteoReader::Open(files, read));
@@ -85,6 +86,7 @@ absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
   while (true) {
     PSDB_ASSIGN_OR_RETURN(size_t n, reader->Next(batch_size, &batch));
     if (n == 0) break;
+    rare.MapEval(&batch);
     PSDB_RETURN_IF_ERROR(model->Predict(batch, &probs));
     all_probs.insert(all_probs.end(), probs.begin(), probs.end());
     all_labels.insert(all_labels.end(), batch.labels.begin(),
@@ -214,6 +216,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                options.valid_fraction, options.patience);
   std::fflush(log);
 
+  RareIdMapper rare(options.min_count);
   const bool tty = options.progress && IsTerminal(stderr);
   Progress progress(stderr, tty, total, /*plain_every=*/1);
   TrainResult result;
@@ -273,7 +276,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
     PSDB_ASSIGN_OR_RETURN(EvalResult eval,
                           Evaluate(model.get(), data.train_files,
-                                   options.batch_size * 4, valid_read));
+                                   options.batch_size * 4, rare, valid_read));
     progress.Clear();
     if (eval.examples == 0) {
       std::fprintf(log,
@@ -341,13 +344,13 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
           WideDeepModel::Create(best_config, best_client.get(),
                                 &best_embeddings));
       PSDB_ASSIGN_OR_RETURN(eval, Evaluate(best_model.get(), data.test_files,
-                                           options.batch_size * 4));
+                                           options.batch_size * 4, rare));
       result.test_model = "best";
       epoch = *result.best_epoch;
       step = *result.best_step;
     } else {
-      PSDB_ASSIGN_OR_RETURN(
-          eval, Evaluate(model.get(), data.test_files, options.batch_size * 4));
+      PSDB_ASSIGN_OR_RETURN(eval, Evaluate(model.get(), data.test_files,
+                                           options.batch_size * 4, rare));
       result.test_model = last_is_best ? "best" : "last";
     }
     if (eval.examples == 0) {
@@ -386,6 +389,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     return absl::FailedPreconditionError(
         absl::StrCat("no training example in ", options.data_dir));
   }
+  // Batches are mapped as they arrive, in training order, on this thread
+  // (before the next one is announced to the embedding source).
+  rare.MapTraining(current.batch.get());
   const absl::Time start = absl::Now();
   int64_t step = 0;
   // Sums of the steps' mean losses since the last log line: each line
@@ -397,6 +403,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   model->Begin(*current.batch);
   while (current.batch != nullptr) {
     PSDB_ASSIGN_OR_RETURN(BatchLoader::Item next, loader.Next());
+    if (next.batch != nullptr) rare.MapTraining(next.batch.get());
     ++step;
     const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
     PSDB_ASSIGN_OR_RETURN(
@@ -496,6 +503,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   PSDB_RETURN_IF_ERROR(checkpoint(step));
 
   result.malformed_lines = reader->malformed_lines();
+  result.ids_tracked = rare.tracked();
+  result.ids_admitted = rare.admitted();
   result.embedding_stats = embeddings->Stats();
   const EmbeddingStats& es = result.embedding_stats;
   if (es.has_cache && es.lookups > 0) {
@@ -525,6 +534,15 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                  result.stopped_early ? ", stopped early" : "",
                  result.best_checkpoint.empty() ? "" : "; best checkpoint ",
                  result.best_checkpoint.c_str());
+  }
+  if (rare.enabled()) {
+    std::fprintf(log,
+                 "ids: %llu distinct, %llu seen >= %u times have their own "
+                 "rows; %llu training positions used a fallback row\n",
+                 static_cast<unsigned long long>(rare.tracked()),
+                 static_cast<unsigned long long>(rare.admitted()),
+                 rare.min_count(),
+                 static_cast<unsigned long long>(rare.mapped()));
   }
   if (result.auc.has_value()) {
     std::fprintf(log, "eval: AUC %.4f, log-loss %.4f (%s model)", *result.auc,
@@ -594,6 +612,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       .AddRaw("stopped_early", result.stopped_early ? "true" : "false")
       .Add("valid_fraction", options.valid_fraction)
       .Add("patience", static_cast<int64_t>(options.patience))
+      .Add("min_count", static_cast<uint64_t>(options.min_count))
+      .Add("ids_admitted", result.ids_admitted)
+      .Add("ids_tracked", result.ids_tracked)
       .Add("steps", result.steps)
       .Add("samples", result.samples)
       .Add("seconds", result.seconds)

@@ -93,6 +93,10 @@ struct TrainerOptions {
   // Stop after this many validation evaluations in a row without a lower
   // validation log-loss (0 = never stop early). Default: 2
   int patience = 2;
+  // Ids seen fewer than this many times in training share their field's
+  // fallback row (train/rare_ids.h), in training and evaluation alike;
+  // 0 or 1 = every id has its own row. Default: 0
+  uint32_t min_count = 0;
   // Default: kSync
   SyncMode mode = SyncMode::kSync;
   // Data sharding of this worker. Default: rank 0 of 1, by file
@@ -145,6 +149,9 @@ struct TrainResult {
   std::optional<double> best_valid_auc;
   std::string best_checkpoint;  // its checkpoint ("" on ranks that write none)
   bool stopped_early = false;
+  // With min_count: distinct ids seen, and of those the ones admitted.
+  uint64_t ids_tracked = 0;
+  uint64_t ids_admitted = 0;
   // Which model auc/logloss measure: "best" (the best checkpoint, or the
   // last state when that was the best) or "last".
   std::string test_model;

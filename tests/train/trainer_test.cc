@@ -499,3 +499,36 @@ TEST(EarlyStoppingTest, PatienceZeroNeverStopsAndBadFractionFails) {
 
 }  // namespace
 }  // namespace psdb::train
+
+namespace psdb::train {
+namespace {
+
+// --min_count: rows are created only for ids seen min_count times, plus the
+// per-field fallback rows the rest share; the model still learns.
+TEST_F(TrainerTest, MinCountCreatesRowsOnlyForAdmittedIdsAndFallbacks) {
+  auto client = OpenStore("store");
+  ASSERT_NE(client, nullptr);
+  ClientEmbeddingSource embeddings(client.get());
+  TrainerOptions o = Options("ckpt");
+  o.epochs = 1;
+  o.min_count = 20;
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, client.get(), &embeddings, log));
+  const std::string text = ReadLog(log);
+  EXPECT_GT(r.ids_admitted, 0u);
+  EXPECT_LT(r.ids_admitted, r.ids_tracked);
+  ASSERT_OK_AND_ASSIGN(StoreStats stats, client->Stats());
+  for (const TableStats& t : stats.tables) {
+    if (t.name != "deep" && t.name != "wide") continue;
+    // Admitted ids, and at most one fallback row per field.
+    EXPECT_GT(t.created, r.ids_admitted) << t.name;
+    EXPECT_LE(t.created, r.ids_admitted + kNumCatFeatures) << t.name;
+  }
+  EXPECT_THAT(text, ::testing::HasSubstr("have their own rows"));
+  ASSERT_TRUE(r.auc.has_value());
+  EXPECT_GT(*r.auc, 0.55);
+}
+
+}  // namespace
+}  // namespace psdb::train

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,7 +74,9 @@ constexpr char kUsage[] =
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
     "           [--wide_lr F] [--wide_l1 F] [--wide_l2 F] [--deep_l2 F]\n"
-    "           [--dropout F]\n"
+    "           [--dropout F] [--min_count N]\n"
+    "  (--min_count N: ids seen fewer than N times in training share their\n"
+    "  field's learned fallback row; 0 = off)\n"
     "           [--dense_lr F] [--deep_dim N] [--hidden "
     "256,128]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
@@ -199,6 +202,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "wide_l2",
                                         "deep_l2",
                                         "dropout",
+                                        "min_count",
                                         "rank",
                                         "world",
                                         "shard_by",
@@ -265,6 +269,9 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
       args.GetDouble("valid_fraction", o->valid_fraction, 0, 0.99));
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("patience", o->patience, 0, 1 << 20));
   o->patience = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("min_count", o->min_count, 0,
+                                       std::numeric_limits<uint32_t>::max()));
+  o->min_count = static_cast<uint32_t>(v);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("world", 1, 1, 1 << 20));
   o->shard.world = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("rank", 0, 0, o->shard.world - 1));

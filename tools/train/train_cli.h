@@ -19,7 +19,8 @@
 //            [--cache_rows N --cache_policy lru|lfu|lookahead
 //             --cache_mode write_back|push_through]
 //            [--deep_optimizer lazy_adam|adagrad --deep_lr F --wide_lr F
-//             --wide_l1 F --wide_l2 F --deep_l2 F --dropout F --dense_lr F
+//             --wide_l1 F --wide_l2 F --deep_l2 F --dropout F --min_count N
+//             --dense_lr F
 //             --deep_dim N
 //             --hidden 256,128 --block_dim N
 //             --seed N --memory_budget_mb N --no_progress --no_plot]
@@ -35,7 +36,8 @@
 //       --wide_l1/--wide_l2: FTRL's l1/l2 of the wide part; --deep_l2: L2
 //       on each deep embedding row, applied lazily when the row is updated
 //       (the optimizer's weight_decay, run by the store); --dropout: the
-//       MLP's hidden dropout rate in training steps (train/mlp.h).
+//       MLP's hidden dropout rate in training steps (train/mlp.h);
+//       --min_count: rare ids share a per-field row (train/rare_ids.h).
 //       --cache_rows 0 trains straight on the client (no worker cache).
 //       --dense ps|allreduce: the dense weights (MLP, wide linear) as psdb
 //       dense tables, or replicated on every worker and averaged by
