@@ -361,3 +361,39 @@ TEST(StoreTest, LocalClientServesTheStore) {
 
 }  // namespace
 }  // namespace psdb
+
+namespace psdb {
+namespace {
+
+// A read-only checkpoint store accepts CreateTable of a table it holds with
+// the identical spec (nothing to write: a model opening its tables
+// idempotently) and refuses every other CreateTable; LocalClient serves it.
+TEST(StoreTest, ReadOnlyCheckpointAcceptsOnlyIdenticalCreateTable) {
+  ScratchDir dir, ckpt;
+  const TableSpec spec = ::psdb::testing::MakeSpec("t", 2);
+  std::string path;
+  {
+    ASSERT_OK_AND_ASSIGN(
+        auto store, Store::Open(::psdb::testing::SmallOptions(), dir.path()));
+    ASSERT_OK(store->CreateTable(spec));
+    ASSERT_OK(store->Push("t", {1}, {1, 1}, PushOptions{.step = 1}));
+    ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store->Checkpoint(ckpt.path()));
+    path = info.path;
+  }
+  ASSERT_OK_AND_ASSIGN(auto client, LocalClient::OpenCheckpoint(path));
+  EXPECT_OK(client->CreateTable(spec));
+  TableSpec other = spec;
+  other.dim = 3;
+  EXPECT_EQ(client->CreateTable(other).code(),
+            absl::StatusCode::kFailedPrecondition);
+  other = spec;
+  other.name = "new";
+  EXPECT_EQ(client->CreateTable(other).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<float> out(2);
+  EXPECT_OK(client->Pull("t", {1}, absl::MakeSpan(out), {}));
+  EXPECT_NE(out, (std::vector<float>{0, 0}));
+}
+
+}  // namespace
+}  // namespace psdb
