@@ -156,13 +156,12 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
         "), patience and eval_every >= 0 (got ", options.patience, ", ",
         options.eval_every, ")"));
   }
-  if (options.patience > 0 && options.valid_fraction > 0 &&
-      options.shard.world > 1 && options.mode != SyncMode::kSync) {
-    return absl::InvalidArgumentError(
-        "early stopping with several workers needs --mode sync (every rank "
-        "must see the same validation log-loss to stop at the same step); "
-        "use --patience 0");
-  }
+  // Stopping and best checkpoints are collective decisions: every rank
+  // must take them at the same step, and ranks' validation losses may
+  // differ (async pushes, worker caches). Agreeing on them needs a
+  // collective this loop does not have yet, so with several workers the
+  // validation split is evaluated and reported but decides nothing.
+  const bool decide = options.shard.world == 1;
   PSDB_ASSIGN_OR_RETURN(DataDir data, LoadDataDir(options.data_dir));
   std::error_code ec;
   std::filesystem::create_directories(options.checkpoint_dir, ec);
@@ -306,9 +305,11 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       result.best_valid_logloss = eval.logloss;
       result.best_valid_auc = eval.auc;
       bad_evaluations = 0;
-      PSDB_ASSIGN_OR_RETURN(
-          result.best_checkpoint,
-          write_checkpoint(step, best_root, /*keep=*/1, "best checkpoint"));
+      if (decide) {
+        PSDB_ASSIGN_OR_RETURN(
+            result.best_checkpoint,
+            write_checkpoint(step, best_root, /*keep=*/1, "best checkpoint"));
+      }
       return false;
     }
     ++bad_evaluations;
@@ -320,7 +321,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                  static_cast<long long>(*result.best_step), bad_evaluations,
                  options.patience);
     std::fflush(log);
-    return options.patience > 0 && bad_evaluations >= options.patience;
+    return decide && options.patience > 0 &&
+           bad_evaluations >= options.patience;
   };
   // The test evaluation, once, at the end: of the best checkpoint when it
   // can be opened and is not the last state, else of the model as it is.
@@ -329,7 +331,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
     const bool last_is_best =
-        !result.best_step.has_value() || *result.best_step == step;
+        result.best_step.has_value() && *result.best_step == step;
     EvalResult eval;
     if (!last_is_best && options.open_checkpoint &&
         !result.best_checkpoint.empty()) {

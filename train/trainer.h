@@ -26,8 +26,11 @@
 // open_checkpoint is set (the model the run hands over is the best one),
 // else on the model as training left it (TrainResult::test_model says
 // which). The last state is still checkpointed under CDIR, for resuming.
-// In a multi-worker run the ranks must agree on each evaluation, so early
-// stopping there needs kSync mode.
+// With several workers (shard.world > 1) the validation split is evaluated
+// and reported, but neither stops training nor writes best checkpoints:
+// those are collective decisions every rank must take at the same step, and
+// the ranks' validation losses may differ (async pushes, worker caches);
+// agreeing on them (e.g. an AllReduce of the loss) is not built yet.
 //
 // The next batch is read and parsed in the background while the current one
 // trains, and its ids are handed to EmbeddingSource::Prefetch.
@@ -153,7 +156,8 @@ struct TrainResult {
   uint64_t ids_tracked = 0;
   uint64_t ids_admitted = 0;
   // Which model auc/logloss measure: "best" (the best checkpoint, or the
-  // last state when that was the best) or "last".
+  // last state when that was the best) or "last" (the last state: no
+  // validation, or the best checkpoint could not be opened).
   std::string test_model;
   std::string summary_json;
 };
