@@ -16,9 +16,11 @@
 // Counting: MapTraining counts every occurrence, in batch order; the k-th
 // sighting of an id is mapped to the fallback when k < min_count, so an id
 // gets its own row from its min_count-th sighting on. MapEval maps ids with
-// fewer than min_count sightings (unseen ones included) and counts nothing.
+// fewer than min_count sightings (unseen ones included) and counts nothing;
+// given a step, it maps the ids admitted after that step too (the model of
+// a checkpoint taken then has no trained row for them).
 // Counts are this worker's (of its shard of the data), kept in memory for
-// the run: one hash-map entry per distinct id seen (~16 bytes plus the
+// the run: one hash-map entry per distinct id seen (16 bytes plus the
 // table's overhead), not saved in checkpoints.
 //
 // Thread-safety: thread-compatible (the training thread drives it).
@@ -26,6 +28,7 @@
 #define PSDB_TRAIN_RARE_IDS_H_
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "train/criteo_reader.h"
@@ -44,10 +47,13 @@ class RareIdMapper {
   bool enabled() const { return min_count_ > 1; }
   uint32_t min_count() const { return min_count_; }
 
-  // Counts the batch's ids and maps those still below min_count.
-  void MapTraining(CriteoBatch* batch);
-  // Maps ids below min_count; counts nothing.
-  void MapEval(CriteoBatch* batch) const;
+  // Counts the batch's ids and maps those still below min_count; `step` is
+  // the training step the batch is for (ids admitted by it are admitted at
+  // that step).
+  void MapTraining(CriteoBatch* batch, int64_t step);
+  // Maps ids not admitted by `as_of_step` (default: now); counts nothing.
+  void MapEval(CriteoBatch* batch,
+               int64_t as_of_step = std::numeric_limits<int64_t>::max()) const;
 
   // Distinct ids seen in training, and of those the ones admitted.
   uint64_t tracked() const { return counts_.size(); }
@@ -56,8 +62,13 @@ class RareIdMapper {
   uint64_t mapped() const { return mapped_; }
 
  private:
+  // Sightings while below min_count; once admitted, the admission step.
+  struct Entry {
+    uint32_t count = 0;
+    int64_t admitted_at = 0;
+  };
   const uint32_t min_count_;
-  absl::flat_hash_map<uint64_t, uint32_t> counts_;  // saturates at min_count
+  absl::flat_hash_map<uint64_t, Entry> counts_;
   uint64_t admitted_ = 0;
   uint64_t mapped_ = 0;
 };

@@ -78,6 +78,7 @@ struct EvalResult {
 absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
                                     const std::vector<std::string>& files,
                                     size_t batch_size, const RareIdMapper& rare,
+                                    int64_t as_of_step,
                                     const ReaderOptions& read = {}) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
                         CriteoReader::Open(files, read));
@@ -86,7 +87,7 @@ absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
   while (true) {
     PSDB_ASSIGN_OR_RETURN(size_t n, reader->Next(batch_size, &batch));
     if (n == 0) break;
-    rare.MapEval(&batch);
+    rare.MapEval(&batch, as_of_step);
     PSDB_RETURN_IF_ERROR(model->Predict(batch, &probs));
     all_probs.insert(all_probs.end(), probs.begin(), probs.end());
     all_labels.insert(all_labels.end(), batch.labels.begin(),
@@ -273,9 +274,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     if (options.valid_fraction <= 0) return false;
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
-    PSDB_ASSIGN_OR_RETURN(EvalResult eval,
-                          Evaluate(model.get(), data.train_files,
-                                   options.batch_size * 4, rare, valid_read));
+    PSDB_ASSIGN_OR_RETURN(
+        EvalResult eval,
+        Evaluate(model.get(), data.train_files, options.batch_size * 4, rare,
+                 step, valid_read));
     progress.Clear();
     if (eval.examples == 0) {
       std::fprintf(log,
@@ -345,14 +347,15 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
           std::unique_ptr<WideDeepModel> best_model,
           WideDeepModel::Create(best_config, best_client.get(),
                                 &best_embeddings));
-      PSDB_ASSIGN_OR_RETURN(eval, Evaluate(best_model.get(), data.test_files,
-                                           options.batch_size * 4, rare));
+      PSDB_ASSIGN_OR_RETURN(
+          eval, Evaluate(best_model.get(), data.test_files,
+                         options.batch_size * 4, rare, *result.best_step));
       result.test_model = "best";
       epoch = *result.best_epoch;
       step = *result.best_step;
     } else {
       PSDB_ASSIGN_OR_RETURN(eval, Evaluate(model.get(), data.test_files,
-                                           options.batch_size * 4, rare));
+                                           options.batch_size * 4, rare, step));
       result.test_model = last_is_best ? "best" : "last";
     }
     if (eval.examples == 0) {
@@ -393,7 +396,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   }
   // Batches are mapped as they arrive, in training order, on this thread
   // (before the next one is announced to the embedding source).
-  rare.MapTraining(current.batch.get());
+  rare.MapTraining(current.batch.get(), /*step=*/1);
   const absl::Time start = absl::Now();
   int64_t step = 0;
   // Sums of the steps' mean losses since the last log line: each line
@@ -405,7 +408,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   model->Begin(*current.batch);
   while (current.batch != nullptr) {
     PSDB_ASSIGN_OR_RETURN(BatchLoader::Item next, loader.Next());
-    if (next.batch != nullptr) rare.MapTraining(next.batch.get());
+    // `next` trains at step + 2 (this iteration trains step + 1).
+    if (next.batch != nullptr) rare.MapTraining(next.batch.get(), step + 2);
     ++step;
     const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
     PSDB_ASSIGN_OR_RETURN(

@@ -98,11 +98,8 @@ struct TrainerOptions {
   int patience = 2;
   // Ids seen fewer than this many times in training share their field's
   // fallback row (train/rare_ids.h), in training and evaluation alike
-  // (evaluations use the counts of the moment; the final test evaluation of
-  // the best checkpoint uses the end-of-run counts, so an id admitted after
-  // the best step reads its own row, which that checkpoint may lack and
-  // then serves as the table default); 0 or 1 = every id has its own row.
-  // Default: 0
+  // (the test evaluation of the best checkpoint maps the ids admitted after
+  // its step too); 0 or 1 = every id has its own row. Default: 0
   uint32_t min_count = 0;
   // Default: kSync
   SyncMode mode = SyncMode::kSync;

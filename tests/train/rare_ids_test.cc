@@ -28,7 +28,7 @@ CriteoBatch Batch(const std::vector<uint64_t>& ids) {
 TEST(RareIdMapperTest, IdsAreAdmittedOnTheirMinCountthSighting) {
   RareIdMapper m(3);
   CriteoBatch b = Batch({7, 7, 9});
-  m.MapTraining(&b);  // 7: 1st and 2nd sightings, 9: 1st
+  m.MapTraining(&b, 1);  // 7: 1st and 2nd sightings, 9: 1st
   for (int i = 0; i < 3; ++i) {
     for (int f = 0; f < kNumCatFeatures; ++f) {
       EXPECT_EQ(b.cat_keys[i * kNumCatFeatures + f],
@@ -36,7 +36,7 @@ TEST(RareIdMapperTest, IdsAreAdmittedOnTheirMinCountthSighting) {
     }
   }
   b = Batch({7, 9});
-  m.MapTraining(&b);  // 7: 3rd (admitted), 9: 2nd
+  m.MapTraining(&b, 2);  // 7: 3rd (admitted at step 2), 9: 2nd
   EXPECT_EQ(b.cat_keys[0], CategoricalKey(0, 7));
   EXPECT_EQ(b.cat_keys[kNumCatFeatures + 5], RareIdMapper::FallbackKey(5));
   EXPECT_EQ(m.admitted(), 26u);  // id 7's 26 field keys
@@ -46,11 +46,19 @@ TEST(RareIdMapperTest, IdsAreAdmittedOnTheirMinCountthSighting) {
   // Evaluation maps the rare and the unseen, keeps the admitted and counts
   // nothing.
   CriteoBatch e = Batch({7, 9, 11});
+  const CriteoBatch unmapped = e;
   m.MapEval(&e);
   EXPECT_EQ(e.cat_keys[3], CategoricalKey(3, 7 + 3));
   EXPECT_EQ(e.cat_keys[kNumCatFeatures + 3], RareIdMapper::FallbackKey(3));
   EXPECT_EQ(e.cat_keys[2 * kNumCatFeatures + 3], RareIdMapper::FallbackKey(3));
   EXPECT_EQ(m.tracked(), 52u);
+  // As of step 1 (a checkpoint taken then) id 7 was not admitted yet.
+  e = unmapped;
+  m.MapEval(&e, /*as_of_step=*/1);
+  EXPECT_EQ(e.cat_keys[3], RareIdMapper::FallbackKey(3));
+  e = unmapped;
+  m.MapEval(&e, /*as_of_step=*/2);
+  EXPECT_EQ(e.cat_keys[3], CategoricalKey(3, 7 + 3));
 }
 
 TEST(RareIdMapperTest, FallbacksAreDistinctPerFieldAndOffMapsNothing) {
@@ -64,7 +72,7 @@ TEST(RareIdMapperTest, FallbacksAreDistinctPerFieldAndOffMapsNothing) {
     RareIdMapper m(off);
     CriteoBatch b = Batch({1});
     const std::vector<uint64_t> before = b.cat_keys;
-    m.MapTraining(&b);
+    m.MapTraining(&b, 1);
     m.MapEval(&b);
     EXPECT_EQ(b.cat_keys, before);
     EXPECT_FALSE(m.enabled());
