@@ -13,6 +13,16 @@ absl::StatusOr<std::unique_ptr<LocalClient>> LocalClient::Open(
   return client;
 }
 
+absl::StatusOr<std::unique_ptr<LocalClient>> LocalClient::OpenCheckpoint(
+    absl::string_view checkpoint_dir, const StoreOptions& options) {
+  PSDB_ASSIGN_OR_RETURN(
+      std::unique_ptr<Store> store,
+      Store::OpenCheckpoint(options, checkpoint_dir, /*shard_id=*/0));
+  auto client = std::make_unique<LocalClient>(store.get());
+  client->owned_ = std::move(store);
+  return client;
+}
+
 LocalClient::LocalClient(Store* store) : store_(store) {}
 LocalClient::~LocalClient() = default;
 

@@ -19,6 +19,10 @@ class LocalClient final : public ParameterClient {
   // Opens a Store under `path` and serves it.
   static absl::StatusOr<std::unique_ptr<LocalClient>> Open(
       absl::string_view path, const StoreOptions& options = {});
+  // Serves shard 0 of the checkpoint `checkpoint_dir` (an embedded store's
+  // checkpoint) read-only: Store::OpenCheckpoint.
+  static absl::StatusOr<std::unique_ptr<LocalClient>> OpenCheckpoint(
+      absl::string_view checkpoint_dir, const StoreOptions& options = {});
   // Serves an already open store; `store` must outlive the client.
   explicit LocalClient(Store* store);
   ~LocalClient() override;

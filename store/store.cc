@@ -344,12 +344,17 @@ absl::Status Store::Impl::PersistMeta(bool clean) {
 }
 
 absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
-  PSDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
   PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
   absl::MutexLock l(&tables_mu_);
   auto it = tables_.find(spec.name);
+  // Creating a table that exists with the same spec writes nothing, so a
+  // read-only store allows it too (a model opening its tables idempotently
+  // on a checkpoint, as ps-train's best-checkpoint evaluation does).
+  if (it != tables_.end() && it->second->spec() == spec) {
+    return absl::OkStatus();
+  }
+  PSDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
   if (it != tables_.end()) {
-    if (it->second->spec() == spec) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat(
         "table ", spec.name, " exists with a different spec: have ",
         TableSpecToJson(it->second->spec()), ", asked for ",

@@ -129,10 +129,11 @@ class Store {
   // from the files; every row in it is clean, so eviction only drops.
   // Pull and PullRows always behave as serving pulls (no row is created, no
   // sighting counted; a missing key gets its table's serving default);
-  // CreateTable, DropTable, Push, PutRows, Checkpoint, CheckpointShard and
-  // Flush fail with FailedPrecondition. options.restore_from,
-  // create_if_missing and shard_id are ignored. NotFound if the directory
-  // has no manifest or the manifest no shard `shard_id`.
+  // CreateTable (except of a table that exists with the identical spec,
+  // which is OK and writes nothing), DropTable, Push, PutRows, Checkpoint,
+  // CheckpointShard and Flush fail with FailedPrecondition.
+  // options.restore_from, create_if_missing and shard_id are ignored. NotFound
+  // if the directory has no manifest or the manifest no shard `shard_id`.
   static absl::StatusOr<std::unique_ptr<Store>> OpenCheckpoint(
       const StoreOptions& options, absl::string_view checkpoint_dir,
       int shard_id);

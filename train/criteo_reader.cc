@@ -143,12 +143,26 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch) {
   return absl::OkStatus();
 }
 
+bool InValidSplit(absl::string_view line, double fraction) {
+  if (fraction <= 0) return false;
+  absl::ConsumeSuffix(&line, "\r");
+  // 2^64 * fraction as a double, compared in double: exact enough (the
+  // fraction itself is a double) and never overflows.
+  constexpr double kTwo64 = 18446744073709551616.0;
+  return static_cast<double>(Hash64(line, /*seed=*/0x76616c6964ULL)) <
+         fraction * kTwo64;
+}
+
 absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(
     std::vector<std::string> files, const ReaderOptions& options) {
   if (files.empty()) return absl::InvalidArgumentError("no input files");
   if (options.world < 1 || options.rank < 0 || options.rank >= options.world) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", options.rank, " is not in [0, world=", options.world, ")"));
+  }
+  if (!(options.valid_fraction >= 0 && options.valid_fraction < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "valid_fraction must be in [0, 1) (got ", options.valid_fraction, ")"));
   }
   std::vector<std::string> mine;
   if (options.shard_by == ShardBy::kFile) {
@@ -228,6 +242,11 @@ absl::StatusOr<size_t> CriteoReader::Next(size_t max_examples,
     const uint64_t g = global_line_++;
     if (options_.shard_by == ShardBy::kLine &&
         static_cast<int>(g % options_.world) != options_.rank) {
+      continue;
+    }
+    if (options_.split != Split::kAll &&
+        InValidSplit(line.text, options_.valid_fraction) !=
+            (options_.split == Split::kValid)) {
       continue;
     }
     ++examined_in_file_;

@@ -27,6 +27,15 @@
 //          files in order, malformed lines included) when g % world == rank.
 // Either way the ranks of one world partition the input exactly.
 //
+// Validation split (ReaderOptions::valid_fraction, `split`): a line is held
+// out for validation when InValidSplit(line, fraction): the XXH3 hash of its
+// bytes (a trailing '\r' ignored) falls in the lowest `fraction` of the
+// 64-bit range. It depends on the line alone, so every worker, every epoch
+// and every run agrees on it, whatever the sharding; identical lines fall
+// on the same side (no leak from train to validation). The split is applied
+// after the sharding filter; a validation reader is usually opened with
+// world = 1 so every rank evaluates the whole validation set.
+//
 // Thread-safety: thread-compatible (one thread drives a reader).
 #ifndef PSDB_TRAIN_CRITEO_READER_H_
 #define PSDB_TRAIN_CRITEO_READER_H_
@@ -71,6 +80,17 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoBatch* batch);
 
 enum class ShardBy : int { kFile = 0, kLine = 1 };
 
+// Which side of the validation split a reader yields.
+enum class Split : int {
+  kAll = 0,    // every line (valid_fraction ignored)
+  kTrain = 1,  // lines not held out
+  kValid = 2,  // the held-out lines
+};
+
+// True when `line` belongs to the validation split of `fraction` (in
+// [0, 1]): Hash64(line without a trailing '\r') < fraction * 2^64.
+bool InValidSplit(absl::string_view line, double fraction);
+
 struct ReaderOptions {
   // This worker's rank in [0, world). Default: 0
   int rank = 0;
@@ -84,6 +104,10 @@ struct ReaderOptions {
   // How many malformed lines one reader logs before it only counts them.
   // Default: 20
   uint64_t max_logged_malformed = 20;
+  // Fraction of lines held out for validation, in [0, 1). Default: 0
+  double valid_fraction = 0;
+  // Which side of that split this reader yields. Default: kAll
+  Split split = Split::kAll;
 };
 
 // How much of a malformed line a log line shows.
@@ -97,8 +121,9 @@ std::string DescribeMalformedLine(absl::string_view path, uint64_t line,
 
 class CriteoReader {
  public:
-  // InvalidArgument if files is empty, rank/world are out of range, or
-  // sharding by file leaves this rank with no file.
+  // InvalidArgument if files is empty, rank/world are out of range,
+  // valid_fraction is not in [0, 1), or sharding by file leaves this rank
+  // with no file.
   static absl::StatusOr<std::unique_ptr<CriteoReader>> Open(
       std::vector<std::string> files, const ReaderOptions& options = {});
   ~CriteoReader();

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "Eigen/Core"
+#include "util/hash.h"
 
 namespace psdb::train {
 namespace {
@@ -35,9 +36,10 @@ float Mlp::GlorotLimit(int layer) const {
 
 void Mlp::Forward(absl::Span<const absl::Span<const float>> params,
                   absl::Span<const float> x, int batch, Workspace* ws,
-                  absl::Span<float> out) const {
+                  absl::Span<float> out, const MlpDropout& dropout) const {
   const int layers = num_layers();
   ws->acts.resize(layers + 1);
+  ws->masks.assign(dropout.rate > 0 ? layers : 0, {});
   ws->acts[0].assign(x.begin(), x.end());
   for (int l = 0; l < layers; ++l) {
     const int in = sizes_[l], outd = sizes_[l + 1];
@@ -49,7 +51,22 @@ void Mlp::Forward(absl::Span<const absl::Span<const float>> params,
     MapMat z(next.data(), batch, outd);
     z.noalias() = a * w;
     z.rowwise() += b;
-    if (l + 1 < layers) z = z.cwiseMax(0.0f);
+    if (l + 1 < layers) {
+      z = z.cwiseMax(0.0f);
+      if (dropout.rate > 0) {
+        std::vector<float>& mask = ws->masks[l + 1];
+        mask.resize(next.size());
+        const float keep_scale = 1.0f / (1.0f - dropout.rate);
+        // A 53-bit uniform per (seed, layer, example, unit).
+        const uint64_t layer_seed = Mix64(dropout.seed ^ Mix64(l + 1));
+        for (size_t i = 0; i < mask.size(); ++i) {
+          const double u =
+              static_cast<double>(Mix64(layer_seed + i) >> 11) * 0x1p-53;
+          mask[i] = u < dropout.rate ? 0.0f : keep_scale;
+          next[i] *= mask[i];
+        }
+      }
+    }
   }
   const std::vector<float>& last = ws->acts[layers];
   std::copy(last.begin(), last.end(), out.begin());
@@ -73,7 +90,11 @@ void Mlp::Backward(absl::Span<const absl::Span<const float>> params,
     ConstMapMat w(params[2 * l].data(), in, outd);
     RowMat prev = delta * w.transpose();
     if (l > 0) {
-      // ReLU': the activation a = relu(z) is > 0 exactly where z > 0.
+      // ReLU': the activation a = relu(z) is > 0 exactly where z > 0 (and,
+      // with dropout, the unit was kept: its mask then scales it).
+      if (!ws.masks.empty()) {
+        prev = prev.cwiseProduct(ConstMapMat(ws.masks[l].data(), batch, in));
+      }
       prev = prev.cwiseProduct((a.array() > 0.0f).cast<float>().matrix());
       delta = std::move(prev);
     } else {

@@ -47,12 +47,13 @@ absl::Status WriteMetricsCsv(absl::string_view path,
                              const std::vector<MetricsRow>& rows) {
   std::string out =
       "step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss,"
-      "wide_loss,deep_loss\n";
+      "wide_loss,deep_loss,valid_auc,valid_logloss\n";
   for (const MetricsRow& r : rows) {
     absl::StrAppend(&out, r.step, ",", r.epoch, ",", r.samples, ",",
                     Cell(r.train_loss), ",", Cell(r.train_auc), ",",
                     Cell(r.eval_auc), ",", Cell(r.eval_logloss), ",",
-                    Cell(r.wide_loss), ",", Cell(r.deep_loss), "\n");
+                    Cell(r.wide_loss), ",", Cell(r.deep_loss), ",",
+                    Cell(r.valid_auc), ",", Cell(r.valid_logloss), "\n");
   }
   return WriteFileAtomically(path, out);
 }
@@ -92,13 +93,17 @@ std::string MetricsPlotScript(absl::string_view csv, absl::string_view png,
       "title 'wide part alone (window)', "
       "'' using 'step':'deep_loss' with lines lw 2 dt 4 "
       "title 'deep part alone (window)', "
+      "'' using 'step':'valid_logloss' with linespoints pt 6 "
+      "title 'validation log-loss', "
       "'' using 'step':'eval_logloss' with linespoints pt 7 "
-      "title 'eval log-loss'\n"
+      "title 'test log-loss'\n"
       "set ylabel 'AUC'\n"
       "plot '",
       csv,
       "' using 'step':'train_auc' with lines lw 2 title 'train AUC (window)', "
-      "'' using 'step':'eval_auc' with linespoints pt 7 title 'eval AUC'");
+      "'' using 'step':'valid_auc' with linespoints pt 6 "
+      "title 'validation AUC', "
+      "'' using 'step':'eval_auc' with linespoints pt 7 title 'test AUC'");
   if (bayes_auc.has_value()) {
     absl::StrAppend(&script, ", ", Number(*bayes_auc),
                     " with lines dt 2 title 'Bayes-optimal AUC'");

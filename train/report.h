@@ -1,10 +1,12 @@
 // The files a training run leaves next to its checkpoints:
 //   metrics.csv   step,epoch,samples,train_loss,train_auc,eval_auc,
-//                 eval_logloss,wide_loss,deep_loss
-//                 (empty cells where a value was not measured at that row;
-//                 wide_loss and deep_loss are the training window's
+//                 eval_logloss,wide_loss,deep_loss,valid_auc,valid_logloss
+//                 (eval_* on the test files, valid_* on the validation
+//                 split; empty cells where a value was not measured at that
+//                 row; wide_loss and deep_loss are the training window's
 //                 per-part losses, WideDeepLoss in train/wide_deep.h)
-//   metrics.png   losses (train, each part's, eval) and AUC against step,
+//   metrics.png   losses (train, each part's, validation, test) and AUC
+//                 against step,
 //                 rendered by gnuplot
 //   summary.json  the run's headline numbers
 //
@@ -33,13 +35,16 @@ struct MetricsRow {
   std::optional<double> eval_logloss;
   std::optional<double> wide_loss;  // log-loss of the wide part alone
   std::optional<double> deep_loss;  // log-loss of the deep part alone
+  std::optional<double> valid_auc;  // on the validation split
+  std::optional<double> valid_logloss;
 };
 
 absl::Status WriteMetricsCsv(absl::string_view path,
                              const std::vector<MetricsRow>& rows);
 
 // The gnuplot script PlotMetrics runs: two panels against step, the losses
-// (train, wide part, deep part, eval) and the AUCs (train, eval, a
+// (train, wide part, deep part, validation, test) and the AUCs (train,
+// validation, test, a
 // horizontal line at bayes_auc when given). Columns are named by their
 // metrics.csv header, not their position.
 std::string MetricsPlotScript(absl::string_view csv, absl::string_view png,

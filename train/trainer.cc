@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "train/metrics.h"
 #include "train/progress.h"
+#include "train/rare_ids.h"
 #include "train/report.h"
 #include "util/status_macros.h"
 
@@ -72,16 +73,21 @@ struct EvalResult {
   uint64_t examples = 0;
 };
 
+// AUC and log-loss of `model` on `files` (the lines `read` selects);
+// examples == 0 and NaN metrics when it selects none.
 absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
                                     const std::vector<std::string>& files,
-                                    size_t batch_size) {
+                                    size_t batch_size, const RareIdMapper& rare,
+                                    int64_t as_of_step,
+                                    const ReaderOptions& read = {}) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
-                        CriteoReader::Open(files));
+                        CriteoReader::Open(files, read));
   std::vector<float> probs, all_probs, all_labels;
   CriteoBatch batch;
   while (true) {
     PSDB_ASSIGN_OR_RETURN(size_t n, reader->Next(batch_size, &batch));
     if (n == 0) break;
+    rare.MapEval(&batch, as_of_step);
     PSDB_RETURN_IF_ERROR(model->Predict(batch, &probs));
     all_probs.insert(all_probs.end(), probs.begin(), probs.end());
     all_labels.insert(all_labels.end(), batch.labels.begin(),
@@ -89,6 +95,7 @@ absl::StatusOr<EvalResult> Evaluate(WideDeepModel* model,
   }
   EvalResult result;
   result.examples = all_probs.size();
+  if (result.examples == 0) return result;
   PSDB_ASSIGN_OR_RETURN(result.auc, Auc(all_probs, all_labels));
   PSDB_ASSIGN_OR_RETURN(result.logloss, LogLoss(all_probs, all_labels));
   return result;
@@ -143,6 +150,19 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     return absl::InvalidArgumentError(
         "batch_size, epochs and log_every must be >= 1");
   }
+  if (!(options.valid_fraction >= 0 && options.valid_fraction < 1) ||
+      options.patience < 0 || options.eval_every < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "valid_fraction must be in [0, 1) (got ", options.valid_fraction,
+        "), patience and eval_every >= 0 (got ", options.patience, ", ",
+        options.eval_every, ")"));
+  }
+  // Stopping and best checkpoints are collective decisions: every rank
+  // must take them at the same step, and ranks' validation losses may
+  // differ (async pushes, worker caches). Agreeing on them needs a
+  // collective this loop does not have yet, so with several workers the
+  // validation split is evaluated and reported but decides nothing.
+  const bool decide = options.shard.world == 1;
   PSDB_ASSIGN_OR_RETURN(DataDir data, LoadDataDir(options.data_dir));
   std::error_code ec;
   std::filesystem::create_directories(options.checkpoint_dir, ec);
@@ -150,8 +170,17 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     return absl::PermissionDeniedError(absl::StrCat(
         "cannot create ", options.checkpoint_dir, ": ", ec.message()));
   }
+  ReaderOptions train_read = options.shard;
+  train_read.valid_fraction = options.valid_fraction;
+  train_read.split = options.valid_fraction > 0 ? Split::kTrain : Split::kAll;
+  // Every rank evaluates the whole validation split; its malformed lines
+  // were already reported by the training reader.
+  ReaderOptions valid_read;
+  valid_read.valid_fraction = options.valid_fraction;
+  valid_read.split = Split::kValid;
+  valid_read.malformed_log = nullptr;
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
-                        CriteoReader::Open(data.train_files, options.shard));
+                        CriteoReader::Open(data.train_files, train_read));
   WideDeepConfig config = options.model;
   config.async_push = options.mode == SyncMode::kAsync;
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<WideDeepModel> model,
@@ -163,6 +192,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     lines = (lines + options.shard.world - 1 - options.shard.rank) /
             options.shard.world;
   }
+  lines = static_cast<uint64_t>(lines * (1 - options.valid_fraction));
   uint64_t total = lines * options.epochs;
   if (options.max_steps > 0) {
     total = std::min<uint64_t>(total, options.max_steps * options.batch_size);
@@ -178,13 +208,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                options.mode == SyncMode::kSync ? "sync" : "async");
   std::fprintf(log,
                "ps-train: store %s; embeddings %s; dense %s; batch %d, %d "
-               "epoch(s), ~%llu samples\n",
+               "epoch(s), ~%llu samples; validation %.3g of the train lines, "
+               "patience %d\n",
                options.store_description.c_str(),
                embeddings->Describe().c_str(),
                model->DenseDescription().c_str(), options.batch_size,
-               options.epochs, static_cast<unsigned long long>(total));
+               options.epochs, static_cast<unsigned long long>(total),
+               options.valid_fraction, options.patience);
   std::fflush(log);
 
+  RareIdMapper rare(options.min_count);
   const bool tty = options.progress && IsTerminal(stderr);
   Progress progress(stderr, tty, total, /*plain_every=*/1);
   TrainResult result;
@@ -193,7 +226,10 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   const std::string csv_path =
       (std::filesystem::path(options.checkpoint_dir) / "metrics.csv").string();
 
-  auto checkpoint = [&](int64_t step) -> absl::Status {
+  // Writes a checkpoint of the state after `step` under `root` (keeping
+  // `keep`) and returns its path ("" on ranks that write none).
+  auto write_checkpoint = [&](int64_t step, const std::string& root, int keep,
+                              const char* what) -> absl::StatusOr<std::string> {
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     // Replicated dense weights reach the store (rank 0's PutRows) before
     // the store checkpoints.
@@ -201,47 +237,142 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
     if (options.checkpoint_fn) {
       PSDB_ASSIGN_OR_RETURN(std::string path, options.checkpoint_fn(step));
-      if (path.empty()) return absl::OkStatus();
-      result.checkpoint = path;
+      if (path.empty()) return path;
       progress.Clear();
-      std::fprintf(log, "checkpoint: step %lld -> %s (cluster)\n",
+      std::fprintf(log, "%s: step %lld -> %s (cluster)\n", what,
                    static_cast<long long>(step), path.c_str());
       std::fflush(log);
-      return absl::OkStatus();
+      return path;
     }
     // One checkpoint per cluster: every server writes its shard when asked,
     // so only rank 0 asks.
-    if (options.shard.rank != 0) return absl::OkStatus();
+    if (options.shard.rank != 0) return std::string();
     CheckpointOptions copts;
-    copts.keep_last = options.keep_checkpoints;
-    PSDB_ASSIGN_OR_RETURN(CheckpointInfo info,
-                          client->Checkpoint(options.checkpoint_dir, copts));
-    result.checkpoint = info.path;
+    copts.keep_last = keep;
+    PSDB_ASSIGN_OR_RETURN(CheckpointInfo info, client->Checkpoint(root, copts));
     progress.Clear();
-    std::fprintf(log,
-                 "checkpoint: step %lld -> %s (%llu rows flushed, %.2fs)\n",
+    std::fprintf(log, "%s: step %lld -> %s (%llu rows flushed, %.2fs)\n", what,
                  static_cast<long long>(step), info.path.c_str(),
                  static_cast<unsigned long long>(info.rows_flushed),
                  absl::ToDoubleSeconds(info.duration));
     std::fflush(log);
+    return info.path;
+  };
+  auto checkpoint = [&](int64_t step) -> absl::Status {
+    PSDB_ASSIGN_OR_RETURN(
+        std::string path,
+        write_checkpoint(step, options.checkpoint_dir, options.keep_checkpoints,
+                         "checkpoint"));
+    if (!path.empty()) result.checkpoint = path;
     return absl::OkStatus();
   };
-  auto evaluate = [&](int epoch, int64_t step) -> absl::Status {
-    if (data.test_files.empty()) return absl::OkStatus();
+  const std::string best_root =
+      (std::filesystem::path(options.checkpoint_dir) / "best").string();
+  int bad_evaluations = 0;
+  // Evaluates the validation split after `step`; true when training should
+  // stop (patience exhausted).
+  auto validate = [&](int epoch, int64_t step) -> absl::StatusOr<bool> {
+    if (options.valid_fraction <= 0) return false;
     PSDB_RETURN_IF_ERROR(model->WaitForPush());
     PSDB_RETURN_IF_ERROR(embeddings->Flush());
     PSDB_ASSIGN_OR_RETURN(
         EvalResult eval,
-        Evaluate(model.get(), data.test_files, options.batch_size * 4));
+        Evaluate(model.get(), data.train_files, options.batch_size * 4, rare,
+                 step, valid_read));
+    progress.Clear();
+    if (eval.examples == 0) {
+      std::fprintf(log,
+                   "epoch: %d step: %lld, no validation example (the "
+                   "hash split held out no line)\n",
+                   epoch, static_cast<long long>(step));
+      std::fflush(log);
+      return false;
+    }
+    std::fprintf(log,
+                 "epoch: %d step: %lld, valid AUC is %.4f, log-loss is %.4f "
+                 "(%llu validation examples)\n",
+                 epoch, static_cast<long long>(step), eval.auc, eval.logloss,
+                 static_cast<unsigned long long>(eval.examples));
+    MetricsRow row;
+    row.step = step;
+    row.epoch = epoch;
+    row.samples = result.samples;
+    row.valid_auc = eval.auc;
+    row.valid_logloss = eval.logloss;
+    metrics.push_back(row);
+    PSDB_RETURN_IF_ERROR(WriteMetricsCsv(csv_path, metrics));
+    if (!result.best_valid_logloss.has_value() ||
+        eval.logloss < *result.best_valid_logloss) {
+      result.best_epoch = epoch;
+      result.best_step = step;
+      result.best_valid_logloss = eval.logloss;
+      result.best_valid_auc = eval.auc;
+      bad_evaluations = 0;
+      if (decide) {
+        PSDB_ASSIGN_OR_RETURN(
+            result.best_checkpoint,
+            write_checkpoint(step, best_root, /*keep=*/1, "best checkpoint"));
+      }
+      return false;
+    }
+    ++bad_evaluations;
+    std::fprintf(log,
+                 "epoch: %d step: %lld, no better than the best valid "
+                 "log-loss %.4f (step %lld): %d of patience %d\n",
+                 epoch, static_cast<long long>(step),
+                 *result.best_valid_logloss,
+                 static_cast<long long>(*result.best_step), bad_evaluations,
+                 options.patience);
+    std::fflush(log);
+    return decide && options.patience > 0 &&
+           bad_evaluations >= options.patience;
+  };
+  // The test evaluation, once, at the end: of the best checkpoint when it
+  // can be opened and is not the last state, else of the model as it is.
+  auto evaluate = [&](int epoch, int64_t step) -> absl::Status {
+    if (data.test_files.empty()) return absl::OkStatus();
+    PSDB_RETURN_IF_ERROR(model->WaitForPush());
+    PSDB_RETURN_IF_ERROR(embeddings->Flush());
+    const bool last_is_best =
+        result.best_step.has_value() && *result.best_step == step;
+    EvalResult eval;
+    if (!last_is_best && options.open_checkpoint &&
+        !result.best_checkpoint.empty()) {
+      PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> best_client,
+                            options.open_checkpoint(result.best_checkpoint));
+      ClientEmbeddingSource best_embeddings(best_client.get());
+      WideDeepConfig best_config = config;
+      best_config.dense_reducer = nullptr;  // the checkpoint holds them
+      best_config.async_push = false;
+      PSDB_ASSIGN_OR_RETURN(
+          std::unique_ptr<WideDeepModel> best_model,
+          WideDeepModel::Create(best_config, best_client.get(),
+                                &best_embeddings));
+      PSDB_ASSIGN_OR_RETURN(
+          eval, Evaluate(best_model.get(), data.test_files,
+                         options.batch_size * 4, rare, *result.best_step));
+      result.test_model = "best";
+      epoch = *result.best_epoch;
+      step = *result.best_step;
+    } else {
+      PSDB_ASSIGN_OR_RETURN(eval, Evaluate(model.get(), data.test_files,
+                                           options.batch_size * 4, rare, step));
+      result.test_model = last_is_best ? "best" : "last";
+    }
+    if (eval.examples == 0) {
+      return absl::DataLossError(absl::StrCat(
+          "the test files of ", options.data_dir, " hold no valid example"));
+    }
     result.auc = eval.auc;
     result.logloss = eval.logloss;
     progress.Clear();
     std::fprintf(
         log,
         "epoch: %d step: %lld, eval AUC is %.4f, log-loss is %.4f"
-        " (%llu test examples%s)\n",
+        " (%llu test examples, %s model%s)\n",
         epoch, static_cast<long long>(step), eval.auc, eval.logloss,
         static_cast<unsigned long long>(eval.examples),
+        result.test_model.c_str(),
         data.bayes_auc.has_value()
             ? absl::StrFormat("; Bayes-optimal AUC %.4f", *data.bayes_auc)
                   .c_str()
@@ -264,6 +395,9 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     return absl::FailedPreconditionError(
         absl::StrCat("no training example in ", options.data_dir));
   }
+  // Batches are mapped as they arrive, in training order, on this thread
+  // (before the next one is announced to the embedding source).
+  rare.MapTraining(current.batch.get(), /*step=*/1);
   const absl::Time start = absl::Now();
   int64_t step = 0;
   // Sums of the steps' mean losses since the last log line: each line
@@ -275,6 +409,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   model->Begin(*current.batch);
   while (current.batch != nullptr) {
     PSDB_ASSIGN_OR_RETURN(BatchLoader::Item next, loader.Next());
+    // `next` trains at step + 2 (this iteration trains step + 1).
+    if (next.batch != nullptr) rare.MapTraining(next.batch.get(), step + 2);
     ++step;
     const bool stop_here = options.max_steps > 0 && step >= options.max_steps;
     PSDB_ASSIGN_OR_RETURN(
@@ -345,12 +481,22 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     }
     const bool epoch_ends =
         next.batch == nullptr || next.epoch != current.epoch;
-    if ((epoch_ends && !last_step) ||
-        (options.eval_every > 0 && step % options.eval_every == 0 &&
-         !last_step)) {
-      PSDB_RETURN_IF_ERROR(evaluate(current.epoch, step));
-    }
     last_epoch = current.epoch;
+    if (epoch_ends || last_step ||
+        (options.eval_every > 0 && step % options.eval_every == 0)) {
+      PSDB_ASSIGN_OR_RETURN(const bool stop, validate(current.epoch, step));
+      if (stop && !last_step) {
+        result.stopped_early = true;
+        std::fprintf(log,
+                     "early stopping: epoch %d step %lld, best valid "
+                     "log-loss %.4f at epoch %d step %lld\n",
+                     current.epoch, static_cast<long long>(step),
+                     *result.best_valid_logloss, *result.best_epoch,
+                     static_cast<long long>(*result.best_step));
+        std::fflush(log);
+        break;
+      }
+    }
     if (last_step) break;
     current = std::move(next);
   }
@@ -364,6 +510,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   PSDB_RETURN_IF_ERROR(checkpoint(step));
 
   result.malformed_lines = reader->malformed_lines();
+  result.ids_tracked = rare.tracked();
+  result.ids_admitted = rare.admitted();
   result.embedding_stats = embeddings->Stats();
   const EmbeddingStats& es = result.embedding_stats;
   if (es.has_cache && es.lookups > 0) {
@@ -384,9 +532,28 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
     std::fprintf(log, "first malformed line: %s\n",
                  reader->first_error().c_str());
   }
+  if (result.best_step.has_value()) {
+    std::fprintf(log,
+                 "validation: best log-loss %.4f (AUC %.4f) at epoch %d step "
+                 "%lld%s%s%s\n",
+                 *result.best_valid_logloss, *result.best_valid_auc,
+                 *result.best_epoch, static_cast<long long>(*result.best_step),
+                 result.stopped_early ? ", stopped early" : "",
+                 result.best_checkpoint.empty() ? "" : "; best checkpoint ",
+                 result.best_checkpoint.c_str());
+  }
+  if (rare.enabled()) {
+    std::fprintf(log,
+                 "ids: %llu distinct, %llu seen >= %u times have their own "
+                 "rows; %llu training positions used a fallback row\n",
+                 static_cast<unsigned long long>(rare.tracked()),
+                 static_cast<unsigned long long>(rare.admitted()),
+                 rare.min_count(),
+                 static_cast<unsigned long long>(rare.mapped()));
+  }
   if (result.auc.has_value()) {
-    std::fprintf(log, "eval: AUC %.4f, log-loss %.4f", *result.auc,
-                 *result.logloss);
+    std::fprintf(log, "eval: AUC %.4f, log-loss %.4f (%s model)", *result.auc,
+                 *result.logloss, result.test_model.c_str());
     if (data.bayes_auc.has_value()) {
       std::fprintf(log, "; Bayes-optimal AUC %.4f (gap %.4f)", *data.bayes_auc,
                    *data.bayes_auc - *result.auc);
@@ -439,6 +606,22 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       .Add("samples_per_sec", result.samples_per_sec)
       .Add("cache_hit_rate", result.cache_hit_rate)
       .Add("checkpoint", result.checkpoint)
+      .Add("test_model", result.test_model)
+      .Add("best_epoch", result.best_epoch.has_value()
+                             ? std::optional<double>(*result.best_epoch)
+                             : std::nullopt)
+      .Add("best_step", result.best_step.has_value()
+                            ? std::optional<double>(*result.best_step)
+                            : std::nullopt)
+      .Add("best_valid_logloss", result.best_valid_logloss)
+      .Add("best_valid_auc", result.best_valid_auc)
+      .Add("best_checkpoint", result.best_checkpoint)
+      .AddRaw("stopped_early", result.stopped_early ? "true" : "false")
+      .Add("valid_fraction", options.valid_fraction)
+      .Add("patience", static_cast<int64_t>(options.patience))
+      .Add("min_count", static_cast<uint64_t>(options.min_count))
+      .Add("ids_admitted", result.ids_admitted)
+      .Add("ids_tracked", result.ids_tracked)
       .Add("steps", result.steps)
       .Add("samples", result.samples)
       .Add("seconds", result.seconds)

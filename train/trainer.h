@@ -1,7 +1,8 @@
 // The training loop of ps-train: reads a Criteo-format data directory
 // (train* / test* files, optional meta.json), trains Wide&Deep through an
-// EmbeddingSource and a ParameterClient, evaluates AUC and log-loss on the
-// held-out split, writes checkpoints, and reports:
+// EmbeddingSource and a ParameterClient, evaluates AUC and log-loss on a
+// validation split held out of the train files, stops early, keeps the best
+// checkpoint, evaluates the test files once at the end, and reports:
 //   - two lines per log_every steps in the seeds' style
 //     (`epoch: 1 step: 200, loss is 0.4873` and, seed 004's per-part
 //     losses, `epoch: 1 step: 200, wide_loss is 0.5712, deep_loss is
@@ -11,6 +12,25 @@
 //     otherwise),
 //   - a final summary, CDIR/summary.json, CDIR/metrics.csv and (when gnuplot
 //     is installed) CDIR/metrics.png.
+//
+// Validation and early stopping: a line of the train files is held out when
+// its hash says so (InValidSplit in train/criteo_reader.h, valid_fraction of
+// them), so every worker agrees without coordination. The held-out lines are
+// evaluated after every epoch, every eval_every steps and after the last
+// step (every rank evaluates all of them). When the validation log-loss is
+// lower than every earlier one, that evaluation is the best: its epoch,
+// step, log-loss and AUC are kept and a checkpoint is written under
+// CDIR/best (one kept; in a cluster, checkpoint_fn's checkpoint). After
+// `patience` evaluations in a row without a new best, training stops.
+// The test files are read once, at the end: on the best checkpoint when
+// open_checkpoint is set (the model the run hands over is the best one),
+// else on the model as training left it (TrainResult::test_model says
+// which). The last state is still checkpointed under CDIR, for resuming.
+// With several workers (shard.world > 1) the validation split is evaluated
+// and reported, but neither stops training nor writes best checkpoints:
+// those are collective decisions every rank must take at the same step, and
+// the ranks' validation losses may differ (async pushes, worker caches);
+// agreeing on them (e.g. an AllReduce of the loss) is not built yet.
 //
 // The next batch is read and parsed in the background while the current one
 // trains, and its ids are handed to EmbeddingSource::Prefetch.
@@ -30,6 +50,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,9 +86,21 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;
   // Checkpoints kept. Default: 3
   int keep_checkpoints = 3;
-  // Evaluate every this many steps, besides after each epoch (0 = only
-  // after each epoch). Default: 0
+  // Evaluate the validation split every this many steps, besides after
+  // each epoch and the last step (0 = only those). Default: 0
   int64_t eval_every = 0;
+  // Fraction of the train files' lines held out for validation, in [0, 1)
+  // (0 = no validation, no early stopping, no best checkpoint).
+  // Default: 0.05
+  double valid_fraction = 0.05;
+  // Stop after this many validation evaluations in a row without a lower
+  // validation log-loss (0 = never stop early). Default: 2
+  int patience = 2;
+  // Ids seen fewer than this many times in training share their field's
+  // fallback row (train/rare_ids.h), in training and evaluation alike
+  // (the test evaluation of the best checkpoint maps the ids admitted after
+  // its step too); 0 or 1 = every id has its own row. Default: 0
+  uint32_t min_count = 0;
   // Default: kSync
   SyncMode mode = SyncMode::kSync;
   // Data sharding of this worker. Default: rank 0 of 1, by file
@@ -91,6 +124,13 @@ struct TrainerOptions {
   // runs on every rank after the rank's pushes and cache flush, and returns
   // the checkpoint's path ("" on ranks that write none). Default: null
   std::function<absl::StatusOr<std::string>(int64_t step)> checkpoint_fn;
+  // Opens a checkpoint this run wrote (a path from Checkpoint or
+  // checkpoint_fn) read-only, for the test evaluation of the best model
+  // (ps-train: Store::OpenCheckpoint for a local store). Null = the test
+  // files are evaluated on the model as training left it. Default: null
+  std::function<absl::StatusOr<std::unique_ptr<ParameterClient>>(
+      const std::string& checkpoint)>
+      open_checkpoint;
 };
 
 struct TrainResult {
@@ -106,6 +146,20 @@ struct TrainResult {
   EmbeddingStats embedding_stats;
   uint64_t malformed_lines = 0;
   std::string checkpoint;  // path of the last checkpoint
+  // The best validation evaluation (lowest log-loss), if any.
+  std::optional<int> best_epoch;
+  std::optional<int64_t> best_step;
+  std::optional<double> best_valid_logloss;
+  std::optional<double> best_valid_auc;
+  std::string best_checkpoint;  // its checkpoint ("" on ranks that write none)
+  bool stopped_early = false;
+  // With min_count: distinct ids seen, and of those the ones admitted.
+  uint64_t ids_tracked = 0;
+  uint64_t ids_admitted = 0;
+  // Which model auc/logloss measure: "best" (the best checkpoint, or the
+  // last state when that was the best) or "last" (the last state: no
+  // validation, or the best checkpoint could not be opened).
+  std::string test_model;
   std::string summary_json;
 };
 

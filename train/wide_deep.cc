@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "train/fm.h"
+#include "util/hash.h"
 #include "util/status_macros.h"
 
 namespace psdb::train {
@@ -33,6 +34,7 @@ optim::OptimizerSpec Ftrl(const WideDeepConfig& c) {
   optim::OptimizerSpec o;
   o.kind = optim::OptimizerKind::kFtrl;
   o.learning_rate = c.wide_lr;
+  o.l1 = c.wide_l1;
   o.l2 = c.wide_l2;
   o.initial_accumulator = 0.1f;
   return o;
@@ -139,7 +141,8 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
                   kNumIntFeatures,
                   x.begin() + static_cast<size_t>(i) * mlp_in + deep_width);
     }
-    shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit));
+    shape.mlp.Forward(in.mlp, x, n, &ws, absl::MakeSpan(deep_logit),
+                      in.dropout);
   }
   // The deep logit adds the extra part's output to the MLP's (Wide&Deep's
   // stays the MLP's, bit for bit).
@@ -289,6 +292,10 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   for (int h : config.hidden) {
     if (h < 1) return absl::InvalidArgumentError("wide&deep: hidden width < 1");
   }
+  if (!(config.dropout >= 0 && config.dropout < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wide&deep: dropout must be in [0, 1) (got ", config.dropout, ")"));
+  }
   if (config.dense_reducer != nullptr && config.async_push) {
     return absl::InvalidArgumentError(
         "wide&deep: dense AllReduce is a synchronous collective; it needs "
@@ -337,6 +344,7 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   deep.initializer = {InitKind::kUniform, -0.05f, 0.05f};
   deep.optimizer.kind = config.deep_optimizer;
   deep.optimizer.learning_rate = config.deep_lr;
+  deep.optimizer.weight_decay = config.deep_l2;
   deep.seed = seed + 1;
   if (has_deep) specs.push_back(deep);
 
@@ -554,8 +562,10 @@ absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
   if (!config_.async_push) PSDB_RETURN_IF_ERROR(WaitForPush());
   PSDB_RETURN_IF_ERROR(PullAll(batch, next, /*serving=*/false));
 
-  const WideDeepLoss loss =
-      ForwardBackward(shape_, Inputs(batch), probs, &grads_);
+  WideDeepInputs in = Inputs(batch);
+  in.dropout = {config_.dropout,
+                HashKey(static_cast<uint64_t>(step), config_.seed)};
+  const WideDeepLoss loss = ForwardBackward(shape_, in, probs, &grads_);
 
   // The previous asynchronous push still owns the push buffers.
   PSDB_RETURN_IF_ERROR(WaitForPush());

@@ -88,9 +88,20 @@ struct WideDeepConfig {
   optim::OptimizerKind deep_optimizer = optim::OptimizerKind::kLazyAdam;
   // Deep embedding learning rate. Default: 0.002
   float deep_lr = 0.002f;
-  // FTRL learning rate and L2 of the wide part. Defaults: 0.05, 0.001
+  // FTRL learning rate, L1 and L2 of the wide part. Defaults: 0.05, 0,
+  // 0.001
   float wide_lr = 0.05f;
+  float wide_l1 = 0.0f;
   float wide_l2 = 0.001f;
+  // L2 on the deep embedding rows: the deep table's optimizer weight_decay
+  // (grad += deep_l2 * row), applied by the store when a row is updated,
+  // never as a sweep over the table (lazy, as TensorFlow's sparse L2 and
+  // FTRL's own l2 are). Default: 0
+  float deep_l2 = 0.0f;
+  // Dropout rate of the MLP's hidden activations in training steps
+  // (train/mlp.h; the mask is seeded by (seed, step), so a run is
+  // reproducible), in [0, 1). Default: 0
+  float dropout = 0.0f;
   // Adam learning rate of the MLP. Default: 0.001
   float dense_lr = 0.001f;
   // Floats per dense-table row. Default: 256
@@ -132,6 +143,7 @@ struct WideDeepInputs {
   absl::Span<const float> linear;  // 14: 13 weights, then the bias
   std::vector<absl::Span<const float>> mlp;    // Mlp::TensorSizes() tensors
   std::vector<absl::Span<const float>> cross;  // dcn: CrossNet's tensors
+  MlpDropout dropout;                          // training only; default none
 };
 
 struct WideDeepGrads {

@@ -63,6 +63,44 @@ TEST(OptimizerTest, SgdWeightDecay) {
   EXPECT_FLOAT_EQ(r.value[0], 1.0f);
 }
 
+// weight_decay is L2 applied lazily: only when the row is updated, folded
+// into its gradient (g' = g + wd * w) before the kind's own formula, so
+// Adagrad's accumulator and Adam's moments see the decayed gradient (as
+// PyTorch's Adagrad / Adam weight_decay, and TensorFlow's L2 on the rows
+// a sparse update touches). A row not pushed is not decayed at all.
+TEST(OptimizerTest, AdagradWeightDecayIsLazyL2) {
+  OptimizerSpec s = Spec(OptimizerKind::kAdagrad, 0.1f);
+  s.initial_accumulator = 7.0f;
+  s.epsilon = 0.0f;
+  s.weight_decay = 0.5f;
+  Row r(s, {2.0f});
+  r.Step({2.0f}, 1);  // g' = 2 + 0.5 * 2 = 3; s = 16; w = 2 - 0.1 * 3 / 4
+  EXPECT_FLOAT_EQ(r.value[0], 1.925f);
+  // A zero gradient still decays: g' = 0.9625, s = 16.92640625,
+  // w = 1.925 - 0.1 * 0.9625 / sqrt(16.92640625) = 1.90160525
+  r.Step({0.0f}, 2);
+  EXPECT_FLOAT_EQ(r.state[0], 16.92640625f);
+  EXPECT_FLOAT_EQ(r.value[0], 1.90160525f);
+}
+
+TEST(OptimizerTest, LazyAdamWeightDecayCountsTheRowsOwnSteps) {
+  OptimizerSpec s = Spec(OptimizerKind::kLazyAdam, 0.1f);
+  s.weight_decay = 0.5f;
+  Row r(s, {1.0f});
+  // t = 1: g' = 0.5; m = 0.05, v = 0.00025; m^ = 0.5, v^ = 0.25;
+  // w = 1 - 0.1 * 0.5 / (0.5 + 1e-8) = 0.9
+  r.Step({0.0f}, 1);
+  EXPECT_FLOAT_EQ(r.value[0], 0.9f);
+  // The row's second update at global step 100: t = 2, not 100.
+  // g' = 0.45; m = 0.09, v = 0.00045225; w = 0.9 - 0.1 * (0.09 / 0.19) /
+  // (sqrt(0.00045225 / 0.001999) + 1e-8) = 0.80041223
+  r.Step({0.0f}, 100);
+  EXPECT_FLOAT_EQ(r.state[0], 0.09f);
+  EXPECT_NEAR(r.state[1], 0.00045225f, 1e-8);  // float32 (1 - beta2)
+  EXPECT_FLOAT_EQ(r.state[2], 2.0f);
+  EXPECT_FLOAT_EQ(r.value[0], 0.80041223f);
+}
+
 TEST(OptimizerTest, Momentum) {
   OptimizerSpec s = Spec(OptimizerKind::kMomentum, 0.1f);
   s.momentum = 0.9f;

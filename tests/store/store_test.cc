@@ -361,3 +361,62 @@ TEST(StoreTest, LocalClientServesTheStore) {
 
 }  // namespace
 }  // namespace psdb
+
+namespace psdb {
+namespace {
+
+// A read-only checkpoint store accepts CreateTable of a table it holds with
+// the identical spec (nothing to write: a model opening its tables
+// idempotently) and refuses every other CreateTable; LocalClient serves it.
+TEST(StoreTest, ReadOnlyCheckpointAcceptsOnlyIdenticalCreateTable) {
+  ScratchDir dir, ckpt;
+  const TableSpec spec = ::psdb::testing::MakeSpec("t", 2);
+  std::string path;
+  {
+    ASSERT_OK_AND_ASSIGN(
+        auto store, Store::Open(::psdb::testing::SmallOptions(), dir.path()));
+    ASSERT_OK(store->CreateTable(spec));
+    ASSERT_OK(store->Push("t", {1}, {1, 1}, PushOptions{.step = 1}));
+    ASSERT_OK_AND_ASSIGN(CheckpointInfo info, store->Checkpoint(ckpt.path()));
+    path = info.path;
+  }
+  ASSERT_OK_AND_ASSIGN(auto client, LocalClient::OpenCheckpoint(path));
+  EXPECT_OK(client->CreateTable(spec));
+  TableSpec other = spec;
+  other.dim = 3;
+  EXPECT_EQ(client->CreateTable(other).code(),
+            absl::StatusCode::kFailedPrecondition);
+  other = spec;
+  other.name = "new";
+  EXPECT_EQ(client->CreateTable(other).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<float> out(2);
+  EXPECT_OK(client->Pull("t", {1}, absl::MakeSpan(out), {}));
+  EXPECT_NE(out, (std::vector<float>{0, 0}));
+}
+
+}  // namespace
+}  // namespace psdb
+
+namespace psdb {
+namespace {
+
+// weight_decay is lazy: the store applies it to the rows a push touches,
+// when it touches them, never to the rest of the table.
+TEST(StoreTest, WeightDecayTouchesOnlyPushedRows) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(SmallOptions(), dir.path()));
+  TableSpec spec = MakeSpec("wd", 1, OptimizerKind::kSgd, 0.5f);
+  spec.initializer = {InitKind::kConstant, 2.0f, 0.0f};
+  spec.optimizer.weight_decay = 0.5f;
+  ASSERT_OK(store->CreateTable(spec));
+  EXPECT_EQ(PullAll(*store, "wd", {1, 2}, 1), (std::vector<float>{2, 2}));
+  // Key 1: g = 1 + 0.5 * 2 = 2, w = 2 - 0.5 * 2 = 1. Key 2: untouched.
+  ASSERT_OK(store->Push("wd", {1}, {1.0f}, PushOptions{.step = 1}));
+  ASSERT_OK(store->Push("wd", {1}, {0.0f}, PushOptions{.step = 2}));
+  // Key 1 again with g = 0: w = 1 - 0.5 * (0.5 * 1) = 0.75.
+  EXPECT_EQ(PullAll(*store, "wd", {1, 2}, 1), (std::vector<float>{0.75f, 2}));
+}
+
+}  // namespace
+}  // namespace psdb

@@ -125,6 +125,7 @@ class AllReduceTrainTest : public ::testing::Test {
           "--seed",           "7",
           "--log_every",      "1",
           "--cache_rows",     "0",
+          "--valid_fraction", "0",
           "--no_progress",    "--no_plot",
           "--store",          absl::StrCat("scheduler:", sched->ready_value())};
       o.args.insert(o.args.end(), dense_flags.begin(), dense_flags.end());

@@ -49,13 +49,18 @@ int RunCli(int (*fn)(int, const char* const*, std::ostream&, std::ostream&),
 // tables of several blocks (so every server owns some).
 std::vector<std::string> TrainFlags(const std::string& data,
                                     const std::string& ckpt, int cache_rows) {
-  return {
-      "--data",        data,       "--checkpoint_dir", ckpt,
-      "--mode",        "sync",     "--batch_size",     "64",
-      "--deep_dim",    "4",        "--hidden",         "8,4",
-      "--block_dim",   "16",       "--seed",           "7",
-      "--log_every",   "1000",     "--cache_rows",     absl::StrCat(cache_rows),
-      "--no_progress", "--no_plot"};
+  return {"--data",           data,
+          "--checkpoint_dir", ckpt,
+          "--mode",           "sync",
+          "--batch_size",     "64",
+          "--deep_dim",       "4",
+          "--hidden",         "8,4",
+          "--block_dim",      "16",
+          "--seed",           "7",
+          "--log_every",      "1000",
+          "--cache_rows",     absl::StrCat(cache_rows),
+          "--no_progress",    "--no_plot",
+          "--valid_fraction", "0"};
 }
 
 // Every table's `ps-dump export --with-state` text, in table order.

@@ -499,3 +499,103 @@ TEST(JsonNumberTest, ReadsNumbers) {
 
 }  // namespace
 }  // namespace psdb::train
+
+namespace psdb::train {
+namespace {
+
+// The tags (I1 of Line(label, tag)) a reader with `options` yields.
+std::set<int64_t> TagsRead(const std::vector<std::string>& files,
+                           const ReaderOptions& options) {
+  std::set<int64_t> tags;
+  auto reader = CriteoReader::Open(files, options);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return tags;
+  CriteoBatch batch;
+  for (int pass = 0; pass < 2; ++pass) {  // a second epoch yields the same
+    std::set<int64_t> seen;
+    while (true) {
+      auto n = (*reader)->Next(500, &batch);
+      EXPECT_TRUE(n.ok()) << n.status();
+      if (!n.ok() || *n == 0) break;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        seen.insert(batch.ints[i * kNumIntFeatures]);
+      }
+    }
+    if (pass == 0) tags = seen;
+    EXPECT_EQ(seen, tags) << "pass " << pass;
+    (*reader)->Rewind();
+  }
+  return tags;
+}
+
+// The validation split is a pure function of the line: the train and valid
+// readers partition the input, the held-out lines are exactly those
+// InValidSplit picks (about the fraction asked for), and line sharding over
+// two ranks splits the same train lines.
+TEST(ValidSplitTest, PartitionsByTheLineHashWhateverTheSharding) {
+  ScratchDir dir;
+  constexpr int kLines = 20000;
+  constexpr double kFraction = 0.05;
+  std::vector<std::string> a, b;
+  std::set<int64_t> want_valid, all;
+  for (int i = 1; i <= kLines; ++i) {
+    const std::string line = Line(i % 2, i);
+    (i <= kLines / 2 ? a : b).push_back(line);
+    all.insert(i);
+    if (InValidSplit(line, kFraction)) want_valid.insert(i);
+  }
+  WriteFile(dir.Sub("a"), a);
+  WriteFile(dir.Sub("b"), b);
+  const std::vector<std::string> files = {dir.Sub("a"), dir.Sub("b")};
+
+  ReaderOptions o;
+  o.valid_fraction = kFraction;
+  o.split = Split::kValid;
+  const std::set<int64_t> valid = TagsRead(files, o);
+  o.split = Split::kTrain;
+  const std::set<int64_t> train = TagsRead(files, o);
+  EXPECT_EQ(valid, want_valid);
+  // Binomial(20000, 0.05): mean 1000, sd 31; 5 sd either way.
+  EXPECT_GT(valid.size(), 845u);
+  EXPECT_LT(valid.size(), 1155u);
+  std::set<int64_t> both = train;
+  both.insert(valid.begin(), valid.end());
+  EXPECT_EQ(both, all);
+  EXPECT_EQ(train.size() + valid.size(), all.size());  // disjoint
+
+  // Two line-sharded ranks hold out the same lines.
+  o.shard_by = ShardBy::kLine;
+  o.world = 2;
+  std::set<int64_t> ranks;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    const std::set<int64_t> mine = TagsRead(files, o);
+    ranks.insert(mine.begin(), mine.end());
+  }
+  EXPECT_EQ(ranks, train);
+
+  // kAll ignores the fraction; a '\r' line ending does not move a line.
+  ReaderOptions plain;
+  plain.valid_fraction = kFraction;
+  EXPECT_EQ(TagsRead(files, plain), all);
+  for (int i = 1; i <= 200; ++i) {
+    EXPECT_EQ(InValidSplit(Line(1, i) + "\r", 0.5),
+              InValidSplit(Line(1, i), 0.5));
+  }
+  EXPECT_FALSE(InValidSplit(Line(1, 1), 0));
+}
+
+TEST(ValidSplitTest, FractionOutOfRangeIsRejected) {
+  ScratchDir dir;
+  WriteFile(dir.Sub("a"), {Line(1, 1)});
+  for (double f : {-0.1, 1.0, 2.0}) {
+    ReaderOptions o;
+    o.valid_fraction = f;
+    EXPECT_THAT(CriteoReader::Open({dir.Sub("a")}, o).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << f;
+  }
+}
+
+}  // namespace
+}  // namespace psdb::train

@@ -39,7 +39,13 @@ std::vector<MetricsRow> TwoRows() {
   eval.samples = 4000;
   eval.eval_auc = 0.8;
   eval.eval_logloss = 0.45;
-  return {train, eval};
+  MetricsRow valid;
+  valid.step = 40;
+  valid.epoch = 1;
+  valid.samples = 4000;
+  valid.valid_auc = 0.7;
+  valid.valid_logloss = 0.5;
+  return {train, eval, valid};
 }
 
 TEST(MetricsCsvTest, PerPartLossesAreTheLastColumns) {
@@ -48,9 +54,10 @@ TEST(MetricsCsvTest, PerPartLossesAreTheLastColumns) {
   ASSERT_OK(WriteMetricsCsv(csv, TwoRows()));
   EXPECT_EQ(ReadAll(csv),
             "step,epoch,samples,train_loss,train_auc,eval_auc,eval_logloss,"
-            "wide_loss,deep_loss\n"
-            "20,1,2000,0.500000,0.750000,,,0.687393,0.887835\n"
-            "40,1,4000,,,0.800000,0.450000,,\n");
+            "wide_loss,deep_loss,valid_auc,valid_logloss\n"
+            "20,1,2000,0.500000,0.750000,,,0.687393,0.887835,,\n"
+            "40,1,4000,,,0.800000,0.450000,,,,\n"
+            "40,1,4000,,,,,,,0.700000,0.500000\n");
 }
 
 // The plot names its columns by the CSV header: each one it reads is there,
@@ -79,8 +86,9 @@ TEST(MetricsPlotTest, ScriptPlotsEveryLossByItsColumnName) {
     EXPECT_NE(std::find(columns.begin(), columns.end(), c), columns.end())
         << c << " is not a metrics.csv column";
   }
-  for (const char* c : {"train_loss", "wide_loss", "deep_loss", "eval_logloss",
-                        "train_auc", "eval_auc"}) {
+  for (const char* c :
+       {"train_loss", "wide_loss", "deep_loss", "eval_logloss", "train_auc",
+        "eval_auc", "valid_logloss", "valid_auc"}) {
     EXPECT_NE(std::find(used.begin(), used.end(), c), used.end()) << c;
   }
   EXPECT_THAT(script, ::testing::HasSubstr("0.83 with lines"));

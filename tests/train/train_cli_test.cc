@@ -79,12 +79,13 @@ class TrainCliTest : public ::testing::Test {
   }
   std::string data() const { return dir_.Sub("data"); }
   std::vector<std::string> TrainArgs(const std::string& ckpt) const {
-    return {"--data",       data(),  "--checkpoint_dir",   dir_.Sub(ckpt),
-            "--batch_size", "100",   "--deep_dim",         "4",
-            "--hidden",     "16,8",  "--block_dim",        "64",
-            "--log_every",  "10",    "--checkpoint_every", "20",
-            "--deep_lr",    "0.01",  "--wide_lr",          "0.1",
-            "--dense_lr",   "0.003", "--no_progress",      "--no_plot"};
+    return {"--data",           data(),  "--checkpoint_dir",   dir_.Sub(ckpt),
+            "--batch_size",     "100",   "--deep_dim",         "4",
+            "--hidden",         "16,8",  "--block_dim",        "64",
+            "--log_every",      "10",    "--checkpoint_every", "20",
+            "--deep_lr",        "0.01",  "--wide_lr",          "0.1",
+            "--dense_lr",       "0.003", "--no_progress",      "--no_plot",
+            "--valid_fraction", "0"};
   }
 
   ScratchDir dir_;
@@ -272,7 +273,8 @@ TEST_F(TrainCliTest, TheBinaryLogsTheLossAndThePerPartLossLines) {
   EXPECT_THAT(ReadAll(dir_.Sub("ckpt-log/metrics.csv")),
               ::testing::StartsWith("step,epoch,samples,train_loss,train_auc,"
                                     "eval_auc,eval_logloss,wide_loss,"
-                                    "deep_loss\n10,1,1000,"));
+                                    "deep_loss,valid_auc,valid_logloss\n"
+                                    "10,1,1000,"));
 }
 
 // The new user: the same data set gzip- and zstd-compressed (the
@@ -376,6 +378,24 @@ TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
   EXPECT_THAT(err, ::testing::HasSubstr("too small"));
   EXPECT_EQ(RunPsTrain({"gen"}, nullptr, &err), 2);
   EXPECT_EQ(RunPsTrain({"frobnicate"}, nullptr, &err), 2);
+  // The generalization flags: listed by --help, ranges checked.
+  std::string help;
+  EXPECT_EQ(RunPsTrain({"--help"}, &help), 0);
+  for (const char* flag :
+       {"--valid_fraction", "--patience", "--eval_every", "--wide_l1",
+        "--wide_l2", "--deep_l2", "--dropout", "--min_count"}) {
+    EXPECT_THAT(help, ::testing::HasSubstr(flag));
+  }
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{{"--valid_fraction", "1"},
+                                             {"--patience", "-1"},
+                                             {"--deep_l2", "-0.1"},
+                                             {"--dropout", "1"},
+                                             {"--min_count", "-2"}}) {
+    args = TrainArgs("ckpt");
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2) << bad[0];
+  }
 }
 
 // --dense / --dense_backend: refused, saying why, before anything opens.

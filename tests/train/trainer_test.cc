@@ -73,6 +73,9 @@ class TrainerTest : public ::testing::Test {
     o.batch_size = 100;
     o.log_every = 20;
     o.checkpoint_every = 50;
+    // No validation split unless a test asks: the exact step counts and
+    // losses below are of all 4000 lines.
+    o.valid_fraction = 0;
     o.progress = false;
     o.plot = false;
     o.model.deep_dim = 4;
@@ -124,7 +127,8 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   const std::string csv = ReadAll(o.checkpoint_dir + "/metrics.csv");
   EXPECT_THAT(csv, ::testing::StartsWith(
                        "step,epoch,samples,train_loss,train_auc,eval_auc,"
-                       "eval_logloss,wide_loss,deep_loss\n20,1,2000,"));
+                       "eval_logloss,wide_loss,deep_loss,valid_auc,"
+                       "valid_logloss\n20,1,2000,"));
   // Log lines in the seeds' style (the loss, then seed 004's per-part
   // losses), an eval line per epoch, two mid-run checkpoints plus the final
   // one.
@@ -152,7 +156,7 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
         << line;
     EXPECT_EQ(PartLossLine(epoch, step, wide, deep), line);
     const std::vector<std::string> row = TrainRow(csv, step);
-    ASSERT_EQ(row.size(), 9u) << "step " << step << "\n" << csv;
+    ASSERT_EQ(row.size(), 11u) << "step " << step << "\n" << csv;
     // The CSV cells are %.6f of the same doubles the log rounds to float:
     // they agree within 5e-7 (the cell) + 6e-8 (the float, values < 1).
     EXPECT_NEAR(std::stod(row[7]), wide, 6e-7) << line;
@@ -160,7 +164,9 @@ TEST_F(TrainerTest, TinyRunBeatsTheConstantBaselineAndWritesReports) {
   }
   EXPECT_EQ(loss_lines, 4);  // steps 20, 40, 60, 80
   EXPECT_EQ(part_lines, 4);
-  EXPECT_THAT(text, ::testing::HasSubstr("epoch: 1 step: 40, eval AUC is"));
+  // The test files are read once, at the end.
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("step: 40, eval AUC")));
+  EXPECT_THAT(text, ::testing::HasSubstr("epoch: 2 step: 80, eval AUC is"));
   EXPECT_THAT(text, ::testing::HasSubstr("checkpoint: step 50 ->"));
   EXPECT_THAT(text, ::testing::HasSubstr("checkpoint: step 80 ->"));
   EXPECT_THAT(r.checkpoint, ::testing::StartsWith(o.checkpoint_dir + "/ckpt-"));
@@ -325,6 +331,203 @@ TEST_F(TrainerTest, ClusterHooksRunEveryStepAndReplaceCheckpoints) {
   };
   EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
+}  // namespace
+}  // namespace psdb::train
+
+namespace psdb::train {
+namespace {
+
+// A line whose 26 ids are group `g`'s (field 25 unique per line: `tag`).
+std::string GroupLine(int label, int g, int tag) {
+  std::string line = absl::StrCat(label);
+  for (int j = 0; j < kNumIntFeatures; ++j) line += "\t";
+  for (int j = 0; j < kNumCatFeatures - 1; ++j) {
+    absl::StrAppend(&line, "\t", absl::Hex(0x100 * (g + 1) + j));
+  }
+  absl::StrAppend(&line, "\t", absl::Hex(0x100000 + tag));
+  return line;
+}
+
+// A crafted case where training makes validation worse at every step: the
+// held-out lines (the hash's choice) carry the opposite labels of the
+// training lines of the same group. The first evaluation is the best;
+// after `patience` = 2 worse ones training stops; the best checkpoint is the
+// step-1 state, and the test files (the validation lines themselves) are
+// evaluated on it: their log-loss is the best validation log-loss exactly.
+TEST(EarlyStoppingTest, StopsAfterPatienceAndReportsTheBestCheckpoint) {
+  ScratchDir dir;
+  constexpr double kFraction = 0.25;
+  std::vector<std::string> train, valid;
+  for (int tag = 0; train.size() < 400; ++tag) {
+    const int g = tag % 2;
+    // Validation lines: group 0 clicks, group 1 does not; training lines
+    // the reverse.
+    const std::string held = GroupLine(g == 0 ? 1 : 0, g, tag);
+    const std::string kept = GroupLine(g == 0 ? 0 : 1, g, tag);
+    if (InValidSplit(held, kFraction)) {
+      valid.push_back(held);
+    } else if (!InValidSplit(kept, kFraction)) {
+      train.push_back(kept);
+    }
+  }
+  ASSERT_GT(valid.size(), 20u);
+  std::filesystem::create_directories(dir.Sub("data"));
+  {
+    std::ofstream out(dir.Sub("data/train.txt"));
+    for (const auto& l : train) out << l << "\n";
+    for (const auto& l : valid) out << l << "\n";
+    std::ofstream test(dir.Sub("data/test.txt"));
+    for (const auto& l : valid) test << l << "\n";
+  }
+  auto client = LocalClient::Open(dir.Sub("store"));
+  ASSERT_OK(client.status());
+  ClientEmbeddingSource embeddings(client->get());
+  TrainerOptions o;
+  o.data_dir = dir.Sub("data");
+  o.checkpoint_dir = dir.Sub("ckpt");
+  o.epochs = 3;
+  o.batch_size = 40;
+  o.log_every = 1;
+  o.eval_every = 1;
+  o.valid_fraction = kFraction;
+  o.patience = 2;
+  o.progress = false;
+  o.plot = false;
+  o.model.deep_dim = 4;
+  o.model.hidden = {8};
+  o.model.block_dim = 64;
+  o.model.wide_lr = 0.1f;
+  o.open_checkpoint = [](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
+    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<LocalClient> c,
+                          LocalClient::OpenCheckpoint(path));
+    return std::unique_ptr<ParameterClient>(std::move(c));
+  };
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, client->get(), &embeddings, log));
+  const std::string text = ReadLog(log);
+  EXPECT_EQ(r.steps, 3) << text;
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.samples, 120u);
+  ASSERT_TRUE(r.best_step.has_value());
+  EXPECT_EQ(*r.best_step, 1);
+  EXPECT_EQ(*r.best_epoch, 1);
+  EXPECT_THAT(text, ::testing::HasSubstr("2 of patience 2"));
+  EXPECT_THAT(text, ::testing::HasSubstr("early stopping: epoch 1 step 3"));
+  // The best checkpoint holds step 1; the last state (step 3) is CDIR's.
+  // (Checkpoint ids are ckpt-<step>-<seq>, the step the tables' own.)
+  EXPECT_THAT(
+      r.best_checkpoint,
+      ::testing::StartsWith(o.checkpoint_dir + "/best/ckpt-000000000001-"));
+  EXPECT_TRUE(std::filesystem::exists(r.best_checkpoint + "/MANIFEST.json"));
+  EXPECT_THAT(r.checkpoint, ::testing::StartsWith(o.checkpoint_dir + "/ckpt-"));
+  // Test = the validation lines, evaluated on the best checkpoint.
+  EXPECT_EQ(r.test_model, "best");
+  ASSERT_TRUE(r.logloss.has_value());
+  EXPECT_DOUBLE_EQ(*r.logloss, *r.best_valid_logloss);
+  EXPECT_DOUBLE_EQ(*r.auc, *r.best_valid_auc);
+  // The test files are read once.
+  int test_lines = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, "eval AUC is")) ++test_lines;
+  }
+  EXPECT_EQ(test_lines, 1);
+  const std::string summary = ReadAll(o.checkpoint_dir + "/summary.json");
+  EXPECT_EQ(JsonNumber(summary, "best_step"), 1.0);
+  EXPECT_EQ(JsonNumber(summary, "best_epoch"), 1.0);
+  EXPECT_NEAR(JsonNumber(summary, "best_valid_logloss").value_or(-1),
+              *r.best_valid_logloss, 1e-5);
+  EXPECT_THAT(summary, ::testing::HasSubstr("\"stopped_early\": true"));
+  EXPECT_THAT(summary, ::testing::HasSubstr(r.best_checkpoint));
+
+  // Without open_checkpoint the test files measure the last state instead,
+  // and say so.
+  auto client2 = LocalClient::Open(dir.Sub("store2"));
+  ASSERT_OK(client2.status());
+  ClientEmbeddingSource embeddings2(client2->get());
+  o.checkpoint_dir = dir.Sub("ckpt2");
+  o.open_checkpoint = nullptr;
+  std::FILE* log2 = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult last,
+                       RunTraining(o, client2->get(), &embeddings2, log2));
+  std::fclose(log2);
+  EXPECT_EQ(last.test_model, "last");
+  EXPECT_EQ(last.best_step, 1);
+  EXPECT_GT(*last.logloss, *r.logloss);
+}
+
+// With patience 0 training runs every epoch; a fraction out of range fails.
+TEST(EarlyStoppingTest, PatienceZeroNeverStopsAndBadFractionFails) {
+  ScratchDir dir;
+  GeneratorOptions g;
+  g.train_rows = 1000;
+  g.test_rows = 200;
+  g.max_vocab = 100;
+  ASSERT_OK(GenerateSynthetic(g, dir.Sub("data")).status());
+  auto client = LocalClient::Open(dir.Sub("store"));
+  ASSERT_OK(client.status());
+  ClientEmbeddingSource embeddings(client->get());
+  TrainerOptions o;
+  o.data_dir = dir.Sub("data");
+  o.checkpoint_dir = dir.Sub("ckpt");
+  o.epochs = 2;
+  o.batch_size = 100;
+  o.patience = 0;
+  o.valid_fraction = 0.1;
+  o.progress = false;
+  o.plot = false;
+  o.model.deep_dim = 4;
+  o.model.hidden = {8};
+  o.model.block_dim = 64;
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, client->get(), &embeddings, log));
+  std::fclose(log);
+  EXPECT_FALSE(r.stopped_early);
+  // Both epochs ran over the ~90% of lines not held out.
+  EXPECT_GT(r.samples, 2u * 800);
+  EXPECT_LT(r.samples, 2u * 990);
+  EXPECT_EQ(r.samples % 2, 0u);
+  ASSERT_TRUE(r.best_step.has_value());
+  o.valid_fraction = 1.0;
+  EXPECT_THAT(RunTraining(o, client->get(), &embeddings, stdout),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace psdb::train
+
+namespace psdb::train {
+namespace {
+
+// --min_count: rows are created only for ids seen min_count times, plus the
+// per-field fallback rows the rest share; the model still learns.
+TEST_F(TrainerTest, MinCountCreatesRowsOnlyForAdmittedIdsAndFallbacks) {
+  auto client = OpenStore("store");
+  ASSERT_NE(client, nullptr);
+  ClientEmbeddingSource embeddings(client.get());
+  TrainerOptions o = Options("ckpt");
+  o.epochs = 1;
+  o.min_count = 20;
+  std::FILE* log = std::tmpfile();
+  ASSERT_OK_AND_ASSIGN(TrainResult r,
+                       RunTraining(o, client.get(), &embeddings, log));
+  const std::string text = ReadLog(log);
+  EXPECT_GT(r.ids_admitted, 0u);
+  EXPECT_LT(r.ids_admitted, r.ids_tracked);
+  ASSERT_OK_AND_ASSIGN(StoreStats stats, client->Stats());
+  for (const TableStats& t : stats.tables) {
+    if (t.name != "deep" && t.name != "wide") continue;
+    // Admitted ids, and at most one fallback row per field.
+    EXPECT_GT(t.created, r.ids_admitted) << t.name;
+    EXPECT_LE(t.created, r.ids_admitted + kNumCatFeatures) << t.name;
+  }
+  EXPECT_THAT(text, ::testing::HasSubstr("have their own rows"));
+  ASSERT_TRUE(r.auc.has_value());
+  EXPECT_GT(*r.auc, 0.55);
 }
 
 }  // namespace

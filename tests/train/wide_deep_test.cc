@@ -58,8 +58,10 @@ struct Problem {
     in.linear = linear;
     for (const auto& t : mlp) in.mlp.push_back(t);
     for (const auto& t : cross) in.cross.push_back(t);
+    in.dropout = dropout;
     return in;
   }
+  MlpDropout dropout;  // none unless a test sets it
 
   double Loss() const {
     std::vector<float> probs;
@@ -383,6 +385,69 @@ TEST(ModelTableSpecsTest, EachModelHasItsTables) {
   const WideDeepShape shape = ShapeOf(dcn_default);
   EXPECT_EQ(shape.cross.TensorSizes(),
             (std::vector<size_t>{429 * 429, 429, 429 * 429, 429, 429}));
+}
+
+// With dropout the loss is still a smooth function of the parameters once
+// the mask is fixed (the same seed gives the same mask), and Backward uses
+// Forward's mask and scale.
+TEST(WideDeepMathTest, GradientsMatchFiniteDifferencesWithAFixedDropoutMask) {
+  Problem p(7);
+  p.dropout = {0.4f, 12345};
+  std::vector<float> probs, plain_probs;
+  WideDeepGrads g;
+  ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+  Problem plain(7);
+  ForwardBackward(plain.shape, plain.Inputs(), &plain_probs, nullptr);
+  EXPECT_NE(probs, plain_probs);  // the mask changed something
+  CheckGradient(&p, &p.deep, g.deep, "deep");
+  for (size_t t = 0; t < p.mlp.size(); ++t) {
+    CheckGradient(&p, &p.mlp[t], g.mlp[t],
+                  t % 2 == 0 ? "mlp weight" : "mlp bias");
+  }
+}
+
+// Inverted dropout: a hidden activation is either 0 or its undropped value
+// times 1 / (1 - rate), about `rate` of them are 0, the mask is a function
+// of the seed, and rate 0 is exactly no dropout.
+TEST(MlpDropoutTest, MaskIsSeededInvertedAndAboutTheRate) {
+  const Mlp mlp({3, 4000, 1});
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::vector<float>> params;
+  for (size_t size : mlp.TensorSizes()) {
+    params.emplace_back(size);
+    for (float& x : params.back()) x = u(rng);
+  }
+  std::vector<absl::Span<const float>> views(params.begin(), params.end());
+  const std::vector<float> x = {0.5f, -1.0f, 2.0f, 1.0f, 0.25f, -0.5f};
+  auto run = [&](MlpDropout d, Mlp::Workspace* ws) {
+    std::vector<float> out(2);
+    mlp.Forward(views, x, 2, ws, absl::MakeSpan(out), d);
+    return out;
+  };
+  Mlp::Workspace none, zero, a, a2, b;
+  const std::vector<float> out_none = run({}, &none);
+  EXPECT_EQ(run({0.0f, 9}, &zero), out_none);
+  EXPECT_TRUE(zero.masks.empty());
+  const std::vector<float> out_a = run({0.3f, 1}, &a);
+  EXPECT_EQ(run({0.3f, 1}, &a2), out_a);
+  EXPECT_EQ(a2.masks, a.masks);
+  run({0.3f, 2}, &b);
+  EXPECT_NE(b.masks[1], a.masks[1]);
+  int dropped = 0;
+  const std::vector<float>& mask = a.masks[1];
+  ASSERT_EQ(mask.size(), 8000u);
+  for (size_t i = 0; i < mask.size(); ++i) {
+    if (mask[i] == 0.0f) {
+      ++dropped;
+    } else {
+      EXPECT_EQ(mask[i], 1.0f / 0.7f);
+    }
+    EXPECT_EQ(a.acts[1][i], none.acts[1][i] * mask[i]) << i;
+  }
+  // Binomial(8000, 0.3): mean 2400, sd 41; 5 sd either way.
+  EXPECT_GT(dropped, 2195);
+  EXPECT_LT(dropped, 2605);
 }
 
 // The three losses against a computation by hand of each example's logits.

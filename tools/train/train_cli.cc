@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "collective/group.h"
 #include "rpc/client/client_url.h"
 #include "rpc/client/cluster_worker.h"
+#include "store/local_client.h"
 #include "tools/common/args.h"
 #include "train/embedding_source.h"
 #include "train/synthetic.h"
@@ -48,6 +50,13 @@ constexpr char kUsage[] =
     "           [--epochs N] [--batch_size N] [--max_steps N] [--log_every N]\n"
     "           [--checkpoint_every N] [--keep_checkpoints N] [--eval_every "
     "N]\n"
+    "           [--valid_fraction F] [--patience N]\n"
+    "  (--valid_fraction: the share of train lines held out for validation,\n"
+    "  picked by a hash of the line, default 0.05, 0 = none; evaluated after\n"
+    "  each epoch, every --eval_every steps and at the end; --patience N\n"
+    "  stops after N evaluations without a lower validation log-loss,\n"
+    "  default 2, 0 = never; the best is checkpointed under CDIR/best and the\n"
+    "  test files are evaluated once, at the end, on it)\n"
     "           [--rank R] [--world W] [--shard_by file|line]\n"
     "           [--staleness K] [--no_prefetch]\n"
     "           [--dense ps|allreduce] [--dense_backend gloo|nccl]\n"
@@ -74,7 +83,11 @@ constexpr char kUsage[] =
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
-    "           [--wide_lr F] [--dense_lr F] [--deep_dim N] [--hidden "
+    "           [--wide_lr F] [--wide_l1 F] [--wide_l2 F] [--deep_l2 F]\n"
+    "           [--dropout F] [--min_count N]\n"
+    "  (--min_count N: ids seen fewer than N times in training share their\n"
+    "  field's learned fallback row; 0 = off)\n"
+    "           [--dense_lr F] [--deep_dim N] [--hidden "
     "256,128]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
     "           [--no_progress] [--no_plot] [--dry_run]\n"
@@ -193,6 +206,13 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "checkpoint_every",
                                         "keep_checkpoints",
                                         "eval_every",
+                                        "valid_fraction",
+                                        "patience",
+                                        "wide_l1",
+                                        "wide_l2",
+                                        "deep_l2",
+                                        "dropout",
+                                        "min_count",
                                         "rank",
                                         "world",
                                         "shard_by",
@@ -256,6 +276,14 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   o->keep_checkpoints = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(o->eval_every,
                         args.GetInt("eval_every", 0, 0, INT64_MAX));
+  PSDB_ASSIGN_OR_RETURN(
+      o->valid_fraction,
+      args.GetDouble("valid_fraction", o->valid_fraction, 0, 0.99));
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("patience", o->patience, 0, 1 << 20));
+  o->patience = static_cast<int>(v);
+  PSDB_ASSIGN_OR_RETURN(v, args.GetInt("min_count", o->min_count, 0,
+                                       std::numeric_limits<uint32_t>::max()));
+  o->min_count = static_cast<uint32_t>(v);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("world", 1, 1, 1 << 20));
   o->shard.world = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("rank", 0, 0, o->shard.world - 1));
@@ -303,6 +331,18 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(lr,
                         args.GetDouble("wide_lr", wide_lr_default, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(double reg,
+                        args.GetDouble("wide_l1", o->model.wide_l1, 0, 1e6));
+  o->model.wide_l1 = static_cast<float>(reg);
+  PSDB_ASSIGN_OR_RETURN(reg,
+                        args.GetDouble("wide_l2", o->model.wide_l2, 0, 1e6));
+  o->model.wide_l2 = static_cast<float>(reg);
+  PSDB_ASSIGN_OR_RETURN(reg,
+                        args.GetDouble("deep_l2", o->model.deep_l2, 0, 1e6));
+  o->model.deep_l2 = static_cast<float>(reg);
+  PSDB_ASSIGN_OR_RETURN(reg,
+                        args.GetDouble("dropout", o->model.dropout, 0, 0.95));
+  o->model.dropout = static_cast<float>(reg);
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));
   o->model.dense_lr = static_cast<float>(lr);
@@ -473,6 +513,15 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     return 0;
   }
   o.store_description = store;
+  if (absl::StartsWith(store, "local:")) {
+    // The test set is evaluated on the best checkpoint, opened read-only.
+    o.open_checkpoint = [](const std::string& checkpoint)
+        -> absl::StatusOr<std::unique_ptr<ParameterClient>> {
+      PSDB_ASSIGN_OR_RETURN(std::unique_ptr<LocalClient> c,
+                            LocalClient::OpenCheckpoint(checkpoint));
+      return std::unique_ptr<ParameterClient>(std::move(c));
+    };
+  }
   std::unique_ptr<rpc::ClusterWorker> worker;
   std::unique_ptr<collective::AllReducer> reducer;
   std::unique_ptr<ParameterClient> owned;

@@ -13,13 +13,17 @@
 //
 //   ps-train --data DIR --checkpoint_dir CDIR [--store URL] [--mode sync|async]
 //            [--epochs N --batch_size N --max_steps N --log_every N
-//             --checkpoint_every N --keep_checkpoints N --eval_every N]
+//             --checkpoint_every N --keep_checkpoints N --eval_every N
+//             --valid_fraction F --patience N]
 //            [--rank R --world W --shard_by file|line]
 //            [--cache_rows N --cache_policy lru|lfu|lookahead
 //             --cache_mode write_back|push_through]
 //            [--model wide_deep|deepfm|dcn|lr --cross_layers N]
 //            [--deep_optimizer lazy_adam|adagrad --deep_lr F --wide_lr F
-//             --dense_lr F --deep_dim N --hidden 256,128 --block_dim N
+//             --wide_l1 F --wide_l2 F --deep_l2 F --dropout F --min_count N
+//             --dense_lr F
+//             --deep_dim N
+//             --hidden 256,128 --block_dim N
 //             --seed N --memory_budget_mb N --no_progress --no_plot]
 //            [--dense ps|allreduce --dense_backend gloo|nccl
 //             --collective_host HOST]
@@ -30,6 +34,14 @@
 //         local:DIR              embedded Store (default: local:CDIR/store)
 //         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
 //         scheduler:HOST:PORT    a cluster worker (rpc/client/cluster_worker.h)
+//       --valid_fraction, --patience: the validation split, early stopping
+//       and best checkpoint of train/trainer.h; with local:DIR the test
+//       files are evaluated on the best checkpoint (opened read-only).
+//       --wide_l1/--wide_l2: FTRL's l1/l2 of the wide part; --deep_l2: L2
+//       on each deep embedding row, applied lazily when the row is updated
+//       (the optimizer's weight_decay, run by the store); --dropout: the
+//       MLP's hidden dropout rate in training steps (train/mlp.h);
+//       --min_count: rare ids share a per-field row (train/rare_ids.h).
 //       --cache_rows 0 trains straight on the client (no worker cache).
 //       --dense ps|allreduce: the dense weights (MLP, wide linear) as psdb
 //       dense tables, or replicated on every worker and averaged by
