@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -266,13 +266,14 @@ absl::Status Resharder::Copy(const v1::ReshardRequest& req,
   std::vector<std::vector<uint64_t>> leaving(tables.size());
   uint64_t to_move = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(store_->ScanKeys(
-        tables[t].name, kScanBatch, [&](absl::Span<const uint64_t> keys) {
-          for (uint64_t key : keys) {
-            if (leaves(key)) leaving[t].push_back(key);
-          }
-          return absl::OkStatus();
-        }));
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(tables[t].name, kScanBatch,
+                                          [&](absl::Span<const uint64_t> keys) {
+                                            for (uint64_t key : keys) {
+                                              if (leaves(key))
+                                                leaving[t].push_back(key);
+                                            }
+                                            return absl::OkStatus();
+                                          }));
     to_move += leaving[t].size();
   }
   {
@@ -435,17 +436,17 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
         ++in_flight;
       }
       const int n = flight->req.keys_size();
-      peer->stub->async()->Migrate(
-          &flight->ctx, &flight->req, &flight->resp,
-          [this, flight, n, &flight_mu, &in_flight,
-           &first_error](grpc::Status s) {
-            if (s.ok()) rows_moved_.fetch_add(n);
-            absl::MutexLock lock(&flight_mu);
-            if (!s.ok() && first_error.ok()) {
-              first_error = Annotate(FromGrpcStatus(s), flight->where);
-            }
-            --in_flight;
-          });
+      peer->stub->async()->Migrate(&flight->ctx, &flight->req, &flight->resp,
+                                   [this, flight, n, &flight_mu, &in_flight,
+                                    &first_error](grpc::Status s) {
+                                     if (s.ok()) rows_moved_.fetch_add(n);
+                                     absl::MutexLock lock(&flight_mu);
+                                     if (!s.ok() && first_error.ok()) {
+                                       first_error = Annotate(FromGrpcStatus(s),
+                                                              flight->where);
+                                     }
+                                     --in_flight;
+                                   });
       launched += n;
       if (rows_per_second > 0) {
         // A throttle, not a wait for a condition: keep to the rate.
@@ -463,8 +464,8 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
     if (!status.ok()) break;
   }
   absl::MutexLock lock(&flight_mu);
-  flight_mu.Await(
-      absl::Condition(+[](int* n) { return *n == 0; }, &in_flight));
+  flight_mu.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &in_flight));
   if (status.ok()) status = first_error;
   if (!status.ok()) return status;
   absl::MutexLock state_lock(&mu_);

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/client/cluster_worker.h"
-#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "store/manifest.h"
 #include "store/table_spec.h"
 #include "tests/testing/child_process.h"

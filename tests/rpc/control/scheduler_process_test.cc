@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/client/remote_client.h"
-#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "rpc/wire/cluster_map_proto.h"
 #include "rpc/control/scheduler_client.h"
+#include "rpc/wire/cluster_map_proto.h"
 #include "tests/testing/test_util.h"
 
 namespace psdb::rpc {
