@@ -24,7 +24,6 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
-#include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -657,21 +656,8 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
-  signal(SIGPIPE, SIG_IGN);  // a dead peer is an error, not a crash
-  absl::StatusOr<Results> results;
-  {
-    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "control"));
-    results = MeasureAll(p, dir.path(), log);
-  }
-  PSDB_RETURN_IF_ERROR(results.status());
-  const std::vector<Ratio> ratios = Ratios(p, *results);
-  const MachineInfo machine = DescribeMachine();
-  if (p.json) {
-    PrintJson(p, machine, *results, ratios, out);
-  } else {
-    PrintReport(p, machine, *results, ratios, out);
-  }
-  return absl::OkStatus();
+  return MeasureAndReport(p, "control", out, log, &MeasureAll, &Ratios,
+                          &PrintJson, &PrintReport);
 }
 
 }  // namespace

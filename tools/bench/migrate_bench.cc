@@ -34,7 +34,6 @@
 #include "shard/cluster_map.h"
 #include "store/row.h"
 #include "store/table_spec.h"
-#include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -714,21 +713,8 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
-  signal(SIGPIPE, SIG_IGN);  // a dead peer is an error, not a crash
-  absl::StatusOr<Results> results;
-  {
-    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "migrate"));
-    results = MeasureAll(p, dir.path(), log);
-  }
-  PSDB_RETURN_IF_ERROR(results.status());
-  const std::vector<Ratio> ratios = Ratios(p, *results);
-  const MachineInfo machine = DescribeMachine();
-  if (p.json) {
-    PrintJson(p, machine, *results, ratios, out);
-  } else {
-    PrintReport(p, machine, *results, ratios, out);
-  }
-  return absl::OkStatus();
+  return MeasureAndReport(p, "migrate", out, log, &MeasureAll, &Ratios,
+                          &PrintJson, &PrintReport);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #ifndef PSDB_TOOLS_BENCH_SCENARIO_H_
 #define PSDB_TOOLS_BENCH_SCENARIO_H_
 
+#include <csignal>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -22,8 +23,13 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tools/bench/bench_dir.h"
+#include "tools/bench/machine.h"
+#include "tools/bench/report.h"
 #include "tools/common/args.h"
+#include "util/status_macros.h"
 
 namespace psdb::bench {
 
@@ -89,6 +95,35 @@ int RunScenario(
   if (status.ok()) return 0;
   err << "ps-bench " << flags.name << ": " << status << "\n";
   return 1;
+}
+
+// The body of a scenario that starts processes in a scratch directory and
+// reports results with ratios (control, serve, migrate): ignores SIGPIPE (a
+// dead peer is an error, not a crash), runs measure(p, dir, log) in a
+// BenchDir named `name` under p.dir (a fresh temporary one is removed
+// before the report), then prints print_json or print_report (p.json) of
+// the results, make_ratios(p, results) and the machine on `out`.
+template <typename Params, typename Measure, typename MakeRatios,
+          typename PrintJson, typename PrintReport>
+absl::Status MeasureAndReport(const Params& p, absl::string_view name,
+                              std::ostream& out, std::ostream& log,
+                              Measure measure, MakeRatios make_ratios,
+                              PrintJson print_json, PrintReport print_report) {
+  signal(SIGPIPE, SIG_IGN);
+  decltype(measure(p, std::string(), log)) results;
+  {
+    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, name));
+    results = measure(p, dir.path(), log);
+  }
+  PSDB_RETURN_IF_ERROR(results.status());
+  const std::vector<Ratio> ratios = make_ratios(p, *results);
+  const MachineInfo machine = DescribeMachine();
+  if (p.json) {
+    print_json(p, machine, *results, ratios, out);
+  } else {
+    print_report(p, machine, *results, ratios, out);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace psdb::bench

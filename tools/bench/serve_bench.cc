@@ -20,7 +20,6 @@
 #include "optim/optimizer.h"
 #include "store/row.h"
 #include "store/store.h"
-#include "tools/bench/bench_dir.h"
 #include "tools/bench/latency.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
@@ -666,21 +665,8 @@ void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
-  signal(SIGPIPE, SIG_IGN);  // a dead peer is an error, not a crash
-  absl::StatusOr<Results> results;
-  {
-    PSDB_ASSIGN_OR_RETURN(BenchDir dir, BenchDir::Make(p.dir, "serve"));
-    results = MeasureAll(p, dir.path(), log);
-  }
-  PSDB_RETURN_IF_ERROR(results.status());
-  const std::vector<Ratio> ratios = Ratios(p, *results);
-  const MachineInfo machine = DescribeMachine();
-  if (p.json) {
-    PrintJson(p, machine, *results, ratios, out);
-  } else {
-    PrintReport(p, machine, *results, ratios, out);
-  }
-  return absl::OkStatus();
+  return MeasureAndReport(p, "serve", out, log, &MeasureAll, &Ratios,
+                          &PrintJson, &PrintReport);
 }
 
 }  // namespace
