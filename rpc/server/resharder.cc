@@ -25,6 +25,12 @@ absl::Span<const uint64_t> KeySpan(
   return absl::MakeConstSpan(keys.data(), static_cast<size_t>(keys.size()));
 }
 
+// Whether `key` moves off server `self` from `current` to `target`.
+bool LeavesUnder(const ClusterMap& current, const ClusterMap& target,
+                 ServerId self, uint64_t key) {
+  return current.Owner(key) == self && target.Owner(key) != self;
+}
+
 // Same servers (ids, addresses, weights, ring states) and ring options.
 bool SameRing(const ClusterMap& a, const ClusterMap& b) {
   ClusterMapSpec sa = a.spec(), sb = b.spec();
@@ -61,7 +67,7 @@ std::shared_ptr<const ClusterMap> Resharder::map() const {
 
 bool Resharder::Leaves(const ClusterMap& current, uint64_t key) const {
   mu_.AssertReaderHeld();
-  return current.Owner(key) == self_ && target_->Owner(key) != self_;
+  return LeavesUnder(current, *target_, self_, key);
 }
 
 void Resharder::Leave(bool sync, bool leaving) {
@@ -258,7 +264,7 @@ absl::Status Resharder::Copy(const v1::ReshardRequest& req,
       req.batch_rows() > 0 ? req.batch_rows() : kDefaultBatchRows,
       max_batch_keys_);
   auto leaves = [&](uint64_t key) {
-    return current->Owner(key) == self_ && target->Owner(key) != self_;
+    return LeavesUnder(*current, *target, self_, key);
   };
   // One pass over the keys (memory, then disk; nothing is flushed): the
   // leaving ones, which also give progress its denominator.
