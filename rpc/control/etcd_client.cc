@@ -194,7 +194,15 @@ class EtcdClient::Impl {
           per_attempt ? std::min(deadline, absl::Now() + attempt_timeout())
                       : deadline;
       ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
-      const grpc::Status status = call(endpoint, &ctx);
+      grpc::Status status = call(endpoint, &ctx);
+      // etcd answers a request whose (propagated) deadline ran out on its
+      // side UNKNOWN "context deadline exceeded": the same event as gRPC's
+      // own DEADLINE_EXCEEDED, so it is treated as one.
+      if (status.error_code() == grpc::StatusCode::UNKNOWN &&
+          status.error_message() == "context deadline exceeded") {
+        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              status.error_message());
+      }
       const bool timed_out =
           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
           attempt_deadline < deadline;
