@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/cache.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
@@ -76,6 +78,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;
+  if (options.file_system != nullptr) {
+    t->env_ = rocksdb::NewCompositeEnv(options.file_system);
+    db_options.env = t->env_.get();
+  }
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;

@@ -98,6 +98,8 @@ class DiskTier {
  private:
   DiskTier() = default;
   std::string path_;
+  // Built over StoreOptions::file_system; outlives db_ (declared first).
+  std::unique_ptr<rocksdb::Env> env_;
   rocksdb::WriteOptions row_write_;
   rocksdb::WriteOptions meta_write_;
   rocksdb::ColumnFamilyOptions cf_options_;

@@ -65,6 +65,10 @@
 #include "store/row.h"
 #include "store/table_spec.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace psdb {
 
 enum class EvictionPolicy : int {
@@ -103,6 +107,11 @@ struct StoreOptions {
   // Shard id recorded in checkpoints (cluster servers set their rank).
   // Default: 0
   int shard_id = 0;
+  // The file system every file of the store goes through: RocksDB's (its
+  // Env is built over it) and psdb's own. Tests inject faults here
+  // (tests/store/fault_file_system.h). Default: nullptr, the local file
+  // system (rocksdb::FileSystem::Default())
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 class Store {

@@ -2,11 +2,14 @@
 // input. (Tiering, checkpoints and concurrency have their own files.)
 #include "store/store.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rocksdb/file_system.h"
 #include "store/local_client.h"
 #include "store/manifest.h"
 #include "tests/store/store_test_util.h"
@@ -68,6 +71,43 @@ TEST(StoreTest, TablesPersistAcrossReopen) {
   EXPECT_THAT(store->GetTable("gone"), StatusIs(absl::StatusCode::kNotFound));
   // A dropped table can be created again, empty.
   ASSERT_OK(store->CreateTable(MakeSpec("gone", 3)));
+}
+
+// Counts the files RocksDB opens for writing through the injected file
+// system: StoreOptions::file_system is the one RocksDB uses.
+class CountingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  CountingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CountingFileSystem"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& f,
+                                    const rocksdb::FileOptions& o,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
+    ++writable_files;
+    return FileSystemWrapper::NewWritableFile(f, o, r, dbg);
+  }
+  std::atomic<int> writable_files{0};
+};
+
+TEST(StoreTest, RocksDbFilesGoThroughTheInjectedFileSystem) {
+  ScratchDir dir;
+  auto fs = std::make_shared<CountingFileSystem>();
+  StoreOptions options = SmallOptions();
+  options.file_system = fs;
+  std::vector<float> pushed;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(options, dir.path()));
+    ASSERT_OK(store->CreateTable(MakeSpec("a", 4)));
+    std::vector<float> grads(4, 1.0f);
+    ASSERT_OK(store->Push("a", {7}, grads));
+    pushed = PullAll(*store, "a", {7}, 4);
+    ASSERT_OK(store->Flush());
+  }
+  EXPECT_GT(fs->writable_files.load(), 0);
+  const int after_first = fs->writable_files.load();
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(options, dir.path()));
+  EXPECT_GT(fs->writable_files.load(), after_first);
+  EXPECT_EQ(PullAll(*store, "a", {7}, 4), pushed);
 }
 
 TEST(StoreTest, SecondOpenOfSameDirectoryFails) {
