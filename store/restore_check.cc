@@ -1,5 +1,6 @@
 #include "store/restore_check.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -49,6 +50,17 @@ absl::Status CheckOpen(
   absl::flat_hash_map<std::string, std::string> specs;  // name -> JSON
   for (auto& [key, json] : disk->ScanMeta(kMetaTable)) {
     specs[key.substr(kMetaTable.size())] = std::move(json);
+  }
+  for (const auto& [name, json] : specs) {
+    const bool listed = std::any_of(
+        manifest.tables().begin(), manifest.tables().end(),
+        [&](const v1::TableManifest& t) { return t.spec().name() == name; });
+    if (!listed) {
+      // Store::Open would create it, empty, from that spec.
+      return absl::DataLossError(absl::StrCat(
+          where, ": table '", name,
+          "' has a spec in the shard's metadata but is not in the manifest"));
+    }
   }
   std::vector<uint64_t> counts;
   for (const v1::TableManifest& t : manifest.tables()) {

@@ -7,8 +7,9 @@
 // requires:
 //  - its column families (the default one aside) are exactly the tables
 //    the manifest lists (CheckShardTables, store/manifest.h);
-//  - its metadata holds a spec for each of them, equal to the manifest's
-//    (Store::Open takes the tables from that metadata);
+//  - its metadata holds a spec for each of them, equal to the manifest's,
+//    and for no other table (Store::Open takes the tables from that
+//    metadata);
 //  - each table's rows, counted by iterating its column family, equal the
 //    manifest's count for this shard. RocksDB has no cheaper exact count:
 //    "rocksdb.estimate-num-keys" and the table properties' num_entries

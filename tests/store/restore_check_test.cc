@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 #include "shard/ring.h"
 #include "store/checkpoint_reader.h"
 #include "store/checkpoint_restore.h"
@@ -219,6 +220,38 @@ TEST_F(RestoreCheckTest, ManifestSpecOtherThanTheShardsIsRefused) {
                          "restore refused: checkpoint ", bad,
                          " shard 0 table 'side': the manifest's spec is not "
                          "the one in the shard's metadata (")));
+  });
+}
+
+TEST_F(RestoreCheckTest, MetadataSpecOfAnUnlistedTableIsRefused) {
+  // The shard's metadata gains a spec for a table without a column family
+  // (Store::Open would create it empty): written with RocksDB directly.
+  const std::string bad = CopyCheckpoint(good_, dir_.Sub("bad"));
+  {
+    const std::string shard = bad + "/shard-0";
+    std::vector<std::string> names;
+    ASSERT_TRUE(
+        rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), shard, &names)
+            .ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+    for (const std::string& n : names)
+      descs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::DBOptions(), shard, descs, &handles, &raw)
+            .ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "psdb/table/extra",
+                        TableSpecToJson(MakeSpec("extra", 1)))
+                    .ok());
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  ExpectRefused(bad, dir_.Sub("data"), [&](const std::string& msg) {
+    EXPECT_EQ(msg, absl::StrCat("restore refused: checkpoint ", bad,
+                                " shard 0: table 'extra' has a spec in the "
+                                "shard's metadata but is not in the manifest"));
   });
 }
 
