@@ -334,6 +334,78 @@ TEST_F(RestoreCheckTest, LeftoverRestoreTempIsRemovedAtTheNextStart) {
   ExpectGoodRows(*reopened, dir_.Sub("check2"));
 }
 
+// A two-shard checkpoint as a cluster writes one (Store::CheckpointShard
+// per server, one manifest with per-shard counts): shard s holds keys
+// 1..10 * (s + 1) of "emb". Returns its directory.
+std::string TwoShardCheckpoint(const ScratchDir& dir) {
+  const std::string ckpt = dir.Sub("cluster/" + CheckpointId(1, 1));
+  v1::Manifest m;
+  m.set_checkpoint_id(CheckpointId(1, 1));
+  m.set_step(1);
+  v1::TableManifest* t = m.add_tables();
+  *t->mutable_spec() = TableSpecToProto(MakeSpec("emb", 2));
+  t->set_step(1);
+  for (int s = 0; s < 2; ++s) {
+    StoreOptions o = SmallOptions();
+    o.shard_id = s;
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(o, dir.Sub(absl::StrCat("server-", s)));
+    EXPECT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->CreateTable(MakeSpec("emb", 2)).ok());
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 1; k <= 10 * static_cast<uint64_t>(s + 1); ++k) {
+      keys.push_back(k);
+    }
+    EXPECT_TRUE(
+        (*store)
+            ->Push("emb", keys, std::vector<float>(keys.size() * 2, -1.0f))
+            .ok());
+    absl::StatusOr<Store::ShardCheckpoint> shard =
+        (*store)->CheckpointShard(absl::StrCat(ckpt, "/", ShardDirName(s)));
+    EXPECT_TRUE(shard.ok()) << shard.status();
+    t->add_shard_rows(shard->tables[0].second);
+    t->set_rows(t->rows() + shard->tables[0].second);
+    v1::ShardManifest* sm = m.add_shards();
+    sm->set_shard_id(s);
+    sm->set_dir(ShardDirName(s));
+  }
+  EXPECT_TRUE(WriteManifestAtomic(ckpt, m).ok());
+  return ckpt;
+}
+
+TEST(ShardedRestoreCheckTest, EachShardIsCheckedAgainstItsOwnCount) {
+  ScratchDir dir;
+  const std::string ckpt = TwoShardCheckpoint(dir);
+  // Shard 1 restores its 20 rows; its own checkpoint records 20, not the
+  // manifest's total of 30.
+  StoreOptions o = SmallOptions();
+  o.restore_from = ckpt;
+  o.shard_id = 1;
+  {
+    ASSERT_OK_AND_ASSIGN(auto restored, Store::Open(o, dir.Sub("data")));
+    ASSERT_OK_AND_ASSIGN(CheckpointInfo info,
+                         restored->Checkpoint(dir.Sub("again")));
+    ASSERT_OK_AND_ASSIGN(v1::Manifest m, ReadManifest(info.path));
+    EXPECT_EQ(m.tables(0).rows(), 20u);
+    ASSERT_OK_AND_ASSIGN(auto reader, ckpt::CheckpointReader::Open(info.path));
+    ASSERT_OK_AND_ASSIGN(ckpt::VerifyReport report, ckpt::Verify(*reader));
+    EXPECT_TRUE(report.ok()) << report.errors.front();
+  }
+  // Shard 1's count swapped with shard 0's (the total still adds up).
+  EditManifest(ckpt, [](v1::Manifest* m) {
+    m->mutable_tables(0)->set_shard_rows(0, 20);
+    m->mutable_tables(0)->set_shard_rows(1, 10);
+  });
+  const std::string data = dir.Sub("data2");
+  absl::StatusOr<std::unique_ptr<Store>> bad = Store::Open(o, data);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_EQ(bad.status().message(),
+            absl::StrCat("restore refused: checkpoint ", ckpt,
+                         " shard 1 table 'emb': the manifest says 10 rows, "
+                         "the files hold 20"));
+  EXPECT_EQ(Listing(data), std::vector<std::string>{"<absent>"});
+}
+
 // The restore onto another ring (a cluster server's): the same refusals.
 class RingRestoreCheckTest : public RestoreCheckTest {
  protected:
