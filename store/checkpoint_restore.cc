@@ -44,9 +44,21 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
     }
     std::sort(ids.begin(), ids.end());
   }
-  PSDB_ASSIGN_OR_RETURN(
-      std::unique_ptr<CheckpointReader> reader,
-      CheckpointReader::OpenShards(options.checkpoint_dir, ids));
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
+      CheckpointReader::OpenShards(options.checkpoint_dir, ids);
+  if (!opened.ok()) return Annotate(opened.status(), "restore refused");
+  const std::unique_ptr<CheckpointReader> reader = *std::move(opened);
+  // "checkpoint <dir> shard <id>": what a refusal names.
+  const auto shard_name = [&](size_t shard) {
+    return absl::StrCat("checkpoint ", options.checkpoint_dir, " shard ",
+                        reader->shards()[shard].shard_id);
+  };
+  for (size_t s = 0; s < reader->shards().size(); ++s) {
+    PSDB_RETURN_IF_ERROR(
+        Annotate(CheckShardTables(manifest, reader->shards()[s].column_families,
+                                  shard_name(s)),
+                 "restore refused"));
+  }
 
   std::vector<TableSpec> specs;
   std::vector<int64_t> steps;
@@ -79,9 +91,10 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
     PSDB_RETURN_IF_ERROR(cursor->status());
     for (size_t s = 0; s < num_shards; ++s) {
       if (read[s] != table.shard_rows[s]) {
-        return absl::DataLossError(
-            absl::StrCat(reader->Where(s, table.spec.name), ": read ", read[s],
-                         " rows, the manifest says ", table.shard_rows[s]));
+        return absl::DataLossError(absl::StrCat(
+            "restore refused: ", shard_name(s), " table '", table.spec.name,
+            "': the manifest says ", table.shard_rows[s],
+            " rows, the files hold ", read[s]));
       }
     }
     manifest.mutable_tables(static_cast<int>(t))->set_rows(writer->rows(t));
@@ -138,6 +151,13 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
   if (!result.ok()) {
     std::error_code ignored;
     fs::remove_all(tmp, ignored);
+    return result;
+  }
+  const std::string parent = fs::path(options.db_path).parent_path().string();
+  if (absl::Status s = SyncDir(parent.empty() ? "." : parent); !s.ok()) {
+    std::error_code ignored;
+    fs::remove_all(options.db_path, ignored);
+    return s;
   }
   return result;
 }
@@ -161,18 +181,26 @@ absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     same_ring = source == ring;
   }
   if (same_ring) return std::nullopt;
+  const bool created = !std::filesystem::exists(std::string(store_path), ec);
   std::filesystem::create_directories(std::string(store_path), ec);
   if (ec) {
     return absl::InternalError(
         absl::StrCat("cannot create ", store_path, ": ", ec.message()));
   }
+  // A restore that died before its rename left this; nothing uses it.
+  std::filesystem::remove_all(Store::RestoreTmpPath(store_path), ec);
   RingRestoreOptions options;
   options.checkpoint_dir = dir;
   options.ring = ring;
   options.server = server;
   options.db_path = db_path;
-  PSDB_ASSIGN_OR_RETURN(RingRestoreResult result, RestoreForRing(options));
-  return result;
+  absl::StatusOr<RingRestoreResult> result = RestoreForRing(options);
+  if (!result.ok()) {
+    // Leave the data directory as it was: one created here goes.
+    if (created) std::filesystem::remove(std::string(store_path), ec);
+    return result.status();
+  }
+  return *std::move(result);
 }
 
 }  // namespace psdb::ckpt

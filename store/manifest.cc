@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -288,6 +289,50 @@ absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
     return ErrnoStatus("rename to", final_path);
   }
   return FsyncPath(dir, /*directory=*/true);
+}
+
+absl::Status SyncDir(absl::string_view dir) {
+  return FsyncPath(std::string(dir), /*directory=*/true);
+}
+
+std::vector<std::string> ShardTableMismatches(
+    const v1::Manifest& manifest,
+    const std::vector<std::string>& column_families) {
+  // RocksDB's kDefaultColumnFamilyName; this target links no RocksDB.
+  constexpr absl::string_view kMetadataFamily = "default";
+  std::set<std::string> listed;
+  for (const v1::TableManifest& t : manifest.tables()) {
+    listed.insert(t.spec().name());
+  }
+  std::set<std::string> held;
+  for (const std::string& cf : column_families) {
+    if (cf != kMetadataFamily) held.insert(cf);
+  }
+  std::vector<std::string> out;
+  for (const std::string& name : listed) {
+    if (!held.contains(name)) {
+      out.push_back(
+          absl::StrCat("table '", name,
+                       "' is in the manifest but not in the shard's files"));
+    }
+  }
+  for (const std::string& name : held) {
+    if (!listed.contains(name)) {
+      out.push_back(
+          absl::StrCat("table '", name,
+                       "' is in the shard's files but not in the manifest"));
+    }
+  }
+  return out;
+}
+
+absl::Status CheckShardTables(const v1::Manifest& manifest,
+                              const std::vector<std::string>& column_families,
+                              absl::string_view where) {
+  const std::vector<std::string> mismatches =
+      ShardTableMismatches(manifest, column_families);
+  if (mismatches.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(where, ": ", mismatches.front()));
 }
 
 std::string CheckpointId(int64_t step, uint64_t seq) {

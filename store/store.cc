@@ -94,6 +94,7 @@ absl::Status Store::Impl::Open() {
     return absl::InvalidArgumentError("max_batch_keys must be > 0");
   }
   std::error_code ec;
+  bool created = false;
   if (!fs::exists(path_, ec)) {
     if (!options_.create_if_missing) {
       return absl::NotFoundError(
@@ -104,16 +105,43 @@ absl::Status Store::Impl::Open() {
       return absl::InternalError(
           absl::StrCat("cannot create ", path_, ": ", ec.message()));
     }
+    created = true;
   } else if (!fs::is_directory(path_, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
   }
-  const std::string db_path = DbPath(path_);
-  std::optional<v1::Manifest> restored;
-  if (!fs::exists(db_path + "/CURRENT", ec) && !options_.restore_from.empty()) {
-    PSDB_ASSIGN_OR_RETURN(v1::Manifest m, RestoreInto(db_path));
-    restored = std::move(m);
+  // A restore that died before its rename left this; nothing uses it.
+  fs::remove_all(RestoreTmpPath(path_), ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat(
+        "cannot remove ", RestoreTmpPath(path_), ": ", ec.message()));
   }
+  const std::string db_path = DbPath(path_);
+  if (fs::exists(db_path + "/CURRENT", ec) || options_.restore_from.empty()) {
+    return OpenDb(std::nullopt);
+  }
+  // A restore: on failure, leave <path> as it was before the attempt.
+  const bool db_existed = fs::exists(db_path, ec);  // without CURRENT
+  absl::StatusOr<v1::Manifest> m = RestoreInto(db_path);
+  absl::Status s = m.ok() ? OpenDb(*std::move(m)) : m.status();
+  if (s.ok()) return s;
+  {
+    absl::MutexLock l(&tables_mu_);
+    tables_.clear();  // column-family handles before the DB
+  }
+  disk_.reset();
+  std::error_code ignored;
+  if (restore_placed_) {
+    fs::remove_all(db_path, ignored);
+    if (db_existed) fs::create_directory(db_path, ignored);  // was empty
+    (void)SyncDir(path_);
+  }
+  if (created) fs::remove(path_, ignored);  // only if empty
+  return s;
+}
+
+absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
+  const std::string db_path = DbPath(path_);
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_,
                         internal::DiskTier::Open(db_path, options_, &cfs));
@@ -479,6 +507,10 @@ Store::~Store() = default;
 
 std::string Store::DbPath(absl::string_view path) {
   return absl::StrCat(path, "/db");
+}
+
+std::string Store::RestoreTmpPath(absl::string_view path) {
+  return absl::StrCat(DbPath(path), ".restore-tmp");
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
