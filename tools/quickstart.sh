@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The quick start (README's first command, via `./dev.sh run`): generate a
-# synthetic Criteo-format data set, train Wide&Deep on it with the embedded
-# store, compare the AUC with the data set's Bayes-optimal AUC, and show the
-# checkpoint with ps-dump.
+# synthetic Criteo-format data set, train the default model (DeepFwFM) on it
+# with the embedded store, compare the AUC with the data set's Bayes-optimal
+# AUC, and show the checkpoint with ps-dump.
 #
 #   tools/quickstart.sh BUILD_DIR [WORK_DIR] [extra ps-train flags...]
 #

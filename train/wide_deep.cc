@@ -16,6 +16,7 @@ namespace {
 constexpr char kWideTable[] = "wide";
 constexpr char kDeepTable[] = "deep";
 constexpr char kLinearTable[] = "wide_linear";
+constexpr char kFwFmTable[] = "fwfm.r";
 constexpr int kLinearSize = kNumIntFeatures + 1;
 
 // Width of the deep input, [26 deep embeddings | 13 normalized ints].
@@ -59,6 +60,7 @@ constexpr struct {
     {ModelKind::kDeepFm, "deepfm", "DeepFM"},
     {ModelKind::kDcn, "dcn", "DCN-v2"},
     {ModelKind::kLr, "lr", "LR (hashed one-hot, FTRL)"},
+    {ModelKind::kDeepFwFm, "deepfwfm", "DeepFwFM"},
 };
 
 }  // namespace
@@ -82,7 +84,7 @@ absl::StatusOr<ModelKind> ParseModelKind(absl::string_view name) {
     if (k.name == name) return k.kind;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown model '", name, "' (wide_deep, deepfm, dcn or lr)"));
+      "unknown model '", name, "' (wide_deep, deepfm, dcn, lr or deepfwfm)"));
 }
 
 WideDeepShape ShapeOf(const WideDeepConfig& config) {
@@ -126,6 +128,7 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   const int mlp_in = deep_width + kNumIntFeatures;
   const bool fm = shape.kind == ModelKind::kDeepFm;
   const bool cross = shape.kind == ModelKind::kDcn;
+  const bool fwfm = shape.kind == ModelKind::kDeepFwFm;
   // Deep input (MLP and cross network): [deep embeddings | normalized
   // integer features].
   std::vector<float> x;
@@ -147,12 +150,15 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   // The deep logit adds the extra part's output to the MLP's (Wide&Deep's
   // stays the MLP's, bit for bit).
   std::vector<float> extra;
-  if (fm || cross) {
+  if (fm || cross || fwfm) {
     extra.resize(n);
     if (fm) {
       FmForward(in.deep, n, kNumCatFeatures, d, absl::MakeSpan(extra));
+    } else if (fwfm) {
+      FwFmForward(in.deep, in.part[0], n, kNumCatFeatures, d,
+                  absl::MakeSpan(extra));
     } else {
-      shape.cross.Forward(in.cross, x, n, &cross_ws, absl::MakeSpan(extra));
+      shape.cross.Forward(in.part, x, n, &cross_ws, absl::MakeSpan(extra));
     }
     for (int i = 0; i < n; ++i) deep_logit[i] += extra[i];
   }
@@ -205,7 +211,7 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   if (!shape.has_deep()) {
     grads->deep.clear();
     grads->mlp.clear();
-    grads->cross.clear();
+    grads->part.clear();
     return loss;
   }
   // Sized per tensor; the parts' Backward overwrite them.
@@ -224,11 +230,11 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
                      spans(shape.mlp.TensorSizes(), &grads->mlp),
                      absl::MakeSpan(dx));
   if (cross) {
-    shape.cross.Backward(in.cross, cross_ws, dlogit, n,
-                         spans(shape.cross.TensorSizes(), &grads->cross),
+    shape.cross.Backward(in.part, cross_ws, dlogit, n,
+                         spans(shape.cross.TensorSizes(), &grads->part),
                          absl::MakeSpan(dx));
-  } else {
-    grads->cross.clear();
+  } else if (!fwfm) {
+    grads->part.clear();
   }
   grads->deep.resize(static_cast<size_t>(n) * deep_width);
   for (int i = 0; i < n; ++i) {
@@ -238,6 +244,12 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   if (fm) {
     FmBackward(in.deep, n, kNumCatFeatures, d, dlogit,
                absl::MakeSpan(grads->deep));
+  }
+  if (fwfm) {
+    const std::vector<absl::Span<float>> dr =
+        spans({static_cast<size_t>(FwFmPairs(kNumCatFeatures))}, &grads->part);
+    FwFmBackward(in.deep, in.part[0], n, kNumCatFeatures, d, dlogit,
+                 absl::MakeSpan(grads->deep), dr[0]);
   }
   return loss;
 }
@@ -261,11 +273,17 @@ WideDeepModel::WideDeepModel(const WideDeepConfig& config,
   if (config.kind == ModelKind::kDcn) {
     const std::vector<size_t> sizes = shape_.cross.TensorSizes();
     for (size_t t = 0; t < sizes.size(); ++t) {
-      cross_tensors_.emplace_back(CrossTensorName(shape_.cross, t), sizes[t],
-                                  config.block_dim);
-      cross_values_.emplace_back(sizes[t]);
-      push_cross_.emplace_back(sizes[t]);
+      part_tensors_.emplace_back(CrossTensorName(shape_.cross, t), sizes[t],
+                                 config.block_dim);
+      part_values_.emplace_back(sizes[t]);
+      push_part_.emplace_back(sizes[t]);
     }
+  }
+  if (config.kind == ModelKind::kDeepFwFm) {
+    const size_t pairs = FwFmPairs(kNumCatFeatures);
+    part_tensors_.emplace_back(kFwFmTable, pairs, config.block_dim);
+    part_values_.emplace_back(pairs);
+    push_part_.emplace_back(pairs);
   }
   linear_values_.resize(kLinearSize);
 }
@@ -307,7 +325,7 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   if (config.dense_reducer != nullptr) {
     std::vector<const DenseTensor*> tensors = {&model->linear_};
     for (const DenseTensor& t : model->mlp_tensors_) tensors.push_back(&t);
-    for (const DenseTensor& t : model->cross_tensors_) tensors.push_back(&t);
+    for (const DenseTensor& t : model->part_tensors_) tensors.push_back(&t);
     std::vector<TableSpec> specs;
     const std::vector<TableSpec> all = ModelTableSpecs(config);
     for (const DenseTensor* t : tensors) {
@@ -341,7 +359,7 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   TableSpec deep;
   deep.name = kDeepTable;
   deep.dim = config.deep_dim;
-  deep.initializer = {InitKind::kUniform, -0.05f, 0.05f};
+  deep.initializer = {InitKind::kUniform, -config.deep_init, config.deep_init};
   deep.optimizer.kind = config.deep_optimizer;
   deep.optimizer.learning_rate = config.deep_lr;
   deep.optimizer.weight_decay = config.deep_l2;
@@ -366,6 +384,13 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
                    : InitializerSpec{InitKind::kZeros, 0, 0};
     DenseTensor tensor(MlpTensorName(t), sizes[t], config.block_dim);
     specs.push_back(tensor.Spec(init, adam, seed + 3 + t));
+  }
+  if (config.kind == ModelKind::kDeepFwFm) {
+    // Every pair starts at pair_weight_init (header comment).
+    DenseTensor pairs(kFwFmTable, FwFmPairs(kNumCatFeatures), config.block_dim);
+    specs.push_back(
+        pairs.Spec({InitKind::kConstant, config.pair_weight_init, 0}, adam,
+                   seed + 3 + sizes.size()));
   }
   if (config.kind != ModelKind::kDcn) return specs;
   // Cross weights and readout Glorot-uniform, biases zero (DCN-v2's
@@ -474,7 +499,7 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     size_t r = 0;
     absl::Span<const float> v = replicated_->values(r++);
     linear_values_.assign(v.begin(), v.end());
-    for (auto* values : {&mlp_values_, &cross_values_}) {
+    for (auto* values : {&mlp_values_, &part_values_}) {
       for (std::vector<float>& tensor : *values) {
         v = replicated_->values(r++);
         tensor.assign(v.begin(), v.end());
@@ -487,9 +512,9 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
       PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Pull(
           client_, absl::MakeSpan(mlp_values_[t]), serving));
     }
-    for (size_t t = 0; t < cross_tensors_.size(); ++t) {
-      PSDB_RETURN_IF_ERROR(cross_tensors_[t].Pull(
-          client_, absl::MakeSpan(cross_values_[t]), serving));
+    for (size_t t = 0; t < part_tensors_.size(); ++t) {
+      PSDB_RETURN_IF_ERROR(part_tensors_[t].Pull(
+          client_, absl::MakeSpan(part_values_[t]), serving));
     }
   }
   NormalizeIntFeatures(batch, &dense_);
@@ -512,15 +537,15 @@ absl::Status WideDeepModel::PushDense(int64_t step) {
   if (replicated_ != nullptr) {
     std::vector<absl::Span<const float>> grads = {push_linear_};
     for (const auto& g : push_mlp_) grads.push_back(g);
-    for (const auto& g : push_cross_) grads.push_back(g);
+    for (const auto& g : push_part_) grads.push_back(g);
     return replicated_->Apply(grads, step);
   }
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
   for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
     PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
   }
-  for (size_t t = 0; t < cross_tensors_.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(cross_tensors_[t].Push(client_, push_cross_[t], step));
+  for (size_t t = 0; t < part_tensors_.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(part_tensors_[t].Push(client_, push_part_[t], step));
   }
   return absl::OkStatus();
 }
@@ -551,7 +576,7 @@ WideDeepInputs WideDeepModel::Inputs(const CriteoBatch& batch) const {
   in.labels = batch.labels;
   in.linear = linear_values_;
   for (const auto& v : mlp_values_) in.mlp.push_back(v);
-  for (const auto& v : cross_values_) in.cross.push_back(v);
+  for (const auto& v : part_values_) in.part.push_back(v);
   return in;
 }
 
@@ -585,8 +610,8 @@ absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
   }
   push_linear_ = grads_.linear;
   for (size_t t = 0; t < push_mlp_.size(); ++t) push_mlp_[t] = grads_.mlp[t];
-  for (size_t t = 0; t < push_cross_.size(); ++t) {
-    push_cross_[t] = grads_.cross[t];
+  for (size_t t = 0; t < push_part_.size(); ++t) {
+    push_part_[t] = grads_.part[t];
   }
   if (config_.async_push) {
     // A cache is driven by this thread only: its update stays here.

@@ -5,7 +5,7 @@
 //           + a linear model on the 13 normalized integer features (FTRL);
 //   deep  = the 26 dim-`deep_dim` embeddings (LazyAdam or Adagrad)
 //           concatenated with the normalized integer features, through an
-//           MLP (429 -> 256 -> 128 -> 1 by default, ReLU), whose weights are
+//           MLP (429 -> 64 -> 32 -> 1 by default, ReLU), whose weights are
 //           psdb dense tables (Adam);
 //   p     = sigmoid(wide + deep), trained on mean sigmoid cross-entropy.
 // The other models (ModelKind) keep the wide part and change the deep one:
@@ -16,11 +16,18 @@
 //           al. 2021) over the same input as the MLP, the two in parallel;
 //           its weights are dense tables like the MLP's (Adam), replicated
 //           with them under --dense=allreduce;
+//   deepfwfm deep = MLP + the field-weighted FM term over the deep
+//           embeddings, sum over field pairs f < g of r_fg <v_f, v_g>
+//           with one learned weight r_fg per pair (train/fm.h; FwFM, Pan
+//           et al. 2018; DeepFwFM, Deng et al. 2021); the 325 weights are
+//           a dense table ("fwfm.r", Adam) that starts at
+//           pair_weight_init for every pair and learns which pairs the
+//           data rewards (DeepFM is r = 1, fixed); ps-train's default;
 //   lr      no deep part: logistic regression on hashed one-hot features
 //           (the wide part alone), the baseline the others must beat.
 // The wide logit is the sum of the 26 wide embeddings plus the linear model
 // (weights . normalized ints + bias); the deep logit is the deep part's
-// output (MLP, MLP + FM, MLP + cross readout; 0 for lr).
+// output (MLP, MLP + FM, MLP + cross readout, MLP + FwFM; 0 for lr).
 // Besides the trained loss, ForwardBackward reports each part's own loss
 // (WideDeepLoss): the log-loss of sigmoid(wide logit) and of sigmoid(deep
 // logit), from the same forward pass. They say how well each part predicts
@@ -31,8 +38,8 @@
 //
 // Tables (created idempotently by Create): "wide" (dim 1), "deep"
 // (dim deep_dim; not lr), "wide_linear" (13 weights + bias), "mlp.w<l>" and
-// "mlp.b<l>" (not lr), "cross.w<l>", "cross.b<l>" and "cross.out" (dcn)
-// (dense, blocks of block_dim floats).
+// "mlp.b<l>" (not lr), "cross.w<l>", "cross.b<l>" and "cross.out" (dcn),
+// "fwfm.r" (deepfwfm) (dense, blocks of block_dim floats).
 //
 // ForwardBackward() is the pure math (no I/O), checked against finite
 // differences in tests; WideDeepModel wires it to an EmbeddingSource and a
@@ -66,28 +73,51 @@
 namespace psdb::train {
 
 // ps-train --model: which deep part the model has (header comment).
-enum class ModelKind : int { kWideDeep = 0, kDeepFm = 1, kDcn = 2, kLr = 3 };
-// "wide_deep", "deepfm", "dcn", "lr".
+enum class ModelKind : int {
+  kWideDeep = 0,
+  kDeepFm = 1,
+  kDcn = 2,
+  kLr = 3,
+  kDeepFwFm = 4
+};
+// "wide_deep", "deepfm", "dcn", "lr", "deepfwfm".
 absl::string_view ModelKindName(ModelKind kind);
 // The inverse of ModelKindName; InvalidArgument naming the choices.
 absl::StatusOr<ModelKind> ParseModelKind(absl::string_view name);
 // The name a log line gives the model: "Wide&Deep", "DeepFM", "DCN-v2",
-// "LR (hashed one-hot, FTRL)".
+// "LR (hashed one-hot, FTRL)", "DeepFwFM".
 absl::string_view ModelKindTitle(ModelKind kind);
 
 struct WideDeepConfig {
-  // The model (--model). Default: kWideDeep
+  // The model (ps-train --model, whose default is kDeepFwFm:
+  // tools/train/train_cli.cc). Default: kWideDeep
   ModelKind kind = ModelKind::kWideDeep;
+  // kDeepFwFm's pair weights at start, every pair alike (0 = start as
+  // Wide&Deep, 1 = start as DeepFM): 0.3 kept the additive data's AUC
+  // within 0.0003 of Wide&Deep's and gained 0.005 on the pairs data;
+  // 1.0 gained 0.010 there but lost 0.002 on additive (BENCHMARKS.md,
+  // issue 18). Default: 0.3
+  float pair_weight_init = 0.3f;
   // Cross layers of kDcn (--cross_layers). Default: 2
   int cross_layers = 2;
   // Width of the deep embeddings. Default: 16
   int deep_dim = 16;
-  // Hidden layer widths of the MLP. Default: {256, 128}
-  std::vector<int> hidden = {256, 128};
+  // Hidden layer widths of the MLP: 64,32 scored as 256,128 within
+  // 0.0006 AUC on the additive and pairs data at a fifth of the MLP's FLOPs
+  // (BENCHMARKS.md, issue 18). Default: {64, 32}
+  std::vector<int> hidden = {64, 32};
   // kLazyAdam or kAdagrad. Default: kLazyAdam
   optim::OptimizerKind deep_optimizer = optim::OptimizerKind::kLazyAdam;
   // Deep embedding learning rate. Default: 0.002
   float deep_lr = 0.002f;
+  // A new deep embedding row is drawn uniformly from [-deep_init,
+  // deep_init] (ps-train --deep_init), in (0, 1]. Small, so that a rare
+  // id's few updates are not drowned in its random start and an id first
+  // seen at test time adds little noise: 0.002 scored +0.0005 AUC over
+  // Keras' 0.05 with Wide&Deep on ps-bench train's additive data and made
+  // DeepFM +0.0014 / +0.0036 on additive / pairs (BENCHMARKS.md, issue
+  // 18). Default: 0.002
+  float deep_init = 0.002f;
   // FTRL learning rate, L1 and L2 of the wide part. Defaults: 0.05, 0,
   // 0.001
   float wide_lr = 0.05f;
@@ -141,17 +171,19 @@ struct WideDeepInputs {
   absl::Span<const float> dense;   // n * 13 normalized integer features
   absl::Span<const float> labels;  // n
   absl::Span<const float> linear;  // 14: 13 weights, then the bias
-  std::vector<absl::Span<const float>> mlp;    // Mlp::TensorSizes() tensors
-  std::vector<absl::Span<const float>> cross;  // dcn: CrossNet's tensors
-  MlpDropout dropout;                          // training only; default none
+  std::vector<absl::Span<const float>> mlp;  // Mlp::TensorSizes() tensors
+  // The extra part's dense tensors: dcn's CrossNet::TensorSizes(),
+  // deepfwfm's pair weights (one tensor); empty for the others.
+  std::vector<absl::Span<const float>> part;
+  MlpDropout dropout;  // training only; default none
 };
 
 struct WideDeepGrads {
-  std::vector<float> wide;                // n * 26
-  std::vector<float> deep;                // n * 26 * deep_dim
-  std::vector<float> linear;              // 14
-  std::vector<std::vector<float>> mlp;    // empty for lr
-  std::vector<std::vector<float>> cross;  // dcn only
+  std::vector<float> wide;               // n * 26
+  std::vector<float> deep;               // n * 26 * deep_dim
+  std::vector<float> linear;             // 14
+  std::vector<std::vector<float>> mlp;   // empty for lr
+  std::vector<std::vector<float>> part;  // as WideDeepInputs::part
 };
 
 // Mean sigmoid cross-entropy over a batch, of the model and of each part's
@@ -159,7 +191,7 @@ struct WideDeepGrads {
 struct WideDeepLoss {
   double loss = 0;       // z = wide + deep: the loss that is trained
   double wide_loss = 0;  // z = wide logit alone (embeddings + linear + bias)
-  double deep_loss = 0;  // z = deep logit alone (MLP [+ FM | + cross])
+  double deep_loss = 0;  // z = deep logit alone (MLP [+ FM | cross | FwFM])
 };
 
 // Fills probs (n, sigmoid(wide + deep)) and, if grads is not null, the
@@ -173,8 +205,8 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
 void NormalizeIntFeatures(const CriteoBatch& batch, std::vector<float>* out);
 
 // Every table of the model with its full spec: "wide", "deep",
-// "wide_linear", "mlp.w0", "mlp.b0", ..., "cross.w0", ... (those its kind
-// has).
+// "wide_linear", "mlp.w0", "mlp.b0", ..., "cross.w0", ..., "fwfm.r" (those its
+// kind has).
 std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config);
 // Creates them (idempotent: OK if they exist with the same specs).
 absl::Status CreateModelTables(const WideDeepConfig& config,
@@ -241,8 +273,8 @@ class WideDeepModel {
   ParameterClient* const client_;
   EmbeddingSource* const embeddings_;
   DenseTensor linear_;
-  std::vector<DenseTensor> mlp_tensors_;    // empty for lr
-  std::vector<DenseTensor> cross_tensors_;  // dcn only
+  std::vector<DenseTensor> mlp_tensors_;   // empty for lr
+  std::vector<DenseTensor> part_tensors_;  // dcn only
 
   // Per-step buffers.
   std::vector<uint64_t> uniq_;
@@ -253,13 +285,13 @@ class WideDeepModel {
   std::vector<float> dense_;
   std::vector<float> linear_values_;
   std::vector<std::vector<float>> mlp_values_;
-  std::vector<std::vector<float>> cross_values_;
+  std::vector<std::vector<float>> part_values_;
   WideDeepGrads grads_;
   // Gradients per unique id, owned by the (possibly asynchronous) push.
   std::vector<uint64_t> push_keys_;
   std::vector<float> push_wide_, push_deep_, push_linear_;
   std::vector<std::vector<float>> push_mlp_;
-  std::vector<std::vector<float>> push_cross_;
+  std::vector<std::vector<float>> push_part_;
   std::future<absl::Status> pending_push_;
   // Set when config_.dense_reducer is: the dense tensors live here.
   std::unique_ptr<ReplicatedDense> replicated_;

@@ -113,7 +113,8 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   ASSERT_EQ(RunPsTrain(b), 0);
   const Rows rows_a = CheckpointRows(dir_.Sub("ckpt-a"));
   const Rows rows_b = CheckpointRows(dir_.Sub("ckpt-b"));
-  ASSERT_EQ(rows_a.size(), 9u);  // wide, deep, wide_linear, mlp.{w,b}{0,1,2}
+  // wide, deep, wide_linear, mlp.{w,b}{0,1,2}, fwfm.r (the default model's).
+  ASSERT_EQ(rows_a.size(), 10u);
   EXPECT_GT(rows_a.at("deep").size(), 500u);
   EXPECT_TRUE(rows_a == rows_b);
 
@@ -221,6 +222,42 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
   EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 1.0f);
   EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
   EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.05f);
+  // --min_count: 2 by default, 0 for lr, an explicit value wins.
+  auto min_count = [&](const std::string& ckpt) {
+    return JsonNumber(ReadAll(dir_.Sub(ckpt + "/summary.json")), "min_count");
+  };
+  EXPECT_EQ(min_count("ckpt-wd"), 2);
+  EXPECT_EQ(min_count("ckpt-lr"), 0);
+  EXPECT_EQ(wide_lr("ckpt-mc", {"--min_count", "0"}), 0.05f);
+  EXPECT_EQ(min_count("ckpt-mc"), 0);
+}
+
+// The default model is deepfwfm: its pair weights are a table of the
+// checkpoint, 325 of them at 0.3; new deep rows start in [-0.002, 0.002].
+TEST_F(TrainCliTest, DefaultModelIsDeepFwFm) {
+  std::vector<std::string> args = TrainArgs("ckpt-fwfm");
+  args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0"});
+  ASSERT_EQ(RunPsTrain(args), 0);
+  auto reader = ckpt::CheckpointReader::Open(dir_.Sub("ckpt-fwfm"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  bool found = false;
+  for (const ckpt::TableInfo& t : (*reader)->tables()) {
+    if (t.spec.name == "deep") {
+      EXPECT_EQ(t.spec.initializer.a, -0.002f);
+      EXPECT_EQ(t.spec.initializer.b, 0.002f);
+    }
+    if (t.spec.name != "fwfm.r") continue;
+    found = true;
+    EXPECT_EQ(t.spec.initializer.kind, InitKind::kConstant);
+    EXPECT_EQ(t.spec.initializer.a, 0.3f);
+  }
+  EXPECT_TRUE(found);
+  std::string err;
+  args = TrainArgs("ckpt-init");
+  args.insert(args.end(), {"--deep_init", "0"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("deep_init"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-init")));
 }
 
 TEST_F(TrainCliTest, RejectsBadModelFlags) {
@@ -246,7 +283,9 @@ TEST_F(TrainCliTest, RejectsBadModelFlags) {
   EXPECT_THAT(out, ::testing::HasSubstr("\n  model dcn (3 cross layers)\n"));
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
   EXPECT_EQ(RunPsTrain({"--help"}, &out), 0);
-  EXPECT_THAT(out, ::testing::HasSubstr("--model wide_deep|deepfm|dcn|lr"));
+  EXPECT_THAT(out,
+              ::testing::HasSubstr("--model deepfwfm|wide_deep|deepfm|dcn|lr"));
+  EXPECT_THAT(out, ::testing::HasSubstr("[--deep_init F]"));
 }
 
 // The built ps-train binary's stdout: each loss line is followed by seed
@@ -307,7 +346,7 @@ TEST_F(TrainCliTest, TrainsOnGzipAndZstdFilesExactlyAsOnPlainOnes) {
   ASSERT_TRUE(JsonNumber(s_plain, "auc").has_value()) << s_plain;
   EXPECT_EQ(JsonNumber(s_packed, "auc"), JsonNumber(s_plain, "auc"));
   const Rows rows_plain = CheckpointRows(dir_.Sub("ckpt-plain"));
-  ASSERT_EQ(rows_plain.size(), 9u);
+  ASSERT_EQ(rows_plain.size(), 10u);
   EXPECT_TRUE(CheckpointRows(dir_.Sub("ckpt-packed")) == rows_plain);
 }
 

@@ -46,6 +46,11 @@ struct Problem {
         fill(&cross.back(), s, 0.1f);
       }
     }
+    if (kind == ModelKind::kDeepFwFm) {
+      // The pair weights, in `cross` too: the model's extra part.
+      cross.emplace_back();
+      fill(&cross.back(), FwFmPairs(kNumCatFeatures), 1.0f);
+    }
   }
 
   WideDeepInputs Inputs() const {
@@ -57,7 +62,7 @@ struct Problem {
     in.labels = labels;
     in.linear = linear;
     for (const auto& t : mlp) in.mlp.push_back(t);
-    for (const auto& t : cross) in.cross.push_back(t);
+    for (const auto& t : cross) in.part.push_back(t);
     in.dropout = dropout;
     return in;
   }
@@ -83,12 +88,16 @@ struct Problem {
     return z;
   }
   // Per kind: wide_deep the MLP; deepfm + sum over field pairs f < g of
-  // <v_f, v_g>; dcn + the cross layers' readout; lr 0.
+  // <v_f, v_g>; dcn + the cross layers' readout; deepfwfm + sum over
+  // field pairs of r_fg <v_f, v_g>; lr 0.
   double DeepLogit(int i) const {
     if (shape.kind == ModelKind::kLr) return 0;
     const double mlp_out = MlpLogit(i);
     if (shape.kind == ModelKind::kDeepFm) return mlp_out + PairwiseSum(i);
     if (shape.kind == ModelKind::kDcn) return mlp_out + CrossLogit(i);
+    if (shape.kind == ModelKind::kDeepFwFm) {
+      return mlp_out + PairwiseSum(i, &cross[0]);
+    }
     return mlp_out;
   }
   std::vector<double> DeepInput(int i) const {
@@ -99,15 +108,19 @@ struct Problem {
              dense.begin() + (i + 1) * kNumIntFeatures);
     return a;
   }
-  double PairwiseSum(int i) const {
+  // Weighted by r[pair] (pairs in (0,1), (0,2), ... order) if r is given.
+  double PairwiseSum(int i, const std::vector<float>* r = nullptr) const {
     const int d = shape.deep_dim;
     const float* v = deep.data() + i * kNumCatFeatures * d;
     double sum = 0;
+    int pair = 0;
     for (int f = 0; f < kNumCatFeatures; ++f) {
-      for (int g = f + 1; g < kNumCatFeatures; ++g) {
+      for (int g = f + 1; g < kNumCatFeatures; ++g, ++pair) {
+        double dot = 0;
         for (int k = 0; k < d; ++k) {
-          sum += static_cast<double>(v[f * d + k]) * v[g * d + k];
+          dot += static_cast<double>(v[f * d + k]) * v[g * d + k];
         }
+        sum += (r == nullptr ? 1.0 : (*r)[pair]) * dot;
       }
     }
     return sum;
@@ -204,7 +217,7 @@ TEST(WideDeepMathTest, GradientsMatchFiniteDifferences) {
     CheckGradient(&p, &p.mlp[t], g.mlp[t],
                   t % 2 == 0 ? "mlp weight" : "mlp bias");
   }
-  EXPECT_TRUE(g.cross.empty());
+  EXPECT_TRUE(g.part.empty());
 }
 
 // Every parameter of every model against central differences of its loss.
@@ -223,7 +236,7 @@ TEST_P(ModelMathTest, GradientsMatchFiniteDifferences) {
       // No deep part: nothing else is trained.
       EXPECT_TRUE(g.deep.empty());
       EXPECT_TRUE(g.mlp.empty());
-      EXPECT_TRUE(g.cross.empty());
+      EXPECT_TRUE(g.part.empty());
       continue;
     }
     CheckGradient(&p, &p.deep, g.deep, "deep");
@@ -231,12 +244,16 @@ TEST_P(ModelMathTest, GradientsMatchFiniteDifferences) {
       CheckGradient(&p, &p.mlp[t], g.mlp[t],
                     t % 2 == 0 ? "mlp weight" : "mlp bias");
     }
-    ASSERT_EQ(g.cross.size(), p.cross.size());
+    ASSERT_EQ(g.part.size(), p.cross.size());
     for (size_t t = 0; t < p.cross.size(); ++t) {
       // A cross weight has 65 x 65 coordinates: every 31st (stride prime
       // to 65, so every row and column is visited) keeps the test short.
+      if (GetParam() == ModelKind::kDeepFwFm) {
+        CheckGradient(&p, &p.cross[t], g.part[t], "fwfm pair weight");
+        continue;
+      }
       const bool weight = t + 1 < p.cross.size() && t % 2 == 0;
-      CheckGradient(&p, &p.cross[t], g.cross[t],
+      CheckGradient(&p, &p.cross[t], g.part[t],
                     t + 1 == p.cross.size() ? "cross readout"
                     : weight                ? "cross weight"
                                             : "cross bias",
@@ -277,7 +294,8 @@ TEST_P(ModelMathTest, LossesMatchTheHandComputedLogits) {
 INSTANTIATE_TEST_SUITE_P(Kinds, ModelMathTest,
                          ::testing::Values(ModelKind::kWideDeep,
                                            ModelKind::kDeepFm, ModelKind::kDcn,
-                                           ModelKind::kLr),
+                                           ModelKind::kLr,
+                                           ModelKind::kDeepFwFm),
                          [](const ::testing::TestParamInfo<ModelKind>& info) {
                            return std::string(ModelKindName(info.param));
                          });
@@ -289,7 +307,8 @@ TEST(ModelMathTest, DeepFmAndDcnAddTheirTermToTheDeepLogit) {
   const double plain =
       ForwardBackward(Problem(5).shape, Problem(5).Inputs(), &probs, nullptr)
           .deep_loss;
-  for (ModelKind kind : {ModelKind::kDeepFm, ModelKind::kDcn}) {
+  for (ModelKind kind :
+       {ModelKind::kDeepFm, ModelKind::kDcn, ModelKind::kDeepFwFm}) {
     Problem p(5, kind);
     const WideDeepLoss got =
         ForwardBackward(p.shape, p.Inputs(), &probs, nullptr);
@@ -310,6 +329,26 @@ TEST(FmTest, ExactValuesOnAHandComputedCase) {
   const std::vector<float> dout = {2.0f};
   FmBackward(v, 1, 3, 2, dout, absl::MakeSpan(dv));
   EXPECT_EQ(dv, (std::vector<float>{8, -1, 4, 5, 9, 3}));
+}
+
+// FwFM on the same 3 fields with r = (r12, r13, r23) = (2, -1, 0.5):
+// fwfm = 2 * 1 - 1 * 0.5 + 0.5 * 1.5 = 2.25.
+// d / d v1 = 2 v2 - v3 = (5.5, -2); d / d v2 = 2 v1 + 0.5 v3 = (2.25, 4);
+// d / d v3 = -v1 + 0.5 v2 = (0.5, -2.5); d / d r = the dots (1, 0.5, 1.5).
+// Times dout = 2, dv added to 1 everywhere; dr overwritten.
+TEST(FwFmTest, ExactValuesOnAHandComputedCase) {
+  EXPECT_EQ(FwFmPairs(3), 3);
+  EXPECT_EQ(FwFmPairs(26), 325);
+  const std::vector<float> v = {1, 2, 3, -1, 0.5f, 0};
+  const std::vector<float> r = {2, -1, 0.5f};
+  std::vector<float> out(1);
+  FwFmForward(v, r, 1, 3, 2, absl::MakeSpan(out));
+  EXPECT_EQ(out[0], 2.25f);
+  std::vector<float> dv(6, 1.0f), dr(3, 7.0f);
+  const std::vector<float> dout = {2.0f};
+  FwFmBackward(v, r, 1, 3, 2, dout, absl::MakeSpan(dv), absl::MakeSpan(dr));
+  EXPECT_EQ(dv, (std::vector<float>{12, -3, 5.5f, 9, 2, -4}));
+  EXPECT_EQ(dr, (std::vector<float>{2, 1, 3}));
 }
 
 // One cross layer of width 2: x0 = (1, 2), W = [[0.5, -1], [2, 0]] (row =
@@ -344,8 +383,9 @@ TEST(CrossNetTest, ExactValuesOnAHandComputedCase) {
 }
 
 TEST(ModelKindTest, NamesRoundTripAndUnknownIsRefused) {
-  for (ModelKind kind : {ModelKind::kWideDeep, ModelKind::kDeepFm,
-                         ModelKind::kDcn, ModelKind::kLr}) {
+  for (ModelKind kind :
+       {ModelKind::kWideDeep, ModelKind::kDeepFm, ModelKind::kDcn,
+        ModelKind::kLr, ModelKind::kDeepFwFm}) {
     ASSERT_OK_AND_ASSIGN(ModelKind parsed, ParseModelKind(ModelKindName(kind)));
     EXPECT_EQ(parsed, kind);
   }
@@ -372,6 +412,18 @@ TEST(ModelTableSpecsTest, EachModelHasItsTables) {
   dcn.insert(dcn.end(),
              {"cross.w0", "cross.b0", "cross.w1", "cross.b1", "cross.out"});
   EXPECT_EQ(names(ModelKind::kDcn), dcn);
+  std::vector<std::string> fwfm = wd;
+  fwfm.push_back("fwfm.r");
+  EXPECT_EQ(names(ModelKind::kDeepFwFm), fwfm);
+  // Its 325 pair weights start at pair_weight_init, every one.
+  WideDeepConfig fwfm_config;
+  fwfm_config.kind = ModelKind::kDeepFwFm;
+  const TableSpec r = ModelTableSpecs(fwfm_config).back();
+  EXPECT_EQ(r.initializer.kind, InitKind::kConstant);
+  EXPECT_EQ(r.initializer.a, 0.3f);
+  // New deep rows are uniform in [-deep_init, deep_init].
+  EXPECT_EQ(ModelTableSpecs(fwfm_config)[1].initializer.a, -0.002f);
+  EXPECT_EQ(ModelTableSpecs(fwfm_config)[1].initializer.b, 0.002f);
   EXPECT_EQ(names(ModelKind::kLr),
             (std::vector<std::string>{"wide", "wide_linear"}));
   WideDeepConfig lr;
@@ -510,11 +562,11 @@ TEST(WideDeepMathTest, PartLossIsTheLossWhenTheOtherPartIsZero) {
   EXPECT_NE(b.wide_loss, b.deep_loss);
 }
 
-TEST(WideDeepMathTest, DefaultShapeIs429To256To128To1) {
+TEST(WideDeepMathTest, DefaultShapeIs429To64To32To1) {
   const WideDeepShape shape = ShapeOf(WideDeepConfig{});
-  EXPECT_EQ(shape.mlp.sizes(), (std::vector<int>{429, 256, 128, 1}));
+  EXPECT_EQ(shape.mlp.sizes(), (std::vector<int>{429, 64, 32, 1}));
   EXPECT_EQ(shape.mlp.TensorSizes(),
-            (std::vector<size_t>{429 * 256, 256, 256 * 128, 128, 128, 1}));
+            (std::vector<size_t>{429 * 64, 64, 64 * 32, 32, 32, 1}));
 }
 
 TEST(NormalizeIntFeaturesTest, SignedLog1pAndZeroForMissing) {

@@ -51,10 +51,11 @@ flags:
                                        default additive,pairs,longtail
   --models=LIST      ps-train --model values, comma-separated; the first
                      one runs on the cluster too
-                                       default wide_deep,deepfm,dcn,lr
+                                       default deepfwfm,wide_deep,deepfm,
+                                               dcn,lr
   --batch_size=N     examples per step                default 512
   --deep_dim=N       deep embedding dim               default 16
-  --hidden=LIST      MLP widths                       default 64,32
+  --hidden=LIST      MLP widths (ps-train's default)  default 64,32
   --cache_rows=N     worker cache rows per table      default 65536
   --max_vocab=N      largest field vocabulary         default 100000
   --servers=N        ps-servers in the cluster        default 2
@@ -73,7 +74,8 @@ struct Params {
   int64_t train_rows = 200000;
   int64_t test_rows = 20000;
   std::vector<std::string> kinds = {"additive", "pairs", "longtail"};
-  std::vector<std::string> models = {"wide_deep", "deepfm", "dcn", "lr"};
+  std::vector<std::string> models = {"deepfwfm", "wide_deep", "deepfm", "dcn",
+                                     "lr"};
   int64_t batch_size = 512;
   int64_t deep_dim = 16;
   std::string hidden = "64,32";

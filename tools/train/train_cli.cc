@@ -33,6 +33,14 @@ namespace {
 
 // --wide_lr's default for --model lr (the others': WideDeepConfig's 0.05).
 constexpr double kLrWideLr = 1.0;
+// --model's default: DeepFwFM, the one model within 0.0003 of the best on
+// every kind of ps-bench train's data (BENCHMARKS.md, issue 18).
+constexpr char kDefaultModel[] = "deepfwfm";
+// --min_count's default for the models with deep embeddings: ids seen once
+// share their field's row instead of each getting a random one (+0.0016
+// AUC on the longtail data, 2.5 x faster there: no row per singleton); lr
+// keeps 0, its best (-0.0003 at 2).
+constexpr int64_t kDeepMinCount = 2;
 
 constexpr char kUsage[] =
     "usage:\n"
@@ -73,22 +81,27 @@ constexpr char kUsage[] =
     "  scheduler:HOST:PORT, rank and world come from the cluster map, rank 0\n"
     "  writes the cluster checkpoints under CDIR, rank r its reports under\n"
     "  CDIR/rank-r)\n"
-    "           [--model wide_deep|deepfm|dcn|lr] [--cross_layers N]\n"
-    "  (--model: wide_deep (default): wide FTRL part + MLP over the deep\n"
-    "  embeddings; deepfm: + the FM second-order term over the deep\n"
-    "  embeddings; dcn: + DCN-v2 cross layers (--cross_layers, default 2)\n"
-    "  beside the MLP; lr: the wide part alone, a logistic regression on\n"
-    "  hashed one-hot features, the baseline, whose --wide_lr defaults to\n"
-    "  1.0 instead of 0.05)\n"
+    "           [--model deepfwfm|wide_deep|deepfm|dcn|lr] [--cross_layers "
+    "N]\n"
+    "  (--model: wide_deep: wide FTRL part + MLP over the deep embeddings;\n"
+    "  deepfwfm (default): + the field-weighted FM term, one learned weight\n"
+    "  per field pair, over the deep embeddings; deepfm: + the FM\n"
+    "  second-order term; dcn: + DCN-v2 cross layers (--cross_layers,\n"
+    "  default 2) beside the MLP; lr: the wide part alone, a logistic\n"
+    "  regression on hashed one-hot features, the baseline, whose --wide_lr\n"
+    "  defaults to 1.0 instead of 0.05 and --min_count to 0 instead of 2)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through]\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
+    "           [--deep_init F]\n"
+    "  (--deep_init F: new deep embedding rows are uniform in [-F, F],\n"
+    "  default 0.002)\n"
     "           [--wide_lr F] [--wide_l1 F] [--wide_l2 F] [--deep_l2 F]\n"
     "           [--dropout F] [--min_count N]\n"
     "  (--min_count N: ids seen fewer than N times in training share their\n"
-    "  field's learned fallback row; 0 = off)\n"
+    "  field's learned fallback row; 0 = off; default 2, 0 for lr)\n"
     "           [--dense_lr F] [--deep_dim N] [--hidden "
-    "256,128]\n"
+    "64,32]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
     "           [--no_progress] [--no_plot] [--dry_run]\n"
     "  (--dry_run: validate the command line, PSDB_URL and PS_NODE_ID as a\n"
@@ -221,6 +234,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "cache_mode",
                                         "deep_optimizer",
                                         "deep_lr",
+                                        "deep_init",
                                         "wide_lr",
                                         "dense_lr",
                                         "deep_dim",
@@ -302,7 +316,10 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   *cache_policy = args.GetString("cache_policy", "lru");
   *cache_mode = args.GetString("cache_mode", "write_back");
   PSDB_ASSIGN_OR_RETURN(o->model.kind,
-                        ParseModelKind(args.GetString("model", "wide_deep")));
+                        ParseModelKind(args.GetString("model", kDefaultModel)));
+  if (!args.Has("min_count") && o->model.kind != ModelKind::kLr) {
+    o->min_count = kDeepMinCount;
+  }
   if (args.Has("cross_layers") && o->model.kind != ModelKind::kDcn) {
     return absl::InvalidArgumentError("--cross_layers is for --model dcn");
   }
@@ -324,6 +341,9 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(double lr,
                         args.GetDouble("deep_lr", deep_lr_default, 1e-9, 100));
   o->model.deep_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(
+      lr, args.GetDouble("deep_init", o->model.deep_init, 1e-9, 1));
+  o->model.deep_init = static_cast<float>(lr);
   // The wide part alone (lr) learns at a larger FTRL rate: one epoch of
   // ps-bench train's data peaks at 1.0 (AUC and log-loss; BENCHMARKS.md).
   const double wide_lr_default =
@@ -360,7 +380,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
       int width;
       if (!absl::SimpleAtoi(w, &width) || width < 1 || width > 65536) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--hidden must be comma-separated widths, e.g. 256,128; got '",
+            "--hidden must be comma-separated widths, e.g. 64,32; got '",
             args.GetString("hidden", ""), "'"));
       }
       o->model.hidden.push_back(width);

@@ -18,18 +18,21 @@
 //            [--rank R --world W --shard_by file|line]
 //            [--cache_rows N --cache_policy lru|lfu|lookahead
 //             --cache_mode write_back|push_through]
-//            [--model wide_deep|deepfm|dcn|lr --cross_layers N]
-//            [--deep_optimizer lazy_adam|adagrad --deep_lr F --wide_lr F
+//            [--model deepfwfm|wide_deep|deepfm|dcn|lr --cross_layers N]
+//            [--deep_optimizer lazy_adam|adagrad --deep_lr F --deep_init F
+//             --wide_lr F
 //             --wide_l1 F --wide_l2 F --deep_l2 F --dropout F --min_count N
 //             --dense_lr F
 //             --deep_dim N
-//             --hidden 256,128 --block_dim N
+//             --hidden 64,32 --block_dim N
 //             --seed N --memory_budget_mb N --no_progress --no_plot]
 //            [--dense ps|allreduce --dense_backend gloo|nccl
 //             --collective_host HOST]
-//       Trains the --model (train/wide_deep.h: Wide&Deep, the default;
-//       DeepFM; DCN-v2 with --cross_layers cross layers, default 2; or the
-//       lr baseline, the wide part alone, whose --wide_lr defaults to 1.0)
+//       Trains the --model (train/wide_deep.h: DeepFwFM, the default;
+//       Wide&Deep; DeepFM; DCN-v2 with --cross_layers cross layers, default
+//       2; or the lr baseline, the wide part alone, whose --wide_lr
+//       defaults to 1.0 and --min_count to 0; the others' --min_count
+//       defaults to 2)
 //       (train/trainer.h). --store:
 //         local:DIR              embedded Store (default: local:CDIR/store)
 //         servers:h1:p1,h2:p2    ps-server cluster through RemoteClient
