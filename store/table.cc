@@ -640,8 +640,9 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
     Wal::ApplyScope scope(wal_);
     absl::MutexLock l(&wal_mu_);
     const int64_t step = ResolveStep(step_arg);
-    std::memcpy(tls_payload.data() + 2 + name().size(), &step, 8);
-    lsn = wal_->Append(WalRecordType::kPush, tls_payload);
+    std::memcpy(tls_payload.data() + kWalRecordHeaderBytes + 2 + name().size(),
+                &step, 8);
+    lsn = wal_->AppendFramed(WalRecordType::kPush, &tls_payload);
     s = ApplyPush(step, lsn, /*replay=*/false);
     if (!s.ok()) {
       wal_->Append(WalRecordType::kAbort,
@@ -905,7 +906,7 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
     scope.emplace(wal_);
     order.emplace(&wal_mu_);
     EncodePutRowsRecord(name(), keys, rows, &tls_payload);
-    lsn = wal_->Append(WalRecordType::kPutRows, tls_payload);
+    lsn = wal_->AppendFramed(WalRecordType::kPutRows, &tls_payload);
   }
   const bool track = mem_.has_lsn() && lsn != 0;
   auto assign = [&](size_t u, uint32_t slot) {

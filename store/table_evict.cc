@@ -309,7 +309,7 @@ absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys,
   absl::MutexLock l(&wal_mu_);
   std::string payload;
   EncodeDeleteRowsRecord(name(), keys, &payload);
-  const uint64_t lsn = wal_->Append(WalRecordType::kDeleteRows, payload);
+  const uint64_t lsn = wal_->AppendFramed(WalRecordType::kDeleteRows, &payload);
   PSDB_RETURN_IF_ERROR(wal_->WaitWritten(lsn));
   absl::StatusOr<uint64_t> n = DeleteRowsImpl(keys, existing, lsn, false);
   if (!n.ok()) {

@@ -16,6 +16,8 @@ namespace {
 
 constexpr char kSegmentMagic[8] = {'P', 'S', 'D', 'B', 'W', 'A', 'L', '1'};
 constexpr absl::string_view kSegmentSuffix = ".log";
+// Records smaller than this are copied together into one write.
+constexpr size_t kCoalesceBytes = 64 << 10;
 
 void PutU32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -102,8 +104,9 @@ void EncodePushRecord(absl::string_view table, int64_t step,
                       absl::Span<const uint64_t> keys,
                       absl::Span<const float> grads, int dim,
                       std::string* out) {
-  out->clear();
-  out->reserve(2 + table.size() + 16 + 8 * keys.size() + 4 * grads.size());
+  out->assign(kWalRecordHeaderBytes, '\0');
+  out->reserve(kWalRecordHeaderBytes + 2 + table.size() + 16 + 8 * keys.size() +
+               4 * grads.size());
   PutName(table, out);
   PutRaw(step, out);
   PutRaw(static_cast<uint32_t>(keys.size()), out);
@@ -115,7 +118,7 @@ void EncodePushRecord(absl::string_view table, int64_t step,
 void EncodePutRowsRecord(absl::string_view table,
                          absl::Span<const uint64_t> keys, const RowBatch& rows,
                          std::string* out) {
-  out->clear();
+  out->assign(kWalRecordHeaderBytes, '\0');
   PutName(table, out);
   PutRaw(static_cast<uint32_t>(keys.size()), out);
   PutRaw(static_cast<uint32_t>(rows.dim), out);
@@ -134,7 +137,7 @@ void EncodePutRowsRecord(absl::string_view table,
 
 void EncodeDeleteRowsRecord(absl::string_view table,
                             absl::Span<const uint64_t> keys, std::string* out) {
-  out->clear();
+  out->assign(kWalRecordHeaderBytes, '\0');
   PutName(table, out);
   PutRaw(static_cast<uint32_t>(keys.size()), out);
   out->append(reinterpret_cast<const char*>(keys.data()), 8 * keys.size());
@@ -204,14 +207,23 @@ std::vector<float> WalFloats(const char* p, size_t n) {
   return v;
 }
 
-void AppendWalRecord(WalRecordType type, uint64_t lsn,
-                     absl::string_view payload, std::string* out) {
-  char h[kWalRecordHeaderBytes];
+namespace {
+
+void FillHeader(WalRecordType type, uint64_t lsn, absl::string_view payload,
+                char* h) {
   PutU32(h + 4, static_cast<uint32_t>(payload.size()));
   PutU32(h + 8, static_cast<uint32_t>(type));
   PutU64(h + 12, lsn);
   PutU64(h + 20, XXH3_64bits(payload.data(), payload.size()));
   PutU32(h, static_cast<uint32_t>(XXH3_64bits(h + 4, 28)));
+}
+
+}  // namespace
+
+void AppendWalRecord(WalRecordType type, uint64_t lsn,
+                     absl::string_view payload, std::string* out) {
+  char h[kWalRecordHeaderBytes];
+  FillHeader(type, lsn, payload, h);
   out->append(h, sizeof(h));
   out->append(payload.data(), payload.size());
 }
@@ -326,11 +338,20 @@ absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(Options options) {
 }
 
 uint64_t Wal::Append(WalRecordType type, absl::string_view payload) {
+  std::string framed(kWalRecordHeaderBytes, '\0');
+  framed.append(payload.data(), payload.size());
+  return AppendFramed(type, &framed);
+}
+
+uint64_t Wal::AppendFramed(WalRecordType type, std::string* framed) {
+  const absl::string_view payload =
+      absl::string_view(*framed).substr(kWalRecordHeaderBytes);
   absl::MutexLock l(&mu_);
   const uint64_t lsn = next_lsn_++;
-  AppendWalRecord(type, lsn, payload, &buf_);
+  FillHeader(type, lsn, payload, framed->data());
+  buf_.push_back(std::move(*framed));
+  framed->clear();
   buffered_lsn_ = lsn;
-  ++buffered_records_;
   return lsn;
 }
 
@@ -376,11 +397,10 @@ absl::Status Wal::WaitWritten(uint64_t lsn) {
     }
     // Become the writer of everything buffered so far.
     writing_ = true;
-    std::string data = std::move(buf_);
+    std::vector<std::string> data = std::move(buf_);
     buf_.clear();
     const uint64_t last = buffered_lsn_;
-    const uint64_t n = buffered_records_;
-    buffered_records_ = 0;
+    const uint64_t n = data.size();
     const bool open = need_segment_;
     const uint64_t seq = next_seq_;
     if (open) {
@@ -390,8 +410,26 @@ absl::Status Wal::WaitWritten(uint64_t lsn) {
     mu_.Unlock();
     absl::Status s;
     if (open) s = OpenSegment(seq);
-    if (s.ok()) {
-      s = FromIo(file_->Append(data, rocksdb::IOOptions(), nullptr), "write");
+    // Small records are copied together into one write; a large one (a
+    // push usually is) goes as it is, without a copy.
+    std::string small;
+    for (size_t i = 0; s.ok() && i < data.size(); ++i) {
+      if (data[i].size() < kCoalesceBytes) {
+        small.append(data[i]);
+        if (i + 1 < data.size() && small.size() < kCoalesceBytes) continue;
+        s = FromIo(file_->Append(small, rocksdb::IOOptions(), nullptr),
+                   "write");
+        small.clear();
+        continue;
+      }
+      if (!small.empty()) {
+        s = FromIo(file_->Append(small, rocksdb::IOOptions(), nullptr),
+                   "write");
+        small.clear();
+        if (!s.ok()) break;
+      }
+      s = FromIo(file_->Append(data[i], rocksdb::IOOptions(), nullptr),
+                 "write");
     }
     if (s.ok())
       s = FromIo(file_->Flush(rocksdb::IOOptions(), nullptr), "flush");
@@ -408,9 +446,8 @@ absl::Status Wal::WaitWritten(uint64_t lsn) {
     } else {
       // Keep the group (ahead of what was appended meanwhile) for the next
       // write, which goes to a new segment: nothing follows a torn record.
-      data.append(buf_);
+      for (std::string& r : buf_) data.push_back(std::move(r));
       buf_ = std::move(data);
-      buffered_records_ += n;
       need_segment_ = true;
       last_error_ = s;
       failed_lsn_ = last;

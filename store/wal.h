@@ -21,17 +21,18 @@
 // A record whose LSN is not above every LSN read before is a duplicate (a
 // group rewritten after a failed write) and is skipped.
 //
-// Group commit: Append() copies a record into an in-memory buffer under a
-// mutex and assigns its LSN (LSNs are consecutive and in buffer order);
-// WaitWritten(lsn) returns once the record is written to the OS: the first
-// waiter that finds no write in progress takes the whole buffer and writes
-// it with one Append (+ Sync when `sync`), so concurrent pushes share one
-// write() (and one fsync). Without `sync` a record survives SIGKILL (the page
-// cache is the kernel's) but not a power cut; with it (StoreOptions::
-// wal_sync) it survives both. After a failed write the group stays in the
-// buffer and the next write goes to a new segment, so nothing is written
-// after a torn record; its waiters get the error (their pushes are not
-// acknowledged).
+// Group commit: Append() puts a record into an in-memory buffer under a
+// mutex (AppendFramed without copying it) and assigns its LSN (LSNs are
+// consecutive and in buffer order); WaitWritten(lsn) returns once the record
+// is written to the OS: the first waiter that finds no write in progress
+// takes the whole buffer and writes it (small records coalesced into one
+// write, large ones as they are) followed by one Sync when `sync`, so
+// concurrent pushes share the writer's turn and its fsync. Without `sync` a
+// record survives SIGKILL (the page cache is the kernel's) but not a power cut;
+// with it (StoreOptions:: wal_sync) it survives both. After a failed write the
+// group stays in the buffer and the next write goes to a new segment, so
+// nothing is written after a torn record; its waiters get the error (their
+// pushes are not acknowledged).
 //
 // How the store keeps replay from applying a record twice (store/README.md
 // has the whole argument):
@@ -96,8 +97,10 @@ inline constexpr size_t kWalSegmentHeaderBytes = 16;
 //                f32 values[n * dim], f32 state[n * state_size],
 //                {i64 last_update_step, u64 update_count, u64 frequency}[n]
 //   kDeleteRows  u16 len, name, u32 n, u64 keys[n]
-// Encoders clear *out first; decoders return views into the payload (valid
-// while it is) and DataLoss for a malformed payload.
+// Encoders replace *out with kWalRecordHeaderBytes of room for the record
+// header followed by the payload (for Wal::AppendFramed); decoders take the
+// payload alone, return views into it (valid while it is) and DataLoss for a
+// malformed payload.
 struct WalRowsRecord {
   absl::string_view table;
   int64_t step = 0;  // kPush
@@ -175,6 +178,10 @@ class Wal {
 
   // Buffers one record and returns its LSN. `payload` is built by the caller.
   uint64_t Append(WalRecordType type, absl::string_view payload);
+  // The same without a copy: *framed holds kWalRecordHeaderBytes of room
+  // and then the payload (as the Encode*Record functions leave it); it is
+  // moved into the buffer (left empty).
+  uint64_t AppendFramed(WalRecordType type, std::string* framed);
   // Returns once every record up to `lsn` is written to the OS (and synced
   // with Options::sync), writing the buffer itself if no one else is. An
   // error if the write that carried `lsn` failed (the records stay buffered
@@ -224,7 +231,8 @@ class Wal {
   absl::Mutex apply_mu_;
 
   mutable absl::Mutex mu_;
-  std::string buf_ ABSL_GUARDED_BY(mu_);  // records not yet written
+  // Framed records not yet written, in LSN order.
+  std::vector<std::string> buf_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lsn_ ABSL_GUARDED_BY(mu_);
   uint64_t buffered_lsn_ ABSL_GUARDED_BY(mu_);  // last LSN in buf_
   uint64_t written_lsn_ ABSL_GUARDED_BY(mu_);
@@ -238,7 +246,6 @@ class Wal {
   uint64_t failed_lsn_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t groups_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t records_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t buffered_records_ ABSL_GUARDED_BY(mu_) = 0;
   // Owned by the writer (writing_ == true) or under mu_ when idle.
   std::unique_ptr<rocksdb::FSWritableFile> file_;
 };

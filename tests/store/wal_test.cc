@@ -103,6 +103,9 @@ TEST(WalTest, PushAndPutRowsPayloadsDecode) {
   const std::vector<float> grads = {1, 2, 3, -0.0f, 5, 6};
   std::string p;
   EncodePushRecord("table.a", 99, keys, grads, 3, &p);
+  ASSERT_EQ(p.substr(0, kWalRecordHeaderBytes),
+            std::string(kWalRecordHeaderBytes, '\0'));  // room for a header
+  p.erase(0, kWalRecordHeaderBytes);
   ASSERT_OK_AND_ASSIGN(WalRowsRecord r,
                        DecodeRowsRecord(WalRecordType::kPush, p));
   EXPECT_EQ(r.table, "table.a");
@@ -119,6 +122,7 @@ TEST(WalTest, PushAndPutRowsPayloadsDecode) {
   rows.state = {1, 2, 3, 4};
   rows.headers[1] = RowHeader{7, 8, 9};
   EncodePutRowsRecord("t", keys, rows, &p);
+  p.erase(0, kWalRecordHeaderBytes);
   ASSERT_OK_AND_ASSIGN(r, DecodeRowsRecord(WalRecordType::kPutRows, p));
   EXPECT_EQ(r.state_size, 2u);
   EXPECT_EQ(WalFloats(r.floats, 2), rows.values);
