@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
     bool read_only) {
   std::unique_ptr<DiskTier> t(new DiskTier());
   t->path_ = db_path;
-  t->row_write_.disableWAL = true;
+  t->row_write_.disableWAL = options.durability != Durability::kWal;
   t->meta_write_.sync = true;
 
   // Rows are float32 and barely compress; bloom filters make the MultiGet of
@@ -92,7 +92,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 2;
   // The WAL only carries metadata; keep it from pinning old memtables.
-  db_options.max_total_wal_size = 8 << 20;
+  // With Durability::kWal it carries evicted rows too: let it hold about
+  // two memtables' worth before it forces flushes.
+  db_options.max_total_wal_size =
+      options.durability == Durability::kWal ? 128 << 20 : 8 << 20;
 
   if (read_only) {
     db_options.create_if_missing = false;
@@ -199,6 +202,20 @@ absl::Status DiskTier::DeleteMeta(absl::string_view key) {
   return FromRocks(db_->Delete(meta_write_, default_cf_,
                                rocksdb::Slice(key.data(), key.size())),
                    absl::StrCat("delete metadata ", key));
+}
+
+absl::Status DiskTier::DeleteMetaPrefix(absl::string_view prefix) {
+  std::string end(prefix);
+  // The smallest key above every key with the prefix.
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) {
+    end.pop_back();
+  }
+  if (end.empty()) return absl::InvalidArgumentError("empty metadata prefix");
+  end.back() = static_cast<char>(end.back() + 1);
+  return FromRocks(
+      db_->DeleteRange(meta_write_, default_cf_,
+                       rocksdb::Slice(prefix.data(), prefix.size()), end),
+      absl::StrCat("delete metadata ", prefix, "*"));
 }
 
 absl::StatusOr<std::string> DiskTier::GetMeta(absl::string_view key) {

@@ -7,9 +7,12 @@
 //
 // Durability: row writes (evictions, flushes) skip the WAL, because the
 // durable state of a psdb store is its checkpoints, and checkpoints flush
-// memtables first. A process that dies between checkpoints loses the rows it
-// had not flushed, exactly as it loses its dirty in-memory rows. Metadata
-// writes (table create/drop, steps) go through the WAL with sync.
+// memtables first. With Durability::kWal they go through RocksDB's WAL
+// (unsynced), so a row and its write-ahead log tag written in one batch
+// survive a kill together (store/wal.h). A process that dies between
+// checkpoints loses the rows it had not flushed, exactly as it loses its dirty
+// in-memory rows. Metadata writes (table create/drop, steps) go through the WAL
+// with sync.
 //
 // Thread-safety: thread-safe (RocksDB is); column-family handles must not be
 // used after DestroyCf.
@@ -54,6 +57,8 @@ class DiskTier {
   DiskTier& operator=(const DiskTier&) = delete;
 
   rocksdb::DB* db() const { return db_.get(); }
+  // The default column family (metadata, write-ahead log tags).
+  rocksdb::ColumnFamilyHandle* meta_cf() const { return default_cf_; }
   const std::string& path() const { return path_; }
 
   absl::StatusOr<rocksdb::ColumnFamilyHandle*> CreateCf(
@@ -81,6 +86,8 @@ class DiskTier {
       const std::vector<std::pair<std::string, std::string>>& kvs);
   // NotFound if absent.
   absl::StatusOr<std::string> GetMeta(absl::string_view key);
+  // Deletes every metadata key starting with `prefix` (one range tombstone).
+  absl::Status DeleteMetaPrefix(absl::string_view prefix);
   // Every (key, value) whose key starts with `prefix`.
   std::vector<std::pair<std::string, std::string>> ScanMeta(
       absl::string_view prefix);

@@ -21,15 +21,16 @@ constexpr int kLruSamples = 8;
 }  // namespace
 
 MemoryTier::MemoryTier(int dim, int state_size, int stripes,
-                       EvictionPolicy policy)
+                       EvictionPolicy policy, bool lsn_slots)
     : dim_(dim),
       state_size_(state_size),
       num_stripes_(static_cast<uint64_t>(std::max(1, stripes))),
-      policy_(policy) {
+      policy_(policy),
+      lsn_slots_(lsn_slots) {
   header_offset_ = 4 * (static_cast<size_t>(dim) + state_size);
   header_offset_ = (header_offset_ + 7) & ~size_t{7};
   meta_offset_ = header_offset_ + sizeof(RowHeader);
-  slot_bytes_ = meta_offset_ + sizeof(SlotMeta);
+  slot_bytes_ = meta_offset_ + sizeof(SlotMeta) + (lsn_slots ? 8 : 0);
   size_t per_slab = 1;
   while (per_slab * 2 * slot_bytes_ <= kSlabTargetBytes) per_slab *= 2;
   slab_shift_ = 0;

@@ -2,6 +2,8 @@
 //
 // Rows live in a slab arena of fixed-size slots; a slot is contiguous
 //   float values[dim] | float state[state_size] | RowHeader | SlotMeta
+//   [| u64 lsn: the last write-ahead log record applied to the row, only
+//   with `lsn_slots` (Durability::kWal, store/wal.h)]
 // so a hit touches one region. Slots are addressed by a 32-bit id
 // (slab = id >> slab_shift, index = id & mask); slabs are allocated on demand
 // and never move, so a slot's address is stable for the tier's lifetime.
@@ -95,7 +97,8 @@ struct alignas(64) Stripe {
 
 class MemoryTier {
  public:
-  MemoryTier(int dim, int state_size, int stripes, EvictionPolicy policy);
+  MemoryTier(int dim, int state_size, int stripes, EvictionPolicy policy,
+             bool lsn_slots = false);
   ~MemoryTier();
   MemoryTier(const MemoryTier&) = delete;
   MemoryTier& operator=(const MemoryTier&) = delete;
@@ -126,6 +129,12 @@ class MemoryTier {
   }
   SlotMeta* meta(uint32_t id) const {
     return reinterpret_cast<SlotMeta*>(slot(id) + meta_offset_);
+  }
+  bool has_lsn() const { return lsn_slots_; }
+  // REQUIRES: has_lsn(); same locking as the row's bytes.
+  uint64_t* lsn(uint32_t id) const {
+    return reinterpret_cast<uint64_t*>(slot(id) + meta_offset_ +
+                                       sizeof(SlotMeta));
   }
 
   // Acquire / release: a reader that sees kOccupied set also sees the key
@@ -216,6 +225,7 @@ class MemoryTier {
   const int state_size_;
   const uint64_t num_stripes_;
   const EvictionPolicy policy_;
+  const bool lsn_slots_;
   size_t header_offset_ = 0;
   size_t meta_offset_ = 0;
   size_t slot_bytes_ = 0;

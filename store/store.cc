@@ -79,6 +79,7 @@ Store::Impl::~Impl() {
     absl::MutexLock l(&tables_mu_);
     tables_.clear();  // destroys column-family handles before the DB
   }
+  wal_.reset();
   disk_.reset();
 }
 
@@ -117,13 +118,14 @@ absl::Status Store::Impl::Open() {
         "cannot remove ", RestoreTmpPath(path_), ": ", ec.message()));
   }
   const std::string db_path = DbPath(path_);
-  if (fs::exists(db_path + "/CURRENT", ec) || options_.restore_from.empty()) {
-    return OpenDb(std::nullopt);
+  const bool had_db = fs::exists(db_path + "/CURRENT", ec);
+  if (had_db || options_.restore_from.empty()) {
+    return OpenDb(std::nullopt, /*fresh=*/!had_db);
   }
   // A restore: on failure, leave <path> as it was before the attempt.
   const bool db_existed = fs::exists(db_path, ec);  // without CURRENT
   absl::StatusOr<v1::Manifest> m = RestoreInto(db_path);
-  absl::Status s = m.ok() ? OpenDb(*std::move(m)) : m.status();
+  absl::Status s = m.ok() ? OpenDb(*std::move(m), /*fresh=*/true) : m.status();
   if (s.ok()) return s;
   {
     absl::MutexLock l(&tables_mu_);
@@ -140,7 +142,8 @@ absl::Status Store::Impl::Open() {
   return s;
 }
 
-absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
+absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
+                                 bool fresh) {
   const std::string db_path = DbPath(path_);
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_,
@@ -179,6 +182,10 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
   } else {
     cleanup();
     return version.status();
+  }
+  if (absl::Status s = PrepareWal(fresh); !s.ok()) {
+    cleanup();
+    return s;
   }
   absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
   const bool clean = !clean_meta.ok() || *clean_meta == "1";
@@ -222,7 +229,8 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
       rows = CountRows(disk_.get(), cf);
     }
     opened.push_back(std::make_shared<Table>(std::move(*spec), cf, disk_.get(),
-                                             this, options_, step, rows));
+                                             this, options_, step, rows,
+                                             wal_.get(), wal_lsn_slots()));
   }
   // Column families without a spec were left by a crash inside CreateTable.
   for (auto& [n, h] : by_name) {
@@ -235,6 +243,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
   }
   PSDB_RETURN_IF_ERROR(disk_->PutMeta(kMetaClean, "0"));
   if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
+  PSDB_RETURN_IF_ERROR(ReplayWal());
   opened_ = true;
   if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
   return absl::OkStatus();
@@ -367,6 +376,10 @@ absl::Status Store::Impl::PersistMeta(bool clean) {
     kvs.emplace_back(absl::StrCat(kMetaRows, t->name()),
                      absl::StrCat(t->rows()));
   }
+  if (wal_ != nullptr) {
+    kvs.emplace_back(std::string(internal::kMetaWalNextLsn),
+                     absl::StrCat(wal_->next_lsn()));
+  }
   kvs.emplace_back(std::string(kMetaClean), clean ? "1" : "0");
   return disk_->PutMetaBatch(kvs);
 }
@@ -388,6 +401,11 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
         TableSpecToJson(it->second->spec()), ", asked for ",
         TableSpecToJson(spec)));
   }
+  // Logged first: replay skips the records of an older table of this name.
+  if (wal_ != nullptr) {
+    PSDB_RETURN_IF_ERROR(wal_->WaitWritten(
+        wal_->Append(internal::WalRecordType::kCreateTable, spec.name)));
+  }
   // Column family first, then the spec (synced): a crash in between leaves
   // an orphan column family, which Open drops.
   PSDB_ASSIGN_OR_RETURN(rocksdb::ColumnFamilyHandle * cf,
@@ -401,8 +419,8 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
     disk_->DestroyCf(cf);
     return s;
   }
-  tables_[spec.name] =
-      std::make_shared<Table>(spec, cf, disk_.get(), this, options_, 0, 0);
+  tables_[spec.name] = std::make_shared<Table>(
+      spec, cf, disk_.get(), this, options_, 0, 0, wal_.get(), wal_lsn_slots());
   return absl::OkStatus();
 }
 
@@ -422,6 +440,7 @@ absl::Status Store::Impl::DropTable(absl::string_view name) {
     (void)disk_->DeleteMeta(absl::StrCat(kMetaTable, name));
     (void)disk_->DeleteMeta(absl::StrCat(kMetaStep, name));
     (void)disk_->DeleteMeta(absl::StrCat(kMetaRows, name));
+    (void)disk_->DeleteMetaPrefix(internal::WalTagPrefix(name));
   }
   // `t` dies here or when the last in-flight call on it returns.
   return absl::OkStatus();
@@ -490,17 +509,26 @@ StoreStats Store::Impl::Stats() const {
 
 absl::Status Store::Impl::Flush() {
   PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
+  const std::optional<internal::Wal::Cut> cut = WalCut();
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   for (const auto& t : Snapshot()) {
     PSDB_RETURN_IF_ERROR(t->FlushDirty().status());
     cfs.push_back(t->cf());
   }
   PSDB_RETURN_IF_ERROR(PersistMeta(/*clean=*/false));
-  return disk_->Flush(cfs);
+  PSDB_RETURN_IF_ERROR(disk_->Flush(cfs));
+  return WalTruncate(cut);
 }
 
 // ---------------------------------------------------------------------------
 // Store
+
+absl::StatusOr<Durability> ParseDurability(absl::string_view name) {
+  if (name == "checkpoint") return Durability::kCheckpoint;
+  if (name == "wal") return Durability::kWal;
+  return absl::InvalidArgumentError(
+      absl::StrCat("durability \"", name, "\": expected checkpoint or wal"));
+}
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;

@@ -18,6 +18,7 @@
 // Directory layout:
 //   <path>/db/                 the live RocksDB database (table specs are
 //                              stored in its default column family)
+//   <path>/wal/                the write-ahead log (Durability::kWal)
 // Checkpoint layout, under the root directory given to Checkpoint():
 //   <root>/ckpt-<step>-<seq>/MANIFEST.json   written last, by atomic rename
 //   <root>/ckpt-<step>-<seq>/shard-<id>/     a rocksdb::Checkpoint (hard links)
@@ -34,9 +35,12 @@
 //    deleted from both tiers. Rows never updated (last_update_step 0) are
 //    dropped too once step > ttl_steps; they re-initialize identically.
 //  - Admission counts are in memory only: they do not survive a restart.
-//  - Row writes skip RocksDB's WAL; durability comes from checkpoints (and a
-//    clean close, which flushes everything). After a crash the live
-//    directory opens cleanly with the rows that had reached RocksDB.
+//  - Durability (StoreOptions::durability): by default row writes skip
+//    RocksDB's WAL; durability comes from checkpoints (and a clean close,
+//    which flushes everything). After a crash the live directory opens
+//    cleanly with the rows that had reached RocksDB. With kWal every
+//    acknowledged push, PutRows, DeleteRows and CreateTable also survives
+//    SIGKILL (store/wal.h; <path>/wal/ holds the log).
 //  - A memory-tier hit never touches RocksDB. The budget may be exceeded
 //    briefly by the rows of batches in flight.
 //  - Bad input (unknown table, sizes, non-finite values, empty or oversized
@@ -75,6 +79,26 @@ enum class EvictionPolicy : int {
   kClock = 0,       // second-chance CLOCK over arena slots
   kSampledLru = 1,  // evict the least recently used of a small random sample
 };
+
+// What survives a crash (SIGKILL) between checkpoints.
+enum class Durability : int {
+  // Rows reach disk at eviction, Flush, Checkpoint and close; a crash loses
+  // the updates since (the store reopens with the rows that had reached
+  // RocksDB). No log, nothing on the push path.
+  kCheckpoint = 0,
+  // Write-ahead log (store/wal.h): a push, PutRows, DeleteRows or
+  // CreateTable returns OK only after its record is written to the OS
+  // (group commit: concurrent calls share one write), so every acknowledged
+  // one survives SIGKILL; the next Open replays the records logged since the
+  // last flush through the optimizer and gives bit-identical rows. A call
+  // in flight at the kill is present whole or not at all. Surviving a power
+  // cut as well needs StoreOptions::wal_sync. Not logged: admission counts
+  // and pull-only frequency counts (in memory only, as always).
+  kWal = 1,
+};
+
+// "checkpoint" or "wal" (flags); InvalidArgument naming both otherwise.
+absl::StatusOr<Durability> ParseDurability(absl::string_view name);
 
 struct StoreOptions {
   // Bytes the memory tier may use for rows (values + state + header), across
@@ -119,6 +143,14 @@ struct StoreOptions {
   // (tests/store/fault_file_system.h). Default: nullptr, the local file
   // system (rocksdb::FileSystem::Default())
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // What survives a crash: see Durability. The log lives in <path>/wal/.
+  // A store opened with kCheckpoint that finds a log left by a kWal run
+  // replays it, flushes and removes it. Default: kCheckpoint
+  Durability durability = Durability::kCheckpoint;
+  // With kWal: fsync each group of log records before acknowledging it, so
+  // acknowledged updates survive a power cut too, not only a process kill.
+  // Default: false
+  bool wal_sync = false;
 };
 
 class Store {

@@ -147,6 +147,7 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
 absl::StatusOr<Store::ShardCheckpoint> Store::Impl::CheckpointShardLocked(
     const std::string& shard_dir) {
   ShardCheckpoint out;
+  const std::optional<internal::Wal::Cut> cut = WalCut();
   std::vector<std::shared_ptr<Table>> tables = Snapshot();
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   for (const auto& t : tables) {
@@ -161,6 +162,7 @@ absl::StatusOr<Store::ShardCheckpoint> Store::Impl::CheckpointShardLocked(
   RunCheckpointHook("rows_flushed");
   PSDB_RETURN_IF_ERROR(PersistMeta(/*clean=*/false));
   PSDB_RETURN_IF_ERROR(disk_->Flush(cfs));
+  PSDB_RETURN_IF_ERROR(WalTruncate(cut));
   PSDB_RETURN_IF_ERROR(disk_->CreateCheckpoint(shard_dir));
   RunCheckpointHook("rocksdb_checkpoint_done");
   for (const auto& t : tables) {

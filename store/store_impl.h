@@ -1,6 +1,7 @@
 // Store::Impl: the state behind psdb::Store. Internal to psdb_store; split
-// over store.cc (open, tables, data path, stats, close) and
-// store_checkpoint.cc (checkpoints, restore).
+// over store.cc (open, tables, data path, stats, close),
+// store_checkpoint.cc (checkpoints, restore) and store_wal.cc (the
+// write-ahead log's open, replay and truncation; store/wal.h).
 //
 // Metadata kept in the default column family of <path>/db:
 //   psdb/format_version  decimal; a newer one than kStoreFormatVersion is
@@ -11,6 +12,8 @@
 //   psdb/rows/<name>     exact row count, same persistence
 //   psdb/clean           "1" after a clean close; "0" while open. After an
 //                        unclean stop the row counts are recounted on open.
+//   psdb/wal_id, psdb/wal_next_lsn, psdb/wal_tag/<table>/<key>
+//                        the write-ahead log's (store/wal.h, store_meta.h)
 //
 // Background evictor: one thread per store (unless
 // StoreOptions::background_eviction is off). Inserts wake it once fewer than
@@ -39,6 +42,7 @@
 #include "store/manifest.h"
 #include "store/store.h"
 #include "store/table.h"
+#include "store/wal.h"
 
 namespace psdb {
 
@@ -84,13 +88,27 @@ class Store::Impl : public internal::BudgetArbiter {
   void StopEvictor();
 
   std::vector<std::shared_ptr<internal::Table>> Snapshot() const;
+  // Write-ahead log (store_wal.cc). PrepareWal, before the tables are
+  // built: drops a log that belongs to no database of ours (`fresh`: the
+  // database was just created or restored), reads what the log holds and
+  // opens the writer (kWal). ReplayWal, once they are: replays the records
+  // and flushes. WalCut / WalTruncate bracket a flush point (Flush,
+  // Checkpoint): the cut is taken before rows are flushed, the segments
+  // before it are deleted once the rows and memtables are on disk.
+  absl::Status PrepareWal(bool fresh);
+  absl::Status ReplayWal();
+  bool wal_lsn_slots() const { return wal_ != nullptr || wal_records_ > 0; }
+  std::optional<internal::Wal::Cut> WalCut();
+  absl::Status WalTruncate(const std::optional<internal::Wal::Cut>& cut);
   absl::Status PersistMeta(bool clean);
   // Flush + TTL + rocksdb::Checkpoint into shard_dir.
   absl::StatusOr<ShardCheckpoint> CheckpointShardLocked(
       const std::string& shard_dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ckpt_mu_);
   // Opens (or creates) the database at DbPath(path_); `restored`: the
-  // manifest of the checkpoint RestoreInto just put there.
-  absl::Status OpenDb(std::optional<v1::Manifest> restored);
+  // manifest of the checkpoint RestoreInto just put there. `fresh`: the
+  // database did not exist before this open (created or restored), so any
+  // write-ahead log found is not its own.
+  absl::Status OpenDb(std::optional<v1::Manifest> restored, bool fresh);
   // Populates <path>/db from options_.restore_from (built in
   // RestoreTmpPath, checked by internal::CheckRestoredShard, renamed into
   // place); returns its manifest with each table's rows set to the shard's
@@ -101,6 +119,12 @@ class Store::Impl : public internal::BudgetArbiter {
   const StoreOptions options_;
   const std::string path_;
   std::unique_ptr<internal::DiskTier> disk_;
+  // The write-ahead log's writer (Durability::kWal); outlives the tables.
+  std::unique_ptr<internal::Wal> wal_;
+  std::shared_ptr<rocksdb::FileSystem> wal_fs_;
+  std::string wal_dir_;
+  uint64_t wal_id_ = 0;
+  uint64_t wal_records_ = 0;  // records found at open, to replay
   bool opened_ = false;
   bool read_only_ = false;
   // RestoreInto renamed its database into <path>/db (Open undoes it when

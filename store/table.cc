@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "optim/optimizer.h"
 #include "store/row_codec.h"
+#include "store/store_meta.h"
 #include "util/key_dedup.h"
 #include "util/status_macros.h"
 
@@ -68,6 +70,8 @@ struct Scratch {
   std::vector<uint32_t> work;
 };
 thread_local Scratch tls;
+// The payload of the record being appended (kWal).
+thread_local std::string tls_payload;
 
 std::string KeyString(uint64_t key) { return absl::StrCat(key); }
 
@@ -75,7 +79,7 @@ std::string KeyString(uint64_t key) { return absl::StrCat(key); }
 
 Table::Table(TableSpec spec, rocksdb::ColumnFamilyHandle* cf, DiskTier* disk,
              BudgetArbiter* budget, const StoreOptions& options, int64_t step,
-             uint64_t rows)
+             uint64_t rows, Wal* wal, bool lsn_slots)
     : spec_(std::move(spec)),
       state_size_(optim::StateSize(spec_.optimizer, spec_.dim)),
       row_floats_(static_cast<size_t>(spec_.dim) + state_size_),
@@ -83,10 +87,12 @@ Table::Table(TableSpec spec, rocksdb::ColumnFamilyHandle* cf, DiskTier* disk,
       cf_(cf),
       disk_(disk),
       budget_(budget),
-      mem_(spec_.dim, state_size_, options.index_stripes, options.eviction),
+      mem_(spec_.dim, state_size_, options.index_stripes, options.eviction,
+           lsn_slots || wal != nullptr),
       admission_(spec_.admission_threshold),
       step_(step),
-      rows_(rows) {}
+      rows_(rows),
+      wal_(wal) {}
 
 Table::~Table() {
   budget_->used().fetch_sub(resident_bytes(), std::memory_order_relaxed);
@@ -190,6 +196,11 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
   std::vector<uint8_t> has_row(n, 0);
   std::vector<uint8_t> created(n, 0);
   std::vector<RowHeader> headers(n);
+  // Write-ahead log tags of the rows read, during replay only (otherwise a
+  // loaded row's LSN is 0: it is set by the next record applied to it).
+  const bool read_tags = replaying_ && mem_.has_lsn();
+  std::vector<uint64_t> tags(read_tags ? n : 0, 0);
+  std::vector<uint64_t> tag_keys, tag_vals;
   std::vector<float> rows;
   std::vector<uint32_t> pending(n);
   std::iota(pending.begin(), pending.end(), 0u);
@@ -254,6 +265,13 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       std::vector<rocksdb::PinnableSlice> values(m);
       std::vector<rocksdb::Status> statuses(m);
       disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
+      if (read_tags) {
+        tag_keys.resize(m);
+        tag_vals.resize(m);
+        for (size_t j = 0; j < m; ++j) tag_keys[j] = keys[to_read[j]];
+        PSDB_RETURN_IF_ERROR(ReadTags(tag_keys, tag_vals.data()));
+        for (size_t j = 0; j < m; ++j) tags[to_read[j]] = tag_vals[j];
+      }
       for (size_t j = 0; j < m; ++j) {
         const uint32_t i = to_read[j];
         float* row = rows.data() + i * row_floats_;
@@ -335,6 +353,7 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         const float* row = rows.data() + i * row_floats_;
         std::memcpy(mem_.values(slot), row, 4 * row_floats_);
         *mem_.header(slot) = headers[i];
+        if (mem_.has_lsn()) *mem_.lsn(slot) = read_tags ? tags[i] : 0;
         mem_.StoreKey(slot, keys[i]);
         ++mem_.meta(slot)->version;  // never reused: no ABA across owners
         mem_.SetFlags(slot, kOccupied | kRef);
@@ -409,6 +428,11 @@ absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
   const uint32_t slot = slots[0];
   std::memcpy(mem_.values(slot), row.data(), 4 * row_floats_);
   *mem_.header(slot) = header;
+  if (mem_.has_lsn()) {
+    uint64_t tag = 0;
+    if (replaying_) PSDB_RETURN_IF_ERROR(ReadTags({key}, &tag));
+    *mem_.lsn(slot) = tag;
+  }
   mem_.StoreKey(slot, key);
   ++mem_.meta(slot)->version;
   mem_.SetFlags(slot, kOccupied | kRef);
@@ -505,6 +529,65 @@ absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
 absl::Status Table::Push(absl::Span<const uint64_t> keys,
                          absl::Span<const float> grads,
                          const PushOptions& options) {
+  if (options.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table ", name(), ": push step must be >= 0, got ", options.step));
+  }
+  return PushImpl(keys, grads, options.step, /*replay_lsn=*/0);
+}
+
+absl::Status Table::ReplayPush(uint64_t lsn, absl::Span<const uint64_t> keys,
+                               absl::Span<const float> grads, int64_t step) {
+  // Only the keys whose row does not include the record yet: a skipped key
+  // must not even be created (it may have been deleted after the record).
+  std::vector<uint8_t> keep;
+  PSDB_RETURN_IF_ERROR(ReplayKeep(keys, lsn, &keep));
+  std::vector<uint64_t> k;
+  std::vector<float> g;
+  const size_t d = static_cast<size_t>(dim());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keep[i]) continue;
+    k.push_back(keys[i]);
+    g.insert(g.end(), grads.begin() + i * d, grads.begin() + (i + 1) * d);
+  }
+  if (k.empty()) {
+    ObserveStep(step);  // the push's step counts even so
+    return absl::OkStatus();
+  }
+  return PushImpl(k, g, step, lsn);
+}
+
+absl::Status Table::ReplayKeep(absl::Span<const uint64_t> keys, uint64_t lsn,
+                               std::vector<uint8_t>* keep) {
+  keep->assign(keys.size(), 1);
+  if (!mem_.has_lsn()) return absl::OkStatus();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint64_t cur = 0;
+    bool resident = false;
+    {
+      Stripe& st = mem_.stripe(mem_.StripeOf(keys[i]));
+      absl::MutexLock l(&st.mu);
+      auto it = st.index.find(keys[i]);
+      if (it != st.index.end()) {
+        resident = true;
+        cur = *mem_.lsn(it->second);
+      }
+    }
+    if (!resident) PSDB_RETURN_IF_ERROR(ReadTags({keys[i]}, &cur));
+    (*keep)[i] = cur < lsn;
+  }
+  return absl::OkStatus();
+}
+
+int64_t Table::ResolveStep(int64_t step) {
+  if (step == 0) return step_.fetch_add(1, std::memory_order_relaxed) + 1;
+  ObserveStep(step);
+  return step;
+}
+
+absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
+                             absl::Span<const float> grads, int64_t step_arg,
+                             uint64_t replay_lsn) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
   const size_t n = keys.size();
   const size_t d = static_cast<size_t>(dim());
@@ -512,10 +595,6 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
     return absl::InvalidArgumentError(
         absl::StrCat("table ", name(), ": push of ", n, " keys of dim ", d,
                      " needs ", n * d, " gradient floats, got ", grads.size()));
-  }
-  if (options.step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table ", name(), ": push step must be >= 0, got ", options.step));
   }
   Scratch& sc = tls;
   // De-duplicate and sum; find non-finite gradients.
@@ -548,15 +627,37 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
       for (size_t j = 0; j < d; ++j) acc[j] += g[j];
     }
   }
+  if (wal_ == nullptr || replay_lsn != 0) {
+    return ApplyPush(ResolveStep(step_arg), replay_lsn, replay_lsn != 0);
+  }
+  // Logged: append and apply in one critical section (LSN order = apply
+  // order for this table's rows), then wait for the group write.
+  // The payload is built outside the lock; only its step is set inside.
+  EncodePushRecord(name(), 0, keys, grads, dim(), &tls_payload);
+  uint64_t lsn;
+  absl::Status s;
+  {
+    Wal::ApplyScope scope(wal_);
+    absl::MutexLock l(&wal_mu_);
+    const int64_t step = ResolveStep(step_arg);
+    std::memcpy(tls_payload.data() + kWalRecordHeaderBytes + 2 + name().size(),
+                &step, 8);
+    lsn = wal_->AppendFramed(WalRecordType::kPush, &tls_payload);
+    s = ApplyPush(step, lsn, /*replay=*/false);
+    if (!s.ok()) {
+      wal_->Append(WalRecordType::kAbort,
+                   absl::string_view(reinterpret_cast<const char*>(&lsn), 8));
+    }
+  }
+  PSDB_RETURN_IF_ERROR(s);
+  return wal_->WaitWritten(lsn);
+}
+
+absl::Status Table::ApplyPush(int64_t step, uint64_t lsn, bool replay) {
+  Scratch& sc = tls;
+  const size_t d = static_cast<size_t>(dim());
   const absl::Span<const uint64_t> ukeys = sc.dedup.unique();
   const size_t nu = ukeys.size();
-  int64_t step = options.step;
-  if (step == 0) {
-    step = step_.fetch_add(1, std::memory_order_relaxed) + 1;
-  } else {
-    ObserveStep(step);
-  }
-
   sc.work.clear();
   for (uint32_t u = 0; u < nu; ++u) {
     if (!sc.skip[u]) sc.work.push_back(u);
@@ -565,7 +666,13 @@ absl::Status Table::Push(absl::Span<const uint64_t> keys,
   if (nw == 0) return absl::OkStatus();
   const float* gsum = sc.gsum.data();
   const std::vector<uint32_t>& occ = sc.occ;
+  const bool track = mem_.has_lsn() && lsn != 0;
   auto apply = [&](uint32_t u, uint32_t slot) {
+    if (track) {
+      // Replay: the row already includes this record (it reached disk).
+      if (replay && *mem_.lsn(slot) >= lsn) return;
+      *mem_.lsn(slot) = lsn;
+    }
     optim::Apply(spec_.optimizer, absl::MakeSpan(mem_.values(slot), d),
                  absl::MakeSpan(mem_.state(slot), state_size_),
                  absl::MakeConstSpan(gsum + u * d, d), step);
@@ -727,6 +834,28 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
 
 absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
                             const RowBatch& rows) {
+  return PutRowsImpl(keys, rows, /*replay_lsn=*/0);
+}
+
+absl::Status Table::ReplayPutRows(uint64_t lsn, absl::Span<const uint64_t> keys,
+                                  const RowBatch& rows) {
+  std::vector<uint8_t> keep;
+  PSDB_RETURN_IF_ERROR(ReplayKeep(keys, lsn, &keep));
+  std::vector<uint64_t> k;
+  RowBatch r;
+  r.dim = rows.dim;
+  r.state_size = rows.state_size;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keep[i]) continue;
+    k.push_back(keys[i]);
+    r.AppendFrom(rows, i);
+  }
+  if (k.empty()) return absl::OkStatus();
+  return PutRowsImpl(k, r, lsn);
+}
+
+absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
+                                const RowBatch& rows, uint64_t replay_lsn) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
   const size_t n = keys.size();
   const size_t d = static_cast<size_t>(dim());
@@ -769,7 +898,22 @@ absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
   }
   const absl::Span<const uint64_t> ukeys = dedup.unique();
   const size_t nu = ukeys.size();
+  const bool replay = replay_lsn != 0;
+  std::optional<Wal::ApplyScope> scope;
+  std::optional<absl::MutexLock> order;
+  uint64_t lsn = replay_lsn;
+  if (wal_ != nullptr && !replay) {
+    scope.emplace(wal_);
+    order.emplace(&wal_mu_);
+    EncodePutRowsRecord(name(), keys, rows, &tls_payload);
+    lsn = wal_->AppendFramed(WalRecordType::kPutRows, &tls_payload);
+  }
+  const bool track = mem_.has_lsn() && lsn != 0;
   auto assign = [&](size_t u, uint32_t slot) {
+    if (track) {
+      if (replay && *mem_.lsn(slot) >= lsn) return;
+      *mem_.lsn(slot) = lsn;
+    }
     const size_t i = last[u];
     std::memcpy(mem_.values(slot), rows.values.data() + i * d, 4 * d);
     if (ss > 0)
@@ -792,10 +936,54 @@ absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
       mu.push_back(static_cast<uint32_t>(u));
     }
   }
-  if (mkeys.empty()) return absl::OkStatus();
-  return Materialize(
-      mkeys, mocc, MissMode::kAssign,
-      [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+  absl::Status s;
+  if (!mkeys.empty()) {
+    s = Materialize(
+        mkeys, mocc, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+  }
+  if (wal_ == nullptr || replay) return s;
+  if (!s.ok()) {
+    wal_->Append(WalRecordType::kAbort,
+                 absl::string_view(reinterpret_cast<const char*>(&lsn), 8));
+  }
+  order.reset();
+  scope.reset();
+  PSDB_RETURN_IF_ERROR(s);
+  return wal_->WaitWritten(lsn);
+}
+
+absl::Status Table::ReadTags(absl::Span<const uint64_t> keys, uint64_t* out) {
+  const size_t m = keys.size();
+  std::vector<std::string> names(m);
+  std::vector<rocksdb::Slice> slices(m);
+  for (size_t j = 0; j < m; ++j) {
+    names[j] = WalTagKey(name(), keys[j]);
+    slices[j] = names[j];
+  }
+  std::vector<rocksdb::PinnableSlice> values(m);
+  std::vector<rocksdb::Status> statuses(m);
+  disk_->MultiGet(disk_->meta_cf(), m, slices.data(), values.data(),
+                  statuses.data());
+  for (size_t j = 0; j < m; ++j) {
+    out[j] = 0;
+    if (statuses[j].IsNotFound()) continue;
+    if (!statuses[j].ok()) {
+      return FromRocks(statuses[j], absl::StrCat("table ", name(), " key ",
+                                                 KeyString(keys[j]),
+                                                 ": write-ahead log tag"));
+    }
+    if (values[j].size() != 8) {
+      return DataLoss(keys[j], absl::DataLossError("bad write-ahead log tag"));
+    }
+    std::memcpy(&out[j], values[j].data(), 8);
+  }
+  return absl::OkStatus();
+}
+
+void Table::PutTag(rocksdb::WriteBatch* batch, uint64_t key, uint64_t lsn) {
+  batch->Put(disk_->meta_cf(), WalTagKey(name(), key),
+             rocksdb::Slice(reinterpret_cast<const char*>(&lsn), 8));
 }
 
 TableStats Table::Stats() const {

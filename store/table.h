@@ -37,6 +37,15 @@
 // last_update_step 0, so it is dropped once the step passes ttl_steps;
 // that loses nothing, as its values are its deterministic initialization.
 //
+// Write-ahead log (Durability::kWal, store/wal.h): Push, PutRows and
+// DeleteRows append their record and apply it while holding wal_mu_ (and a
+// Wal::ApplyScope), so this table's rows apply records in LSN order; they
+// return after WaitWritten. Each slot carries the LSN of the last record
+// applied to its row; evictions and flushes write it as the row's tag in the
+// same batch, after WaitWritten(the batch's largest tag). The Replay* calls
+// (Store::Open, single-threaded, set_replaying(true)) apply a record to the
+// rows whose LSN (slot, or tag on disk when the row is loaded) is below it.
+//
 // Thread-safety: thread-safe.
 #ifndef PSDB_STORE_TABLE_H_
 #define PSDB_STORE_TABLE_H_
@@ -59,6 +68,7 @@
 #include "store/row.h"
 #include "store/store.h"
 #include "store/table_spec.h"
+#include "store/wal.h"
 
 namespace psdb::internal {
 
@@ -103,9 +113,11 @@ class BudgetArbiter {
 class Table {
  public:
   // `cf` is owned by the table from now on (destroyed with it).
+  // `wal`: log every change (nullptr: no log). `lsn_slots`: slots carry
+  // LSNs and row writes carry tags (kWal, or a replay at open).
   Table(TableSpec spec, rocksdb::ColumnFamilyHandle* cf, DiskTier* disk,
         BudgetArbiter* budget, const StoreOptions& options, int64_t step,
-        uint64_t rows);
+        uint64_t rows, Wal* wal = nullptr, bool lsn_slots = false);
   ~Table();
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
@@ -135,6 +147,15 @@ class Table {
                         bool serving = false,
                         std::vector<uint8_t>* present = nullptr);
   absl::Status PutRows(absl::Span<const uint64_t> keys, const RowBatch& rows);
+
+  // Replay of a logged record `lsn` (see above). ReplayPush's step is the
+  // one the push resolved.
+  void set_replaying(bool on) { replaying_ = on; }
+  absl::Status ReplayPush(uint64_t lsn, absl::Span<const uint64_t> keys,
+                          absl::Span<const float> grads, int64_t step);
+  absl::Status ReplayPutRows(uint64_t lsn, absl::Span<const uint64_t> keys,
+                             const RowBatch& rows);
+  absl::Status ReplayDeleteRows(uint64_t lsn, absl::Span<const uint64_t> keys);
 
   // Evicts up to n resident rows (dirty ones are written first); returns
   // how many left memory. `background`: for statistics only.
@@ -168,6 +189,29 @@ class Table {
   using AbsentFn = absl::FunctionRef<void(size_t i)>;
 
   absl::Status CheckBatch(size_t n) const;
+  // Push / PutRows / DeleteRows, logged when wal_ is set and `replay_lsn`
+  // is 0; a replay when it is not.
+  absl::Status PushImpl(absl::Span<const uint64_t> keys,
+                        absl::Span<const float> grads, int64_t step,
+                        uint64_t replay_lsn);
+  // The optimizer pass of PushImpl over the de-duplicated batch in the
+  // thread's scratch; `lsn`: the record (0: none).
+  absl::Status ApplyPush(int64_t step, uint64_t lsn, bool replay);
+  absl::Status PutRowsImpl(absl::Span<const uint64_t> keys,
+                           const RowBatch& rows, uint64_t replay_lsn);
+  absl::StatusOr<uint64_t> DeleteRowsImpl(absl::Span<const uint64_t> keys,
+                                          bool existing, uint64_t lsn,
+                                          bool replay);
+  // Replay: keep[i] = whether keys[i]'s row (resident, else as its tag on
+  // disk says) does not include record `lsn` yet.
+  absl::Status ReplayKeep(absl::Span<const uint64_t> keys, uint64_t lsn,
+                          std::vector<uint8_t>* keep);
+  // The table step a push uses: `step`, or the next one when 0.
+  int64_t ResolveStep(int64_t step);
+  // The write-ahead log tags of `keys` (ascending) on disk, 0 if none.
+  absl::Status ReadTags(absl::Span<const uint64_t> keys, uint64_t* out);
+  // Adds the tag of `key` = `lsn` to `batch`; returns lsn.
+  void PutTag(rocksdb::WriteBatch* batch, uint64_t key, uint64_t lsn);
   // Brings keys[i] (unique) into memory, calling on_resident or on_absent
   // exactly once for each (under the key's stripe lock for on_resident).
   // occurrences[i] are sightings for admission. Every row read from disk is
@@ -200,6 +244,10 @@ class Table {
   std::atomic<int64_t> step_;
   std::atomic<uint64_t> rows_;
   absl::Mutex evict_mu_;  // one evictor / flusher at a time per table
+  Wal* const wal_;
+  // Held from a record's Append to the end of its apply (kWal).
+  absl::Mutex wal_mu_;
+  bool replaying_ = false;
 
   // Statistics.
   std::atomic<uint64_t> hits_{0};

@@ -34,6 +34,7 @@ absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
     uint32_t slot;
     uint64_t key;
     uint32_t version;
+    uint64_t lsn;  // write-ahead log tag (0: none)
   };
   std::vector<Pending> pending;
   std::vector<uint32_t> freed;
@@ -52,7 +53,8 @@ absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
                 absl::MakeConstSpan(mem_.values(slot), dim()),
                 absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
       blob.append(enc);
-      pending.push_back({slot, key, mem_.meta(slot)->version});
+      pending.push_back({slot, key, mem_.meta(slot)->version,
+                         mem_.has_lsn() ? *mem_.lsn(slot) : 0});
     } else {
       RemoveLocked(st, key, slot);
       freed.push_back(slot);
@@ -69,12 +71,19 @@ absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
     });
     rocksdb::WriteBatch batch(pending.size() * (row_bytes + 24));
     char kbuf[8];
+    uint64_t max_lsn = 0;
     for (uint32_t j : order) {
       EncodeKey(pending[j].key, kbuf);
       batch.Put(cf_, rocksdb::Slice(kbuf, 8),
                 rocksdb::Slice(blob.data() + j * row_bytes, row_bytes));
+      if (pending[j].lsn != 0) {
+        PutTag(&batch, pending[j].key, pending[j].lsn);
+        max_lsn = std::max(max_lsn, pending[j].lsn);
+      }
     }
-    write_status = disk_->WriteRows(&batch);
+    // Write-ahead rule: no row on disk holds an update the log lacks.
+    if (wal_ != nullptr) write_status = wal_->WaitWritten(max_lsn);
+    if (write_status.ok()) write_status = disk_->WriteRows(&batch);
   }
   if (write_status.ok()) {
     for (const Pending& p : pending) {
@@ -122,6 +131,7 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
     absl::MutexLock el(&evict_mu_);
     entries.clear();
     batch.Clear();
+    uint64_t max_lsn = 0;
     for (; s < ns && batch.GetDataSize() < kWriteBatchBytes; ++s) {
       Stripe& st = mem_.stripe(s);
       absl::MutexLock l(&st.mu);
@@ -141,11 +151,17 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
                   absl::MakeConstSpan(mem_.state(slot), state_size_), &enc);
         EncodeKey(key, kbuf);
         batch.Put(cf_, rocksdb::Slice(kbuf, 8), enc);
+        if (mem_.has_lsn() && *mem_.lsn(slot) != 0) {
+          PutTag(&batch, key, *mem_.lsn(slot));
+          max_lsn = std::max(max_lsn, *mem_.lsn(slot));
+        }
         entries.push_back({slot, key, mem_.meta(slot)->version});
       }
     }
     if (entries.empty()) continue;
-    const absl::Status w = disk_->WriteRows(&batch);
+    absl::Status w;
+    if (wal_ != nullptr) w = wal_->WaitWritten(max_lsn);  // write-ahead rule
+    if (w.ok()) w = disk_->WriteRows(&batch);
     // Entries are in stripe order: lock each stripe once.
     for (size_t j = 0; j < entries.size();) {
       const uint32_t sid = mem_.StripeOf(entries[j].key);
@@ -286,6 +302,33 @@ absl::Status Table::ScanKeys(
 absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys,
                                            bool existing) {
   PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  if (wal_ == nullptr) return DeleteRowsImpl(keys, existing, 0, false);
+  // Logged, and written ahead: the record is in the log before any delete
+  // reaches RocksDB, so a kill mid-way is completed by replay.
+  Wal::ApplyScope scope(wal_);
+  absl::MutexLock l(&wal_mu_);
+  std::string payload;
+  EncodeDeleteRowsRecord(name(), keys, &payload);
+  const uint64_t lsn = wal_->AppendFramed(WalRecordType::kDeleteRows, &payload);
+  PSDB_RETURN_IF_ERROR(wal_->WaitWritten(lsn));
+  absl::StatusOr<uint64_t> n = DeleteRowsImpl(keys, existing, lsn, false);
+  if (!n.ok()) {
+    wal_->Append(WalRecordType::kAbort,
+                 absl::string_view(reinterpret_cast<const char*>(&lsn), 8));
+  }
+  return n;
+}
+
+absl::Status Table::ReplayDeleteRows(uint64_t lsn,
+                                     absl::Span<const uint64_t> keys) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  return DeleteRowsImpl(keys, /*existing=*/false, lsn, /*replay=*/true)
+      .status();
+}
+
+absl::StatusOr<uint64_t> Table::DeleteRowsImpl(absl::Span<const uint64_t> keys,
+                                               bool existing, uint64_t lsn,
+                                               bool replay) {
   std::vector<uint64_t> sorted(keys.begin(), keys.end());
   std::sort(sorted.begin(), sorted.end(), [&](uint64_t a, uint64_t b) {
     const uint32_t sa = mem_.StripeOf(a), sb = mem_.StripeOf(b);
@@ -311,6 +354,17 @@ absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys,
       const rocksdb::Slice k(kbuf, 8);
       auto mit = st.index.find(key);
       bool existed = mit != st.index.end();
+      if (replay && mem_.has_lsn()) {
+        // Skip a key whose row already includes this record.
+        uint64_t cur = 0;
+        if (existed) {
+          cur = *mem_.lsn(mit->second);
+        } else {
+          status = ReadTags({key}, &cur);
+          if (!status.ok()) break;
+        }
+        if (cur >= lsn) continue;
+      }
       if (existed) {
         const uint32_t slot = mit->second;
         RemoveLocked(st, key, slot);
@@ -322,6 +376,7 @@ absl::StatusOr<uint64_t> Table::DeleteRows(absl::Span<const uint64_t> keys,
         status = disk_->Get(cf_, k, &value, &existed);
         if (!status.ok()) break;
       }
+      if (mem_.has_lsn() && lsn != 0) PutTag(&batch, key, lsn);
       if (!existed) continue;
       batch.Delete(cf_, k);
       st.NoteRemoved(key);

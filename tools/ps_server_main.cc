@@ -130,6 +130,14 @@ ABSL_FLAG(std::string, metrics_host, "",
 ABSL_FLAG(std::string, sync_mode, "async",
           "async: each push applied on arrival; sync (BSP): a step's pushes "
           "from all workers are aggregated and applied once.");
+ABSL_FLAG(std::string, durability, "checkpoint",
+          "What survives a crash between checkpoints: checkpoint (rows reach "
+          "disk at eviction, checkpoint and shutdown) or wal (a write-ahead "
+          "log under DATA_DIR/wal: every acknowledged push survives SIGKILL; "
+          "store/wal.h).");
+ABSL_FLAG(bool, wal_sync, false,
+          "With --durability=wal: fsync each group of log records before "
+          "acknowledging it, so acknowledged pushes survive a power cut too.");
 ABSL_FLAG(std::string, sync_reduce, "mean",
           "How sync mode combines a step's worker gradients: mean or sum.");
 ABSL_FLAG(std::string, advertise_host, "",
@@ -407,6 +415,9 @@ int main(int argc, char** argv) {
   // Checked before joining: a bad mode must not take a rank first.
   const std::string sync_mode = absl::GetFlag(FLAGS_sync_mode);
   const std::string sync_reduce = absl::GetFlag(FLAGS_sync_reduce);
+  const absl::StatusOr<psdb::Durability> durability =
+      psdb::ParseDurability(absl::GetFlag(FLAGS_durability));
+  if (!durability.ok()) return Fail(durability.status());
   if (sync_reduce != "mean" && sync_reduce != "sum") {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--sync_reduce=", sync_reduce, ": expected mean or sum")));
@@ -452,7 +463,9 @@ int main(int argc, char** argv) {
               << (sync_mode == "sync" ? absl::StrCat(" (", sync_reduce, ")")
                                       : "")
               << ", memory budget " << absl::GetFlag(FLAGS_memory_budget_mb)
-              << " MiB, metrics port " << options.metrics_port << "\n";
+              << " MiB, durability " << absl::GetFlag(FLAGS_durability)
+              << (absl::GetFlag(FLAGS_wal_sync) ? " (synced)" : "")
+              << ", metrics port " << options.metrics_port << "\n";
     return FinishDryRun();
   }
   std::unique_ptr<psdb::rpc::SchedulerClient> scheduler;
@@ -525,6 +538,8 @@ int main(int argc, char** argv) {
   store_options.max_batch_keys = options.max_batch_keys;
   store_options.shard_id = options.shard_id;
   store_options.restore_from = absl::GetFlag(FLAGS_restore_from);
+  store_options.durability = *durability;
+  store_options.wal_sync = absl::GetFlag(FLAGS_wal_sync);
   // A checkpoint cut for another ring: this server's rows are gathered
   // from the source shards that can hold them before the store opens.
   auto prepared = psdb::ckpt::PrepareRestoreForRing(store_options.restore_from,

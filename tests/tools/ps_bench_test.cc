@@ -37,7 +37,8 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
   EXPECT_THAT(out, HasSubstr("\"rows\":20000"));
   ExpectRatioBlocks(
       out, {"mem_vs_limit_pull", "mem_vs_limit_push", "tiered_vs_rocksdb_pull",
-            "tiered_vs_rocksdb_push", "incremental_vs_full_checkpoint"});
+            "tiered_vs_rocksdb_push", "incremental_vs_full_checkpoint",
+            "wal_vs_checkpoint_push"});
   // One round: the median is the only value.
   const std::string ratios = JsonObject(out, "ratios");
   for (const char* name : {"mem_vs_limit_pull", "tiered_vs_rocksdb_push"}) {
@@ -50,7 +51,8 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
             "{\"mem_vs_limit_pull\":\">= 0.5\",\"mem_vs_limit_push\":\">= "
             "0.5\",\"tiered_vs_rocksdb_pull\":\">= 3\","
             "\"tiered_vs_rocksdb_push\":\">= 3\","
-            "\"incremental_vs_full_checkpoint\":\"<= 0.1\"}");
+            "\"incremental_vs_full_checkpoint\":\"<= 0.1\","
+            "\"wal_vs_checkpoint_push\":\">= 0.5\"}");
   EXPECT_THAT(JsonObject(out, "targets_met"),
               HasSubstr("\"incremental_vs_full_checkpoint\":"));
   EXPECT_TRUE(std::isfinite(

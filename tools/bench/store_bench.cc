@@ -37,8 +37,9 @@ constexpr char kUsage[] = R"(usage: ps-bench store [--json] [flags]
 Pulls and Adagrad pushes on one Zipf stream, measured in one run on: psdb
 with a budget holding the whole table, psdb with a budget of a fraction of
 it, RocksDB used directly with a block cache of that same budget, and a flat
-hash map over one row array (the memory limit); then a full vs incremental
-checkpoint of psdb.
+hash map over one row array (the memory limit), and psdb with the whole-table
+budget and its write-ahead log on (durability wal: every push is written to
+the log before it returns); then a full vs incremental checkpoint of psdb.
 
 flags:
   --rows=N              table rows, all created before measuring (default 4194304)
@@ -59,8 +60,8 @@ flags:
   --dir=PATH            scratch directory (default: a fresh one under
                         $TMPDIR or /tmp, removed at the end)
   --systems=A,B,..      measure only these of psdb_mem, psdb_tiered,
-                        rocksdb, hashmap (for profiling; ratios that need a
-                        skipped system are null) (default all)
+                        rocksdb, hashmap, psdb_wal (for profiling; ratios
+                        that need a skipped system are null) (default all)
   --json                print one JSON object instead of the report
 )";
 
@@ -79,7 +80,7 @@ struct Params {
   std::string dir;
   bool json = false;
   std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
-                                      "hashmap"};
+                                      "hashmap", "psdb_wal"};
   bool Runs(absl::string_view id) const {
     return std::find(systems.begin(), systems.end(), id) != systems.end();
   }
@@ -512,7 +513,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
   log << "ps-bench store: generating the stream\n";
   Runner runner(p, log);
-  std::vector<SystemResult> results(4);
+  std::vector<SystemResult> results(5);
   CheckpointResult ckpt;
 
   // psdb's RocksDB block cache is kept small and outside the budget: the
@@ -521,7 +522,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
                        {1, "psdb_tiered"},
                        {2, "rocksdb"},
-                       {3, "hashmap"}}) {
+                       {3, "hashmap"},
+                       {4, "psdb_wal"}}) {
     results[i].id = id;
   }
   if (p.Runs("psdb_mem")) {
@@ -569,7 +571,21 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     PSDB_RETURN_IF_ERROR(runner.Measure(sys, &r));
   }
 
+  if (p.Runs("psdb_wal")) {
+    SystemResult& r = results[4];
+    r.label = "psdb, whole table, durability=wal";
+    StoreOptions options;
+    options.memory_budget_bytes = 2 * table_bytes + (64ull << 20);
+    options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.background_eviction = p.psdb_background_eviction;
+    options.durability = Durability::kWal;
+    const std::string sub = fresh(r.id);
+    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
+    drop(sub);
+  }
+
   const SystemResult& mem = results[0];
+  const SystemResult& wal = results[4];
   const SystemResult& tiered = results[1];
   const SystemResult& rocks = results[2];
   const SystemResult& limit = results[3];
@@ -583,6 +599,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const double c2 = mem.PushCpuRate() / limit.PushCpuRate();
   const double c3 = tiered.PullCpuRate() / rocks.PullCpuRate();
   const double c4 = tiered.PushCpuRate() / rocks.PushCpuRate();
+  const double r5 = wal.PushRate() / mem.PushRate();
+  const double c5 = wal.PushCpuRate() / mem.PushCpuRate();
   // One round: the store scenario measures each system once.
   const std::vector<Ratio> ratios = {
       {.name = "mem_vs_limit_pull",
@@ -600,8 +618,11 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
       {.name = "incremental_vs_full_checkpoint",
        .target = Target::AtMost(0.1),
        .rounds = {incr}},
+      {.name = "wal_vs_checkpoint_push",
+       .target = Target::AtLeast(0.5),
+       .rounds = {r5}},
   };
-  const CpuRatios cpu = {c1, c2, c3, c4, NAN};
+  const CpuRatios cpu = {c1, c2, c3, c4, NAN, c5};
   if (p.json) {
     PrintJson(p, machine, row_bytes, table_bytes, budget, results, ckpt, ratios,
               cpu, out);

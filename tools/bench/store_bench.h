@@ -6,6 +6,8 @@
 //   psdb_tiered  psdb, memory budget of budget_fraction of the table's bytes
 //   rocksdb      RocksDB used directly, block cache of that same budget
 //   hashmap      flat hash map + one row array: the memory limit
+//   psdb_wal     psdb_mem with Durability::kWal (a write-ahead log record
+//                written to the OS before each push returns)
 // (tools/bench/store_systems.h defines them). Each system is loaded, warmed
 // up with the stream's first warmup_batches batches, then timed on the
 // next `batches` batches (pull then push per batch, timed separately),
@@ -15,8 +17,9 @@
 //
 // Output: a human-readable report, or with --json one JSON object whose
 // "ratios" map holds mem_vs_limit_pull, mem_vs_limit_push,
-// tiered_vs_rocksdb_pull, tiered_vs_rocksdb_push and
-// incremental_vs_full_checkpoint (time of the incremental over the full).
+// tiered_vs_rocksdb_pull, tiered_vs_rocksdb_push,
+// incremental_vs_full_checkpoint (time of the incremental over the full) and
+// wal_vs_checkpoint_push (psdb_wal's pushes/s over psdb_mem's).
 // Rates are keys per wall-clock second; the report also gives keys per
 // process CPU second (all threads, RocksDB's background work included) and
 // "ratios_cpu", the same ratios from those, which hold up on a machine

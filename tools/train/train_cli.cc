@@ -103,6 +103,9 @@ constexpr char kUsage[] =
     "           [--dense_lr F] [--deep_dim N] [--hidden "
     "64,32]\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
+    "           [--durability checkpoint|wal]\n"
+    "  (--durability wal, local: store only: a write-ahead log under the\n"
+    "  store's directory keeps every push across a crash; store/wal.h)\n"
     "           [--no_progress] [--no_plot] [--dry_run]\n"
     "  (--dry_run: validate the command line, PSDB_URL and PS_NODE_ID as a\n"
     "  start would, print the settings and exit; reads no data, opens no\n"
@@ -242,6 +245,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "block_dim",
                                         "seed",
                                         "memory_budget_mb",
+                                        "durability",
                                         "no_progress",
                                         "no_plot",
                                         "staleness",
@@ -406,6 +410,9 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       ParseTrainOptions(args, &o, &cache_rows, &cache_policy, &cache_mode,
                         &store, &memory_budget_mb);
   if (!parsed.ok()) return Usage(err, parsed);
+  const absl::StatusOr<Durability> durability =
+      ParseDurability(args.GetString("durability", "checkpoint"));
+  if (!durability.ok()) return Usage(err, durability.status());
   const bool cluster = absl::StartsWith(store, "scheduler:");
   if (!cluster && !absl::StartsWith(store, "local:") &&
       !absl::StartsWith(store, "servers:")) {
@@ -594,6 +601,7 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
   } else {
     StoreOptions local;
     local.memory_budget_bytes = static_cast<uint64_t>(memory_budget_mb) << 20;
+    local.durability = *durability;
     absl::StatusOr<std::unique_ptr<ParameterClient>> opened =
         rpc::OpenParameterClient(store, {}, local);
     if (!opened.ok()) return Fail(err, opened.status());
