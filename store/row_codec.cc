@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/hash.h"
+#include "util/status_macros.h"
 
 namespace psdb {
 namespace {
@@ -64,12 +65,11 @@ absl::Status DecodeKey(absl::string_view bytes, uint64_t* key) {
   return absl::OkStatus();
 }
 
-void EncodeRow(const RowHeader& header, absl::Span<const float> values,
-               absl::Span<const float> state, std::string* out) {
+void EncodeRowTo(const RowHeader& header, absl::Span<const float> values,
+                 absl::Span<const float> state, char* out) {
   const size_t n = EncodedRowSize(static_cast<int>(values.size()),
                                   static_cast<int>(state.size()));
-  out->resize(n);
-  char* p = out->data();
+  char* p = out;
   Put<uint8_t>(p, kRowFormatVersion);
   Put<uint8_t>(p, 0);
   Put<uint16_t>(p, 0);
@@ -82,8 +82,15 @@ void EncodeRow(const RowHeader& header, absl::Span<const float> values,
   p += 4 * values.size();
   if (!state.empty()) std::memcpy(p, state.data(), 4 * state.size());
   p += 4 * state.size();
-  const uint32_t sum = Checksum(out->data(), n - kRowChecksumBytes);
+  const uint32_t sum = Checksum(out, n - kRowChecksumBytes);
   Put<uint32_t>(p, sum);
+}
+
+void EncodeRow(const RowHeader& header, absl::Span<const float> values,
+               absl::Span<const float> state, std::string* out) {
+  out->resize(EncodedRowSize(static_cast<int>(values.size()),
+                             static_cast<int>(state.size())));
+  EncodeRowTo(header, values, state, out->data());
 }
 
 absl::Status PeekRowShape(absl::string_view bytes, int* dim, int* state_size) {
@@ -108,9 +115,7 @@ absl::Status PeekRowShape(absl::string_view bytes, int* dim, int* state_size) {
   return absl::OkStatus();
 }
 
-absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
-                       RowHeader* header, absl::Span<float> values,
-                       absl::Span<float> state) {
+absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size) {
   const size_t expected = EncodedRowSize(dim, state_size);
   if (bytes.size() != expected) {
     return absl::DataLossError(absl::StrCat("row encoding is ", bytes.size(),
@@ -137,18 +142,34 @@ absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
   if (want != got) {
     return absl::DataLossError("row checksum mismatch");
   }
+  return absl::OkStatus();
+}
+
+void CopyVerifiedRow(absl::string_view bytes, int dim, int state_size,
+                     RowHeader* header, float* values, float* state) {
+  const char* p = bytes.data() + 12;  // version, reserved, dim, state_size
   RowHeader h;
   h.last_update_step = Get<int64_t>(p);
   h.update_count = Get<uint64_t>(p);
   h.frequency = Get<uint64_t>(p);
   if (header != nullptr) *header = h;
-  if (values.size() == static_cast<size_t>(dim) && dim > 0) {
-    std::memcpy(values.data(), p, 4 * static_cast<size_t>(dim));
+  if (values != nullptr && dim > 0) {
+    std::memcpy(values, p, 4 * static_cast<size_t>(dim));
   }
   p += 4 * static_cast<size_t>(dim);
-  if (state.size() == static_cast<size_t>(state_size) && state_size > 0) {
-    std::memcpy(state.data(), p, 4 * static_cast<size_t>(state_size));
+  if (state != nullptr && state_size > 0) {
+    std::memcpy(state, p, 4 * static_cast<size_t>(state_size));
   }
+}
+
+absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
+                       RowHeader* header, absl::Span<float> values,
+                       absl::Span<float> state) {
+  PSDB_RETURN_IF_ERROR(VerifyRow(bytes, dim, state_size));
+  CopyVerifiedRow(
+      bytes, dim, state_size, header,
+      values.size() == static_cast<size_t>(dim) ? values.data() : nullptr,
+      state.size() == static_cast<size_t>(state_size) ? state.data() : nullptr);
   return absl::OkStatus();
 }
 

@@ -41,6 +41,10 @@ absl::Status DecodeKey(absl::string_view bytes, uint64_t* key);
 // Appends the encoding of one row to *out (after clearing it).
 void EncodeRow(const RowHeader& header, absl::Span<const float> values,
                absl::Span<const float> state, std::string* out);
+// Writes the encoding of one row into out[0 .. EncodedRowSize(dim,
+// state_size)), where dim = values.size() and state_size = state.size().
+void EncodeRowTo(const RowHeader& header, absl::Span<const float> values,
+                 absl::Span<const float> state, char* out);
 
 // Decodes a row whose dimension must be `dim` and state size `state_size`.
 // DataLoss on a length, version or checksum mismatch, or a dim/state_size
@@ -48,6 +52,15 @@ void EncodeRow(const RowHeader& header, absl::Span<const float> values,
 absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
                        RowHeader* header, absl::Span<float> values,
                        absl::Span<float> state);
+
+// The checks of DecodeRow (length, version, shape, checksum) without
+// copying anything out.
+absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size);
+// Copies out a row that VerifyRow accepted with the same dim and
+// state_size: the header, dim values and state_size state floats.
+// REQUIRES: VerifyRow(bytes, dim, state_size).ok().
+void CopyVerifiedRow(absl::string_view bytes, int dim, int state_size,
+                     RowHeader* header, float* values, float* state);
 
 // Reads only the dims recorded in an encoding (for tools that do not know
 // the spec). DataLoss if the encoding is too short or its version unknown.

@@ -69,6 +69,7 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
       path_(std::move(path)) {}
 
 Store::Impl::~Impl() {
+  StopDeleter();  // before the flush: the rows it deletes are not kept
   StopEvictor();
   if (opened_ && !read_only_) {
     // Close = Flush: dirty rows, steps and row counts reach RocksDB.
@@ -426,6 +427,7 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
 
 absl::Status Store::Impl::DropTable(absl::string_view name) {
   PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
+  AwaitDeletes();
   PSDB_RETURN_IF_ERROR(ValidateTableName(name));
   std::shared_ptr<Table> t;
   {
@@ -492,7 +494,79 @@ void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
   }
 }
 
+void Store::Impl::DeleteLater(std::shared_ptr<internal::Table> table,
+                              std::vector<uint64_t> keys) {
+  if (keys.empty()) return;
+  absl::MutexLock l(&deletes_mu_);
+  delete_jobs_.push_back({std::move(table), std::move(keys)});
+  deletes_pending_.fetch_add(1, std::memory_order_acq_rel);
+  if (!deleter_.joinable()) deleter_ = std::thread([this] { DeleterLoop(); });
+}
+
+void Store::Impl::AwaitDeletes() const {
+  if (deletes_pending_.load(std::memory_order_acquire) == 0) return;
+  absl::MutexLock l(&deletes_mu_);
+  deletes_mu_.Await(absl::Condition(
+      +[](const std::atomic<size_t>* n) {
+        return n->load(std::memory_order_acquire) == 0;
+      },
+      &deletes_pending_));
+}
+
+absl::Status Store::Impl::WaitForDeletes() {
+  AwaitDeletes();
+  absl::MutexLock l(&deletes_mu_);
+  absl::Status error = std::move(delete_error_);
+  delete_error_ = absl::OkStatus();
+  return error;
+}
+
+void Store::Impl::DeleterLoop() {
+  while (true) {
+    DeleteJob* job;
+    {
+      absl::MutexLock l(&deletes_mu_);
+      deletes_mu_.Await(absl::Condition(this, &Impl::DeleterShouldRun));
+      if (delete_jobs_.empty()) return;  // stopping, nothing left
+      job = &delete_jobs_.front();       // stays put: only this thread pops
+    }
+    std::vector<uint64_t>& keys = job->keys;
+    std::sort(keys.begin(), keys.end());  // a key listed twice goes once
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    absl::Status status;
+    const size_t chunk = std::max<size_t>(1, options_.max_batch_keys);
+    for (size_t begin = 0; begin < job->keys.size() && status.ok();
+         begin += chunk) {
+      status = job->table
+                   ->DeleteRows(
+                       absl::MakeConstSpan(job->keys).subspan(
+                           begin, std::min(chunk, job->keys.size() - begin)),
+                       /*existing=*/true)
+                   .status();
+    }
+    absl::MutexLock l(&deletes_mu_);
+    if (!status.ok() && delete_error_.ok()) {
+      delete_error_ = Annotate(
+          status, absl::StrCat("background delete of ", job->keys.size(),
+                               " rows of table ", job->table->name()));
+    }
+    delete_jobs_.pop_front();
+    deletes_pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void Store::Impl::StopDeleter() {
+  std::thread deleter;
+  {
+    absl::MutexLock l(&deletes_mu_);
+    deleter_stop_ = true;
+    deleter.swap(deleter_);
+  }
+  if (deleter.joinable()) deleter.join();
+}
+
 StoreStats Store::Impl::Stats() const {
+  AwaitDeletes();
   StoreStats s;
   for (const auto& t : Snapshot()) s.tables.push_back(t->Stats());
   s.memory_budget_bytes = budget();
@@ -509,6 +583,7 @@ StoreStats Store::Impl::Stats() const {
 
 absl::Status Store::Impl::Flush() {
   PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
+  AwaitDeletes();
   const std::optional<internal::Wal::Cut> cut = WalCut();
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   for (const auto& t : Snapshot()) {
@@ -613,6 +688,7 @@ absl::Status Store::ReadRows(absl::string_view table,
 absl::Status Store::ScanKeys(
     absl::string_view table, size_t batch,
     absl::FunctionRef<absl::Status(absl::Span<const uint64_t>)> fn) {
+  impl_->AwaitDeletes();
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->ScanKeys(batch, fn);
 }
@@ -625,15 +701,43 @@ absl::StatusOr<uint64_t> Store::DeleteRows(absl::string_view table,
   return t->DeleteRows(keys, existing);
 }
 
+absl::Status Store::ReadEncodedRows(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    std::vector<uint64_t>* found,
+                                    std::string* out) {
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->ReadEncodedRows(keys, found, out);
+}
+
+absl::Status Store::IngestRows(absl::string_view table,
+                               absl::Span<const uint64_t> keys,
+                               absl::string_view rows) {
+  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("IngestRows"));
+  impl_->AwaitDeletes();
+  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
+  return t->IngestRows(keys, rows);
+}
+
+void Store::DeleteRowsLater(absl::string_view table,
+                            std::vector<uint64_t> keys) {
+  absl::StatusOr<std::shared_ptr<Table>> t = impl_->Find(table);
+  if (!t.ok() || impl_->read_only()) return;  // nothing to delete
+  impl_->DeleteLater(*std::move(t), std::move(keys));
+}
+
+absl::Status Store::WaitForDeletes() { return impl_->WaitForDeletes(); }
+
 absl::StatusOr<CheckpointInfo> Store::Checkpoint(
     absl::string_view root_dir, const CheckpointOptions& options) {
   PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
+  impl_->AwaitDeletes();
   return impl_->Checkpoint(root_dir, options);
 }
 
 absl::StatusOr<Store::ShardCheckpoint> Store::CheckpointShard(
     absl::string_view shard_dir) {
   PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
+  impl_->AwaitDeletes();
   return impl_->CheckpointShard(shard_dir);
 }
 
@@ -643,6 +747,7 @@ bool Store::read_only() const { return impl_->read_only(); }
 
 absl::StatusOr<std::vector<uint64_t>> Store::ResidentKeys(
     absl::string_view table, size_t max) const {
+  impl_->AwaitDeletes();
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->ResidentKeys(max);
 }

@@ -268,6 +268,43 @@ class Store {
                                       absl::Span<const uint64_t> keys,
                                       bool existing = false);
 
+  // The same transfer with rows in their RocksDB encoding
+  // (store/row_codec.h): the migration's fast path. ReadEncodedRows
+  // appends each key of `keys` that has a row to *found and its encoding
+  // (EncodedRowSize bytes) to *out, in the same order: resident rows are
+  // encoded from memory, the others copied from RocksDB as stored (their
+  // checksum checked); it creates no row and counts no sighting.
+  // IngestRows assigns rows as PutRows does (the last occurrence of a key
+  // wins; the row is resident and dirty afterwards), from `rows` =
+  // keys.size() encodings back to back. Each encoding's length, version,
+  // shape and checksum are checked before anything is written (DataLoss
+  // naming the key otherwise); the values are not checked again (finite):
+  // they were a stored row where they were encoded. IngestRows waits for
+  // the background deletes (DeleteRowsLater) first. NotFound for an
+  // unknown table.
+  absl::Status ReadEncodedRows(absl::string_view table,
+                               absl::Span<const uint64_t> keys,
+                               std::vector<uint64_t>* found, std::string* out);
+  absl::Status IngestRows(absl::string_view table,
+                          absl::Span<const uint64_t> keys,
+                          absl::string_view rows);
+
+  // DeleteRows(table, keys, /*existing=*/true) on a background thread
+  // (one per store, in call order), returning at once: how a resharding
+  // source drops the rows it handed over after it answered COMMIT. Until
+  // those rows are gone, every reader of the store's key set or row
+  // counts waits for them: ScanKeys, ResidentKeys, Stats, Flush,
+  // Checkpoint, CheckpointShard, DropTable and IngestRows, so none sees a
+  // row that is about to disappear. Closing the store finishes them.
+  // A key listed twice is deleted once.
+  // REQUIRES: every key has a row, and nothing else writes these keys
+  // until WaitForDeletes() returns (a write meanwhile may be deleted).
+  void DeleteRowsLater(absl::string_view table, std::vector<uint64_t> keys);
+  // Waits until every DeleteRowsLater call so far is done; returns the
+  // first error among them since the last call (the rows of a failed
+  // delete stay).
+  absl::Status WaitForDeletes();
+
   // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
   absl::Status Flush();
 

@@ -22,12 +22,18 @@
 // are free. Request-path eviction (MakeRoom) remains for when it falls
 // behind. Table::Evict serializes the two per table.
 //
+// Background deleter: one thread per store, started by the first
+// DeleteRowsLater; it runs the queued deletes in order (Table::DeleteRows,
+// max_batch_keys at a time) and exits when the store closes, after the
+// queue is empty.
+//
 // Thread-safety: thread-safe. tables_mu_ is taken (shared) once per call to
 // find the table, never per key; ckpt_mu_ serializes checkpoints.
 #ifndef PSDB_STORE_STORE_IMPL_H_
 #define PSDB_STORE_STORE_IMPL_H_
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +78,16 @@ class Store::Impl : public internal::BudgetArbiter {
   StoreStats Stats() const;
   absl::Status Flush();
 
+  // Background deletes (Store::DeleteRowsLater): one thread, started by
+  // the first call, runs them in call order; the store's close finishes
+  // them before its last flush.
+  void DeleteLater(std::shared_ptr<internal::Table> table,
+                   std::vector<uint64_t> keys);
+  // Waits until none is queued or running.
+  void AwaitDeletes() const;
+  // AwaitDeletes, then the first error since the last call.
+  absl::Status WaitForDeletes();
+
   // BudgetArbiter.
   void MakeRoom(internal::Table* requester, uint64_t bytes) override;
 
@@ -86,6 +102,11 @@ class Store::Impl : public internal::BudgetArbiter {
     return evictor_wake_ || evictor_stop_;
   }
   void StopEvictor();
+  void DeleterLoop();
+  bool DeleterShouldRun() const ABSL_SHARED_LOCKS_REQUIRED(deletes_mu_) {
+    return !delete_jobs_.empty() || deleter_stop_;
+  }
+  void StopDeleter();
 
   std::vector<std::shared_ptr<internal::Table>> Snapshot() const;
   // Write-ahead log (store_wal.cc). PrepareWal, before the tables are
@@ -140,6 +161,18 @@ class Store::Impl : public internal::BudgetArbiter {
   bool evictor_stop_ ABSL_GUARDED_BY(evictor_mu_) = false;
   std::atomic<bool> evictor_stopping_{false};
   std::thread evictor_;
+
+  struct DeleteJob {
+    std::shared_ptr<internal::Table> table;
+    std::vector<uint64_t> keys;
+  };
+  mutable absl::Mutex deletes_mu_;
+  std::deque<DeleteJob> delete_jobs_ ABSL_GUARDED_BY(deletes_mu_);
+  // Jobs queued or running; read without the lock for a quick "none".
+  std::atomic<size_t> deletes_pending_{0};
+  bool deleter_stop_ ABSL_GUARDED_BY(deletes_mu_) = false;
+  absl::Status delete_error_ ABSL_GUARDED_BY(deletes_mu_);
+  std::thread deleter_ ABSL_GUARDED_BY(deletes_mu_);
 
   absl::Mutex ckpt_mu_;
   mutable absl::Mutex stats_mu_;

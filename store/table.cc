@@ -275,6 +275,12 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       for (size_t j = 0; j < m; ++j) {
         const uint32_t i = to_read[j];
         float* row = rows.data() + i * row_floats_;
+        if (statuses[j].ok() && mode == MissMode::kOverwrite) {
+          has_row[i] = 1;  // exists; on_resident overwrites all of it
+          created[i] = 0;
+          headers[i] = RowHeader{};
+          continue;
+        }
         if (statuses[j].ok()) {
           absl::Status s =
               DecodeRow(absl::string_view(values[j].data(), values[j].size()),
@@ -294,6 +300,12 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                                      KeyString(keys[i])));
         }
         if (mode == MissMode::kServing) continue;  // stays absent
+        if (mode == MissMode::kOverwrite) {
+          has_row[i] = 1;  // created; on_resident overwrites all of it
+          created[i] = 1;
+          headers[i] = RowHeader{};
+          continue;
+        }
         if (mode == MissMode::kCreate && admission_.enabled()) {
           if (admitted[i] < 0) {
             admitted[i] = admission_.Record(keys[i], occurrences[i]) ? 1 : 0;
@@ -403,7 +415,9 @@ absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
                                absl::MakeSpan(row.data(), d),
                                absl::MakeSpan(row.data() + d, ss));
     if (!s.ok()) {
-      if (mode != MissMode::kAssign) return DataLoss(key, s);
+      if (mode != MissMode::kAssign && mode != MissMode::kOverwrite) {
+        return DataLoss(key, s);
+      }
       header = RowHeader{};
     }
   } else {

@@ -1,7 +1,8 @@
 // Table: one psdb table inside a Store: its spec and step, its memory tier,
 // its RocksDB column family, admission counter and statistics, and the
-// pull / push / row-transfer paths (table.cc) and its eviction, flush and
-// TTL paths (table_evict.cc). Internal to psdb_store.
+// pull / push / row-transfer paths (table.cc), its eviction, flush and
+// TTL paths (table_evict.cc) and its encoded row transfer for live
+// resharding (table_migrate.cc). Internal to psdb_store.
 //
 // Data path (DESIGN.md, store/):
 //  - A batch's keys are grouped by index stripe (counting sort into
@@ -59,6 +60,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rocksdb/db.h"
 #include "store/admission.h"
@@ -173,6 +175,13 @@ class Table {
   absl::StatusOr<uint64_t> DeleteRows(absl::Span<const uint64_t> keys,
                                       bool existing);
 
+  // Encoded row transfer (Store::ReadEncodedRows, Store::IngestRows;
+  // semantics there), in table_migrate.cc.
+  absl::Status ReadEncodedRows(absl::Span<const uint64_t> keys,
+                               std::vector<uint64_t>* found, std::string* out);
+  absl::Status IngestRows(absl::Span<const uint64_t> keys,
+                          absl::string_view rows);
+
   // Up to `max` keys resident in the memory tier, stripe by stripe.
   std::vector<uint64_t> ResidentKeys(size_t max);
   uint64_t resident_rows() const;
@@ -182,7 +191,10 @@ class Table {
   AdmissionCounter& admission() { return admission_; }
 
  private:
-  enum class MissMode { kCreate, kServing, kAssign };
+  // kAssign: the caller assigns part of the row (a row on disk is decoded
+  // first). kOverwrite: the caller overwrites all of it (nothing is decoded
+  // or initialized).
+  enum class MissMode { kCreate, kServing, kAssign, kOverwrite };
   // What a caller does with a row once it is resident (called under the
   // row's stripe lock) or when it stays absent (not admitted / serving).
   using ResidentFn = absl::FunctionRef<void(size_t i, uint32_t slot)>;

@@ -268,25 +268,33 @@ absl::Status Table::ScanKeys(
   // memory), then the keys only on disk, from a RocksDB snapshot taken
   // after the memory pass: a row evicted meanwhile is in `resident`, one
   // evicted before is on disk.
-  std::vector<uint64_t> keys;
-  absl::flat_hash_set<uint64_t> resident;
+  std::vector<uint64_t> resident_keys;
   for (int s = 0; s < mem_.num_stripes(); ++s) {
     Stripe& st = mem_.stripe(s);
     absl::MutexLock l(&st.mu);
-    for (const auto& [key, slot] : st.index) keys.push_back(key);
+    for (const auto& [key, slot] : st.index) resident_keys.push_back(key);
   }
-  resident.insert(keys.begin(), keys.end());
-  for (size_t begin = 0; begin < keys.size(); begin += batch) {
-    PSDB_RETURN_IF_ERROR(fn(absl::MakeConstSpan(keys).subspan(
-        begin, std::min(batch, keys.size() - begin))));
+  for (size_t begin = 0; begin < resident_keys.size(); begin += batch) {
+    PSDB_RETURN_IF_ERROR(
+        fn(absl::MakeConstSpan(resident_keys)
+               .subspan(begin, std::min(batch, resident_keys.size() - begin))));
   }
-  keys.clear();
+  // Built at the first key on disk: a table wholly in memory (the common
+  // case for a shard that fits its budget) needs no set.
+  absl::flat_hash_set<uint64_t> resident;
+  bool resident_built = false;
+  std::vector<uint64_t> keys;
   std::unique_ptr<rocksdb::Iterator> it(
       disk_->db()->NewIterator(rocksdb::ReadOptions(), cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     uint64_t key;
     PSDB_RETURN_IF_ERROR(
         DecodeKey(absl::string_view(it->key().data(), it->key().size()), &key));
+    if (!resident_built) {
+      resident.insert(resident_keys.begin(), resident_keys.end());
+      resident_keys = {};
+      resident_built = true;
+    }
     if (resident.contains(key)) continue;
     keys.push_back(key);
     if (keys.size() == batch) {

@@ -48,11 +48,13 @@
 // or exit 1 naming the problem. Binds no port, opens no store, creates no
 // file and connects to nothing (it reads the TLS files, as a start would):
 // tests/deploy/check_deploy.py runs each manifest's ps-server this way.
+#include <malloc.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -87,6 +89,10 @@ ABSL_FLAG(int, threads, 0, "Request handler threads; 0 = one per core.");
 ABSL_FLAG(int64_t, max_batch_keys, 65536,
           "Most keys one request may carry; sets the message size limit.");
 ABSL_FLAG(int, max_dim, 1024, "Largest table dim CreateTable accepts.");
+ABSL_FLAG(int64_t, malloc_keep_mb, 256,
+          "Freed memory glibc's malloc keeps for reuse instead of returning "
+          "it to the kernel (M_TRIM_THRESHOLD; blocks up to 32 MiB also "
+          "come from the heap, M_MMAP_THRESHOLD); 0 = glibc's defaults.");
 ABSL_FLAG(int64_t, memory_budget_mb, 1024,
           "Memory tier budget of the store, MiB.");
 ABSL_FLAG(std::string, servers, "",
@@ -336,6 +342,16 @@ int main(int argc, char** argv) {
         !set.ok()) {
       return Fail(set);
     }
+  }
+  // Batches of whole rows (PullRows, PutRows, Migrate: hundreds of KiB
+  // each) would otherwise each get fresh mmap'd pages, which the kernel
+  // faults in and zeroes, and give them back when freed: on a migration's
+  // destination that page clearing was most of its CPU time.
+  if (const int64_t keep_mb = absl::GetFlag(FLAGS_malloc_keep_mb);
+      keep_mb > 0) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD,
+            static_cast<int>(std::min<int64_t>(keep_mb, 1024) << 20));
   }
   if (positional.size() > 1) {
     if (positional.size() == 2 && std::string(positional[1]) == "checkpoint") {

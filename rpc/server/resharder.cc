@@ -2,14 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/wire/cluster_map_proto.h"
 #include "rpc/wire/convert.h"
+#include "shard/ring.h"
 #include "store/manifest.h"
-#include "store/row.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc::internal {
@@ -29,6 +31,34 @@ absl::Span<const uint64_t> KeySpan(
 bool LeavesUnder(const ClusterMap& current, const ClusterMap& target,
                  ServerId self, uint64_t key) {
   return current.Owner(key) == self && target.Owner(key) != self;
+}
+
+// Appends to *out the keys of `keys` that LeavesUnder(current, target,
+// self, key): the same test a batch at a time, so the ring lookups'
+// memory accesses overlap (Ring::OwnerIndices), each ring once per key.
+void AppendLeaving(const ClusterMap& current, const ClusterMap& target,
+                   ServerId self, absl::Span<const uint64_t> keys,
+                   std::vector<uint64_t>* out) {
+  const Ring& now = current.ring();
+  const Ring& next = target.ring();
+  const std::optional<size_t> self_now = now.IndexOf(self);
+  if (now.empty() || !self_now.has_value()) return;  // owns nothing now
+  std::vector<uint32_t> owner(keys.size());
+  now.OwnerIndices(keys, absl::MakeSpan(owner));
+  std::vector<uint64_t> owned;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (owner[i] == *self_now) owned.push_back(keys[i]);
+  }
+  const std::optional<size_t> self_next = next.IndexOf(self);
+  if (next.empty() || !self_next.has_value()) {  // owns nothing after
+    out->insert(out->end(), owned.begin(), owned.end());
+    return;
+  }
+  owner.resize(owned.size());
+  next.OwnerIndices(owned, absl::MakeSpan(owner));
+  for (size_t i = 0; i < owned.size(); ++i) {
+    if (owner[i] != *self_next) out->push_back(owned[i]);
+  }
 }
 
 // Same servers (ids, addresses, weights, ring states) and ring options.
@@ -157,6 +187,12 @@ absl::Status Resharder::Reshard(const v1::ReshardRequest& req,
   absl::Status status;
   switch (req.phase()) {
     case v1::RESHARD_PHASE_PREPARE: {
+      // The last migration's handed-over rows are gone before this one
+      // scans keys or receives rows (a key may come back). A failed
+      // background delete left rows behind: scan for them instead.
+      if (!store_->WaitForDeletes().ok()) {
+        PSDB_RETURN_IF_ERROR(DropForeignRows());
+      }
       absl::MutexLock lock(&mu_);
       status = Prepare(req);
       break;
@@ -263,23 +299,17 @@ absl::Status Resharder::Copy(const v1::ReshardRequest& req,
   const size_t batch_rows = std::min<size_t>(
       req.batch_rows() > 0 ? req.batch_rows() : kDefaultBatchRows,
       max_batch_keys_);
-  auto leaves = [&](uint64_t key) {
-    return LeavesUnder(*current, *target, self_, key);
-  };
   // One pass over the keys (memory, then disk; nothing is flushed): the
   // leaving ones, which also give progress its denominator.
   const std::vector<TableSpec> tables = store_->ListTables();
   std::vector<std::vector<uint64_t>> leaving(tables.size());
   uint64_t to_move = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(store_->ScanKeys(tables[t].name, kScanBatch,
-                                          [&](absl::Span<const uint64_t> keys) {
-                                            for (uint64_t key : keys) {
-                                              if (leaves(key))
-                                                leaving[t].push_back(key);
-                                            }
-                                            return absl::OkStatus();
-                                          }));
+    PSDB_RETURN_IF_ERROR(store_->ScanKeys(
+        tables[t].name, kScanBatch, [&](absl::Span<const uint64_t> keys) {
+          AppendLeaving(*current, *target, self_, keys, &leaving[t]);
+          return absl::OkStatus();
+        }));
     to_move += leaving[t].size();
   }
   {
@@ -384,13 +414,15 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
   for (uint64_t key : keys) by_owner[target->Owner(key)].push_back(key);
   // Up to kInFlight Migrate calls at once (reading and encoding the next
   // batch while the last ones travel and are applied).
-  constexpr int kInFlight = 4;
+  constexpr int kInFlight = 16;
   struct Flight {
     grpc::ClientContext ctx;
     v1::MigrateRequest req;
     v1::MigrateResponse resp;
     std::string where;
   };
+  const v1::TableSpec spec_proto = TableSpecToProto(spec);
+  std::vector<uint64_t> found;
   absl::Mutex flight_mu;
   int in_flight = 0;
   absl::Status first_error;
@@ -410,22 +442,17 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
       const absl::Span<const uint64_t> chunk =
           absl::MakeConstSpan(owned).subspan(
               begin, std::min(batch_rows, owned.size() - begin));
-      RowBatch rows;
-      std::vector<uint8_t> present;
-      status = store_->ReadRows(spec.name, chunk, &rows, &present);
-      if (!status.ok()) break;
       auto flight = std::make_shared<Flight>();
       flight->req.set_migration_id(id);
-      *flight->req.mutable_spec() = TableSpecToProto(spec);
-      RowBatch kept;
-      kept.Resize(rows.dim, rows.state_size, 0);
-      for (size_t i = 0; i < chunk.size(); ++i) {
-        if (!present[i]) continue;  // never materialized (admission)
-        flight->req.add_keys(chunk[i]);
-        kept.AppendFrom(rows, i);
-      }
-      if (flight->req.keys_size() == 0) continue;
-      ToProto(kept, flight->req.mutable_rows());
+      *flight->req.mutable_spec() = spec_proto;
+      // Rows that exist (a key never materialized, under admission, has
+      // none), encoded as stored.
+      found.clear();
+      status = store_->ReadEncodedRows(spec.name, chunk, &found,
+                                       flight->req.mutable_row_bytes());
+      if (!status.ok()) break;
+      if (found.empty()) continue;
+      flight->req.mutable_keys()->Add(found.begin(), found.end());
       sent_keys.insert(sent_keys.end(), flight->req.keys().begin(),
                        flight->req.keys().end());
       flight->where = absl::StrCat("Migrate to server ", owner, " at ",
@@ -529,20 +556,12 @@ absl::Status Resharder::Commit(const v1::ReshardRequest& req) {
   for (auto& fn : resume) fn();
   if (scan) return DropForeignRows();
   // A source deletes what it handed over (every such row exists: nothing
-  // can delete it while it is in flight).
+  // can delete it while it is in flight), after answering: the store
+  // keeps readers of its key set (checkpoints, scans, stats, the next
+  // PREPARE) waiting until the rows are gone, and no request can write
+  // them meanwhile (this server no longer owns them).
   for (auto& [table, keys] : handed) {
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    for (size_t begin = 0; begin < keys.size(); begin += max_batch_keys_) {
-      absl::StatusOr<uint64_t> deleted = store_->DeleteRows(
-          table,
-          absl::MakeConstSpan(keys).subspan(
-              begin, std::min(max_batch_keys_, keys.size() - begin)),
-          /*existing=*/true);
-      if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
-        return deleted.status();
-      }
-    }
+    store_->DeleteRowsLater(table, std::move(keys));
   }
   return absl::OkStatus();
 }
@@ -579,21 +598,23 @@ absl::Status Resharder::Migrate(const v1::MigrateRequest& req) {
           absl::StrCat("Migrate: migration ", req.migration_id(),
                        " is not prepared on this server"));
     }
-    for (uint64_t key : keys) {
-      if (target_->Owner(key) != self_) {
+    // Batched ring lookups (Ring::OwnerIndices): this runs per row.
+    const Ring& ring = target_->ring();
+    const std::optional<size_t> self_index = ring.IndexOf(self_);
+    std::vector<uint32_t> owner(keys.size());
+    if (self_index.has_value()) ring.OwnerIndices(keys, absl::MakeSpan(owner));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!self_index.has_value() || owner[i] != *self_index) {
         return absl::FailedPreconditionError(
-            absl::StrCat("Migrate: table '", spec.name, "': key ", key,
+            absl::StrCat("Migrate: table '", spec.name, "': key ", keys[i],
                          " is not this server's under the target map"));
       }
     }
     ++running_receive_;
   }
   absl::Status status = [&]() -> absl::Status {
-    RowBatch rows;
-    PSDB_RETURN_IF_ERROR(Annotate(FromProto(req.rows(), keys.size(), &rows),
-                                  absl::StrCat("table '", spec.name, "'")));
     PSDB_RETURN_IF_ERROR(store_->CreateTable(spec));
-    return store_->PutRows(spec.name, keys, rows);
+    return store_->IngestRows(spec.name, keys, req.row_bytes());
   }();
   absl::MutexLock lock(&mu_);
   --running_receive_;

@@ -11,7 +11,10 @@
 //    when it starts, read as they are when sent) to their new owners
 //    (Migrate); HANDOFF holds new requests for handed-over
 //    keys, waits for those running, and re-sends every touched row; COMMIT
-//    installs the published map and deletes the rows it handed over.
+//    installs the published map, answers, and leaves the rows it handed
+//    over to the store's background deletes (Store::DeleteRowsLater; the
+//    next PREPARE waits for them). Rows travel encoded
+//    (Store::ReadEncodedRows / IngestRows).
 //  - every server of the old map, at CLOSE: stops starting new synchronous
 //    steps (a sync push of a step no push of which has arrived yet is held)
 //    and waits for the steps already started to be applied (no round left

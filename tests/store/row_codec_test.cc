@@ -45,6 +45,36 @@ TEST(RowCodecTest, RoundTrip) {
   EXPECT_EQ(ss, 7);
 }
 
+TEST(RowCodecTest, EncodeToVerifyAndCopyAgreeWithEncodeAndDecode) {
+  const RowHeader h{.last_update_step = 9, .update_count = 4, .frequency = 11};
+  const std::vector<float> values = {1.0f, -0.5f};
+  const std::vector<float> state = {0.25f, 8.0f, -3.0f};
+  std::string enc;
+  EncodeRow(h, values, state, &enc);
+  std::string to(EncodedRowSize(2, 3), '\0');
+  EncodeRowTo(h, values, state, to.data());
+  EXPECT_EQ(to, enc);
+
+  ASSERT_OK(VerifyRow(enc, 2, 3));
+  RowHeader h2;
+  std::vector<float> v2(2), s2(3);
+  CopyVerifiedRow(enc, 2, 3, &h2, v2.data(), s2.data());
+  EXPECT_EQ(h2, h);
+  EXPECT_EQ(v2, values);
+  EXPECT_EQ(s2, state);
+
+  // VerifyRow refuses what DecodeRow refuses.
+  for (size_t i = 0; i < enc.size(); ++i) {
+    std::string bad = enc;
+    bad[i] ^= 0x01;
+    EXPECT_THAT(VerifyRow(bad, 2, 3), StatusIs(absl::StatusCode::kDataLoss))
+        << "byte " << i;
+  }
+  EXPECT_THAT(VerifyRow(enc.substr(1), 2, 3),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(VerifyRow(enc, 3, 2), StatusIs(absl::StatusCode::kDataLoss));
+}
+
 TEST(RowCodecTest, EmptyState) {
   std::string enc;
   const std::vector<float> values = {4.0f};

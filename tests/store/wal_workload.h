@@ -9,6 +9,8 @@
 //   i == 230       DropTable("sgd") then CreateTable("sgd")
 //   i % 13 == 12   PutRows of 3 "adam" rows
 //   i % 17 == 16   DeleteRows of 2 "adam" keys
+//   i % 19 == 18   IngestRows of 2 encoded "adam" rows (a migration's
+//                  destination write)
 //   otherwise      a push of 16 keys (with repeats) to "adam", then to "sgd"
 // Keys are drawn from [0, kWalKeys).
 //
@@ -17,10 +19,12 @@
 #define PSDB_TESTS_STORE_WAL_WORKLOAD_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "optim/optimizer.h"
+#include "store/row_codec.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 
@@ -72,6 +76,25 @@ inline absl::Status WalOp(Store& store, int i, bool first_push_only = false) {
   if (i % 17 == 16) {
     std::vector<uint64_t> keys = {seed % kWalKeys, (seed >> 20) % kWalKeys};
     return store.DeleteRows("adam", keys).status();
+  }
+  if (i % 19 == 18) {
+    const int dim = 8;
+    const int ss = optim::StateSize(WalAdamSpec().optimizer, dim);
+    std::vector<uint64_t> keys = {(seed >> 8) % kWalKeys,
+                                  (seed >> 40) % kWalKeys};
+    std::string bytes(2 * EncodedRowSize(dim, ss), '\0');
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> values(dim), state(ss);
+      for (int j = 0; j < dim; ++j) {
+        values[j] = static_cast<float>(WalMix(seed + 5 * r + j) % 512) / 128.0f;
+      }
+      for (int j = 0; j < ss; ++j) {
+        state[j] = static_cast<float>(WalMix(seed + 99 + j) % 64) / 32.0f;
+      }
+      EncodeRowTo(RowHeader{i, 7u, 2}, values, state,
+                  bytes.data() + r * EncodedRowSize(dim, ss));
+    }
+    return store.IngestRows("adam", keys, bytes);
   }
   std::vector<uint64_t> keys(16);
   for (int j = 0; j < 16; ++j) {

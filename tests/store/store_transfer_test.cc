@@ -1,0 +1,222 @@
+// Store: the encoded row transfer of live resharding (ReadEncodedRows,
+// IngestRows) and the background deletes of a resharding source
+// (DeleteRowsLater, WaitForDeletes).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "store/row_codec.h"
+#include "store/store.h"
+#include "tests/store/store_test_util.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb {
+namespace {
+
+using optim::OptimizerKind;
+using ::psdb::testing::MakeSpec;
+using ::psdb::testing::ScratchDir;
+using ::psdb::testing::SmallOptions;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 3;
+
+TableSpec Spec() {
+  return MakeSpec("ada", kDim, OptimizerKind::kAdagrad, 0.1f,
+                  InitKind::kUniform);
+}
+
+std::vector<uint64_t> AllKeys(Store& store, const std::string& table) {
+  std::vector<uint64_t> keys;
+  EXPECT_OK(store.ScanKeys(table, 7, [&](absl::Span<const uint64_t> batch) {
+    keys.insert(keys.end(), batch.begin(), batch.end());
+    return absl::OkStatus();
+  }));
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Keys 1..n pushed once each (key k with gradient k), then pushed again
+// for the odd ones: rows with state and headers that differ per key.
+void Fill(Store& store, uint64_t n) {
+  for (uint64_t k = 1; k <= n; ++k) {
+    const float g = static_cast<float>(k);
+    ASSERT_OK(store.Push("ada", {k}, {g, -g, 0.5f}));
+    if (k % 2 == 1) ASSERT_OK(store.Push("ada", {k}, {1, 1, 1}));
+  }
+}
+
+class StoreTransferTest : public ::testing::Test {
+ protected:
+  // A source whose keys 1..20 are on disk only and 21..40 resident.
+  void SetUp() override {
+    {
+      ASSERT_OK_AND_ASSIGN(auto s,
+                           Store::Open(SmallOptions(), src_dir_.path()));
+      ASSERT_OK(s->CreateTable(Spec()));
+      Fill(*s, 40);
+    }  // closing writes every row to RocksDB
+    ASSERT_OK_AND_ASSIGN(src_, Store::Open(SmallOptions(), src_dir_.path()));
+    std::vector<uint64_t> hot;
+    for (uint64_t k = 21; k <= 40; ++k) hot.push_back(k);
+    RowBatch ignored;
+    ASSERT_OK(src_->PullRows("ada", hot, &ignored));  // now resident
+    ASSERT_OK_AND_ASSIGN(dst_, Store::Open(SmallOptions(), dst_dir_.path()));
+    ASSERT_OK(dst_->CreateTable(Spec()));
+  }
+
+  ScratchDir src_dir_, dst_dir_;
+  std::unique_ptr<Store> src_, dst_;
+};
+
+TEST_F(StoreTransferTest, EncodedRowsOfBothTiersArriveBitIdentical) {
+  // 0 and 99 have no row; they are skipped, and not created.
+  const std::vector<uint64_t> keys = {0, 3, 30, 99, 17, 40, 21, 1};
+  std::vector<uint64_t> found;
+  std::string bytes;
+  ASSERT_OK(src_->ReadEncodedRows("ada", keys, &found, &bytes));
+  std::vector<uint64_t> sorted_found = found;
+  std::sort(sorted_found.begin(), sorted_found.end());
+  EXPECT_EQ(sorted_found, (std::vector<uint64_t>{1, 3, 17, 21, 30, 40}));
+  const size_t row_bytes = EncodedRowSize(kDim, kDim);
+  ASSERT_EQ(bytes.size(), found.size() * row_bytes);
+  EXPECT_EQ(AllKeys(*src_, "ada").size(), 40u);  // nothing created
+
+  // Each encoding is the row PullRows gives (values, state, header).
+  RowBatch expect;
+  ASSERT_OK(src_->PullRows("ada", found, &expect));
+  for (size_t i = 0; i < found.size(); ++i) {
+    RowHeader h;
+    std::vector<float> v(kDim), st(kDim);
+    ASSERT_OK(
+        DecodeRow(absl::string_view(bytes).substr(i * row_bytes, row_bytes),
+                  kDim, kDim, &h, absl::MakeSpan(v), absl::MakeSpan(st)));
+    EXPECT_EQ(v, std::vector<float>(expect.values.begin() + i * kDim,
+                                    expect.values.begin() + (i + 1) * kDim))
+        << "key " << found[i];
+    EXPECT_EQ(st, std::vector<float>(expect.state.begin() + i * kDim,
+                                     expect.state.begin() + (i + 1) * kDim));
+    // PullRows above counted one more sighting than the encoding saw.
+    EXPECT_EQ(h.update_count, expect.headers[i].update_count);
+    EXPECT_EQ(h.last_update_step, expect.headers[i].last_update_step);
+    EXPECT_EQ(h.frequency + 1, expect.headers[i].frequency);
+  }
+
+  ASSERT_OK(dst_->IngestRows("ada", found, bytes));
+  EXPECT_EQ(AllKeys(*dst_, "ada"), sorted_found);
+  RowBatch got, want;
+  ASSERT_OK(dst_->PullRows("ada", found, &got));
+  ASSERT_OK(src_->PullRows("ada", found, &want));
+  EXPECT_EQ(got.values, want.values);
+  EXPECT_EQ(got.state, want.state);
+  for (size_t i = 0; i < found.size(); ++i) {
+    EXPECT_EQ(got.headers[i].update_count, want.headers[i].update_count);
+    EXPECT_EQ(got.headers[i].last_update_step,
+              want.headers[i].last_update_step);
+  }
+  // The next push continues identically on both.
+  ASSERT_OK(src_->Push("ada", {3}, {1, 2, 3}, PushOptions{.step = 9}));
+  ASSERT_OK(dst_->Push("ada", {3}, {1, 2, 3}, PushOptions{.step = 9}));
+  RowBatch a, b;
+  ASSERT_OK(src_->PullRows("ada", {3}, &a));
+  ASSERT_OK(dst_->PullRows("ada", {3}, &b));
+  EXPECT_EQ(a.values, b.values);
+  EXPECT_EQ(a.state, b.state);
+}
+
+TEST_F(StoreTransferTest, IngestOverwritesRowsOfBothTiersAndSurvivesReopen) {
+  std::vector<uint64_t> found;
+  std::string bytes;
+  ASSERT_OK(src_->ReadEncodedRows("ada", {5, 25}, &found, &bytes));
+  ASSERT_EQ(found.size(), 2u);
+  // The destination already holds other versions of 5 and 25: one only on
+  // disk after a reopen, one resident.
+  {
+    ASSERT_OK(dst_->Push("ada", {5, 25}, {9, 9, 9, 9, 9, 9}));
+    dst_.reset();
+    ASSERT_OK_AND_ASSIGN(dst_, Store::Open(SmallOptions(), dst_dir_.path()));
+    RowBatch ignored;
+    ASSERT_OK(dst_->PullRows("ada", {25}, &ignored));
+  }
+  // Duplicates: the last occurrence wins, as in PutRows.
+  std::vector<uint64_t> keys = found;
+  keys.push_back(found[0]);
+  std::string twice = bytes + bytes.substr(0, EncodedRowSize(kDim, kDim));
+  ASSERT_OK(dst_->IngestRows("ada", keys, twice));
+  RowBatch want;
+  ASSERT_OK(src_->PullRows("ada", found, &want));
+  dst_.reset();  // the ingested rows are dirty: closing writes them
+  ASSERT_OK_AND_ASSIGN(dst_, Store::Open(SmallOptions(), dst_dir_.path()));
+  RowBatch got;
+  ASSERT_OK(dst_->PullRows("ada", found, &got));
+  EXPECT_EQ(got.values, want.values);
+  EXPECT_EQ(got.state, want.state);
+  EXPECT_EQ(AllKeys(*dst_, "ada"), (std::vector<uint64_t>{5, 25}));
+}
+
+TEST_F(StoreTransferTest, BadIngestChangesNothing) {
+  std::vector<uint64_t> found;
+  std::string bytes;
+  ASSERT_OK(src_->ReadEncodedRows("ada", {2, 22}, &found, &bytes));
+  ASSERT_EQ(found.size(), 2u);
+  // One flipped byte in the second row: DataLoss naming its key.
+  std::string bad = bytes;
+  bad[bad.size() - 10] ^= 0x40;
+  const absl::Status corrupt = dst_->IngestRows("ada", found, bad);
+  EXPECT_THAT(corrupt, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(std::string(corrupt.message()),
+              HasSubstr(absl::StrCat("key ", found[1])));
+  // Lengths that do not match the keys.
+  EXPECT_THAT(dst_->IngestRows("ada", found, bytes.substr(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(dst_->IngestRows("ada", {found[0]}, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Rows of another shape (a dim-4 table's encoding).
+  std::string other;
+  EncodeRow(RowHeader{}, std::vector<float>(4), std::vector<float>(2), &other);
+  other.resize(EncodedRowSize(kDim, kDim), '\0');
+  EXPECT_THAT(dst_->IngestRows("ada", {7}, other),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(dst_->IngestRows("nope", found, bytes),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(AllKeys(*dst_, "ada").empty());
+}
+
+TEST_F(StoreTransferTest, BackgroundDeletesAreDoneBeforeAnyReaderLooks) {
+  // Rows of both tiers, one key listed twice.
+  std::vector<uint64_t> gone;
+  for (uint64_t k = 1; k <= 40; k += 3) gone.push_back(k);
+  gone.push_back(4);
+  src_->DeleteRowsLater("ada", gone);
+  // ScanKeys, ResidentKeys and Stats wait for it: none sees a doomed row.
+  std::vector<uint64_t> left = AllKeys(*src_, "ada");
+  std::vector<uint64_t> want;
+  for (uint64_t k = 1; k <= 40; ++k) {
+    if ((k - 1) % 3 != 0) want.push_back(k);
+  }
+  EXPECT_EQ(left, want);
+  src_->DeleteRowsLater("ada", {2, 23});
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> resident,
+                       src_->ResidentKeys("ada", 1000));
+  EXPECT_EQ(std::count(resident.begin(), resident.end(), 23), 0);
+  ASSERT_OK(src_->WaitForDeletes());
+  EXPECT_EQ(AllKeys(*src_, "ada").size(), want.size() - 2);
+  // Deleted rows are gone from both tiers.
+  RowBatch rows;
+  std::vector<uint8_t> present;
+  ASSERT_OK(src_->ReadRows("ada", {1, 23, 40, 5}, &rows, &present));
+  EXPECT_EQ(present, (std::vector<uint8_t>{0, 0, 0, 1}));
+  // A delete queued just before the store closes is finished by the close.
+  src_->DeleteRowsLater("ada", {5, 6});
+  src_.reset();
+  ASSERT_OK_AND_ASSIGN(src_, Store::Open(SmallOptions(), src_dir_.path()));
+  ASSERT_OK(src_->ReadRows("ada", {5, 6, 8}, &rows, &present));
+  EXPECT_EQ(present, (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_EQ(AllKeys(*src_, "ada").size(), want.size() - 4);
+}
+
+}  // namespace
+}  // namespace psdb
