@@ -87,7 +87,8 @@ ABSL_FLAG(int64_t, max_batch_keys, 65536,
           "Most keys one request may carry; sets the message size limit.");
 ABSL_FLAG(int, max_dim, 1024, "Largest table dim CreateTable accepts.");
 ABSL_FLAG(int64_t, memory_budget_mb, 1024,
-          "Memory tier budget of the store, MiB.");
+          "Memory budget of the store, MiB: its rows, RocksDB's memtables "
+          "and block cache together (README.md, \"Memory\").");
 ABSL_FLAG(std::string, servers, "",
           "All servers of the cluster in rank order, host:port,...; empty = "
           "this server owns every key.");
