@@ -55,8 +55,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->meta_write_.sync = true;
 
   // RocksDB's share of the memory budget (store/memory_budget.h): one cache
-  // holds the data, index and filter blocks and, through the write buffer
-  // manager, the memtables' charge, so RocksDB's heap follows the budget.
+  // holds the data blocks and is charged with the memtables (through the
+  // write buffer manager) and the index and filter blocks, so RocksDB's heap
+  // follows the budget.
   const MemorySplit split = SplitMemoryBudget(options);
   t->cache_ = rocksdb::NewLRUCache(split.rocksdb_cache_bytes);
   t->write_buffer_manager_ = std::make_shared<rocksdb::WriteBufferManager>(
@@ -68,9 +69,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   table.block_cache = t->cache_;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   // Index and filter blocks stay in the table readers, where every miss
-  // probes them without a cache lookup (inside the cache, a small one
-  // thrashes: each miss re-read a whole file's filter, 3.7x fewer tiered
-  // pulls per CPU second in ps-bench store), and their memory is charged
+  // probes them without a cache lookup (inside a small cache they thrash:
+  // misses re-read whole filter blocks, about 18% fewer tiered pulls per
+  // CPU second in ps-bench store), and their memory is charged
   // to the cache like the memtables', so data blocks make way for them.
   // They are about 0.75% of the table's bytes (10 bloom bits per key, one
   // index entry per 4 KiB block).
