@@ -12,6 +12,8 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb/write_buffer_manager.h"
+#include "store/memory_budget.h"
 
 namespace psdb::internal {
 
@@ -52,20 +54,45 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->row_write_.disableWAL = options.durability != Durability::kWal;
   t->meta_write_.sync = true;
 
+  // RocksDB's share of the memory budget (store/memory_budget.h): one cache
+  // holds the data blocks and is charged with the memtables (through the
+  // write buffer manager) and the index and filter blocks, so RocksDB's heap
+  // follows the budget.
+  const MemorySplit split = SplitMemoryBudget(options);
+  t->cache_ = rocksdb::NewLRUCache(split.rocksdb_cache_bytes);
+  t->write_buffer_manager_ = std::make_shared<rocksdb::WriteBufferManager>(
+      split.memtable_bytes, t->cache_);
+
   // Rows are float32 and barely compress; bloom filters make the MultiGet of
   // never-seen keys (row creation) cheap.
   rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(options.rocksdb_block_cache_bytes);
+  table.block_cache = t->cache_;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  // Index and filter blocks stay in the table readers, where every miss
+  // probes them without a cache lookup (inside a small cache they thrash:
+  // misses re-read whole filter blocks, about 18% fewer tiered pulls per
+  // CPU second in ps-bench store), and their memory is charged
+  // to the cache like the memtables', so data blocks make way for them.
+  // They are about 0.75% of the table's bytes (10 bloom bits per key, one
+  // index entry per 4 KiB block).
   table.cache_index_and_filter_blocks = false;
+  for (rocksdb::CacheEntryRole role :
+       {rocksdb::CacheEntryRole::kBlockBasedTableReader,
+        rocksdb::CacheEntryRole::kFilterConstruction,
+        rocksdb::CacheEntryRole::kFileMetadata}) {
+    table.cache_usage_options.options_overrides.insert(
+        {role,
+         {.charged = rocksdb::CacheEntryRoleOptions::Decision::kEnabled}});
+  }
   // Every disk read is a point lookup of one ~0.5 KiB row: a small block
   // means less to read, checksum and search per miss, and more distinct
   // rows per byte of block cache.
   table.block_size = 4 * 1024;
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
-  // RocksDB's default, as the ps-bench peer uses.
-  t->cf_options_.write_buffer_size = 64 << 20;
+  // One memtable may take the whole memtable share; the write buffer
+  // manager flushes the largest once all of them together fill it.
+  t->cf_options_.write_buffer_size = split.memtable_bytes;
   // Evictions overwrite rows spread over the whole key range, so every
   // L0 -> L1 compaction rewrites all of L1: merging twice as many L0 files
   // into an L1 of up to 1 GiB at a time halves that rewriting (about 10%
@@ -82,13 +109,13 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
     t->env_ = rocksdb::NewCompositeEnv(options.file_system);
     db_options.env = t->env_.get();
   }
+  db_options.write_buffer_manager = t->write_buffer_manager_;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
-  // Misses read from memory-mapped SST files: no read syscall or copy per
-  // block (about 30% more tiered pulls per second than pread in ps-bench
-  // store). The mapped pages are the OS page cache, as with pread.
-  db_options.allow_mmap_reads = true;
+  // Off by default: mapped SST pages count in RSS, outside the memory
+  // budget (StoreOptions::rocksdb_mmap_reads).
+  db_options.allow_mmap_reads = options.rocksdb_mmap_reads;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 2;
   // The WAL only carries metadata; keep it from pinning old memtables.
@@ -117,9 +144,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   if (names.empty()) names.push_back(rocksdb::kDefaultColumnFamilyName);
   std::vector<rocksdb::ColumnFamilyDescriptor> descs;
   for (const std::string& n : names) {
-    descs.emplace_back(n, n == rocksdb::kDefaultColumnFamilyName
-                              ? rocksdb::ColumnFamilyOptions()
-                              : t->cf_options_);
+    // The metadata column family shares the row families' options, so its
+    // memtable and blocks are charged to the same cache.
+    descs.emplace_back(n, t->cf_options_);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -256,6 +283,8 @@ absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {
   return FromRocks(ckpt->CreateCheckpoint(dir, /*log_size_for_flush=*/0),
                    absl::StrCat("rocksdb checkpoint into ", dir));
 }
+
+uint64_t DiskTier::CacheUsage() const { return cache_->GetUsage(); }
 
 uint64_t DiskTier::IntProperty(rocksdb::ColumnFamilyHandle* cf,
                                const std::string& property) {

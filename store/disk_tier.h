@@ -27,8 +27,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
+#include "rocksdb/write_buffer_manager.h"
 #include "store/store.h"
 
 namespace psdb::internal {
@@ -97,6 +99,14 @@ class DiskTier {
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
 
+  // Bytes now charged to RocksDB's cache: blocks and memtables
+  // (store/memory_budget.h).
+  uint64_t CacheUsage() const;
+  rocksdb::Cache* cache() const { return cache_.get(); }
+  rocksdb::WriteBufferManager* write_buffer_manager() const {
+    return write_buffer_manager_.get();
+  }
+
   // A RocksDB integer property of `cf` (nullptr: a DB-wide one); 0 if
   // unknown.
   uint64_t IntProperty(rocksdb::ColumnFamilyHandle* cf,
@@ -107,6 +117,9 @@ class DiskTier {
   std::string path_;
   // Built over StoreOptions::file_system; outlives db_ (declared first).
   std::unique_ptr<rocksdb::Env> env_;
+  // RocksDB's share of the memory budget; outlive db_.
+  std::shared_ptr<rocksdb::Cache> cache_;
+  std::shared_ptr<rocksdb::WriteBufferManager> write_buffer_manager_;
   rocksdb::WriteOptions row_write_;
   rocksdb::WriteOptions meta_write_;
   rocksdb::ColumnFamilyOptions cf_options_;

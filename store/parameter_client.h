@@ -84,6 +84,8 @@ struct TableStats {
 
 struct StoreStats {
   std::vector<TableStats> tables;
+  // StoreOptions::memory_budget_bytes, and what of it is in use now: the
+  // memory tier's rows plus RocksDB's block cache (blocks and memtables).
   uint64_t memory_budget_bytes = 0;
   uint64_t memory_used_bytes = 0;
   // RocksDB compactions running now (all tables).

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "store/manifest.h"
+#include "store/memory_budget.h"
 #include "store/row_codec.h"
 #include "store/store_impl.h"
 #include "store/store_meta.h"
@@ -57,13 +58,14 @@ Table* MostResident(const std::vector<std::shared_ptr<Table>>& all,
 
 uint64_t EvictorReserve(const StoreOptions& options) {
   if (!options.background_eviction) return 0;
-  return std::min<uint64_t>(options.memory_budget_bytes / 64, 256ull << 20);
+  return std::min<uint64_t>(internal::SplitMemoryBudget(options).row_bytes / 64,
+                            256ull << 20);
 }
 
 }  // namespace
 
 Store::Impl::Impl(const StoreOptions& options, std::string path)
-    : internal::BudgetArbiter(options.memory_budget_bytes,
+    : internal::BudgetArbiter(internal::SplitMemoryBudget(options).row_bytes,
                               EvictorReserve(options)),
       options_(options),
       path_(std::move(path)) {}
@@ -95,6 +97,7 @@ absl::Status Store::Impl::Open() {
   if (options_.max_batch_keys == 0) {
     return absl::InvalidArgumentError("max_batch_keys must be > 0");
   }
+  PSDB_RETURN_IF_ERROR(internal::ValidateMemoryBudget(options_));
   std::error_code ec;
   bool created = false;
   if (!fs::exists(path_, ec)) {
@@ -251,6 +254,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
 }
 
 absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
+  PSDB_RETURN_IF_ERROR(internal::ValidateMemoryBudget(options_));
   PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_));
   int shard_index = -1;
   for (int i = 0; i < manifest.shards_size(); ++i) {
@@ -569,9 +573,12 @@ StoreStats Store::Impl::Stats() const {
   AwaitDeletes();
   StoreStats s;
   for (const auto& t : Snapshot()) s.tables.push_back(t->Stats());
-  s.memory_budget_bytes = budget();
+  // The whole budget, and what of it rows and RocksDB's cache (blocks and
+  // memtables) use now (store/memory_budget.h).
+  s.memory_budget_bytes = options_.memory_budget_bytes;
   s.memory_used_bytes =
-      const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
+      const_cast<Impl*>(this)->used().load(std::memory_order_relaxed) +
+      disk_->CacheUsage();
   s.disk_running_compactions =
       disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
   absl::MutexLock l(&stats_mu_);

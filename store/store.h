@@ -12,7 +12,8 @@
 // as in store/row_codec.h. Dirty rows reach RocksDB on eviction (WriteBatch)
 // and at checkpoint; a background evictor keeps part of the budget free so
 // that misses rarely evict on the request path. Misses are read with
-// MultiGet from memory-mapped SST files. A table larger than the budget is
+// MultiGet through RocksDB's block cache (or from memory-mapped SST files:
+// rocksdb_mmap_reads). A table larger than the budget is
 // normal: it runs at the speed its hot-set hit rate allows.
 //
 // Directory layout:
@@ -43,6 +44,9 @@
 //    SIGKILL (store/wal.h; <path>/wal/ holds the log).
 //  - A memory-tier hit never touches RocksDB. The budget may be exceeded
 //    briefly by the rows of batches in flight.
+//  - memory_budget_bytes covers rows, RocksDB's memtables and its block
+//    cache together; Stats() reports it and what of it is in use (rows +
+//    the cache's usage).
 //  - Bad input (unknown table, sizes, non-finite values, empty or oversized
 //    batches, bad names) fails before anything changes. A corrupt stored
 //    row fails the call with DataLoss naming table and key; a push that
@@ -101,8 +105,24 @@ enum class Durability : int {
 absl::StatusOr<Durability> ParseDurability(absl::string_view name);
 
 struct StoreOptions {
-  // Bytes the memory tier may use for rows (values + state + header), across
-  // all tables. Default: 1 GiB
+  // Bytes the store's data may use in memory, across all tables: the memory
+  // tier's rows (values + state + header + slot metadata) and RocksDB's one
+  // block cache, which holds data blocks and to which the memtables
+  // (rocksdb::WriteBufferManager with cost_to_cache) and the SST files'
+  // index and filter blocks (kept by the table readers, about 0.75% of the
+  // table's bytes on disk) are charged.
+  // RocksDB gets R = rocksdb_block_cache_bytes, or when that is 0,
+  // min(clamp(budget / 8, 1 MiB, 256 MiB), budget / 2); memtables are
+  // flushed once together they reach max(R / 2, 256 KiB); rows get
+  // budget - R. A 64 MiB budget: 8 MiB for RocksDB (4 MiB of memtables),
+  // 56 MiB of rows; 1 GiB: 128 MiB (64 MiB), 896 MiB.
+  // Outside it (README.md, "Memory"): the key index (about 16 bytes per
+  // resident row), admission counters, per-request buffers (gRPC, batches in
+  // flight: about 2 x the request bytes per concurrent call), thread stacks,
+  // malloc's free lists and the code: a base of about 100 MiB for a
+  // ps-server. So is the OS page cache of the SST files, which RSS does not
+  // count unless rocksdb_mmap_reads maps it into the process.
+  // Default: 1 GiB
   uint64_t memory_budget_bytes = 1ull << 30;
   // Default: kClock
   EvictionPolicy eviction = EvictionPolicy::kClock;
@@ -118,8 +138,19 @@ struct StoreOptions {
   // on the request path. Off: eviction happens only on the request path,
   // when an insert would exceed the budget. Default: true
   bool background_eviction = true;
-  // Size of RocksDB's block cache. Default: 64 MiB
-  uint64_t rocksdb_block_cache_bytes = 64ull << 20;
+  // RocksDB's share of memory_budget_bytes: the capacity of its block cache,
+  // memtables included (see memory_budget_bytes). 0: derived from the
+  // budget. Set, it must be smaller than memory_budget_bytes (Open fails
+  // with InvalidArgument otherwise). Default: 0
+  uint64_t rocksdb_block_cache_bytes = 0;
+  // Read SST files through mmap (RocksDB's allow_mmap_reads) instead of
+  // pread into the block cache: misses cost no read syscall and no copy,
+  // but every SST page a read or a compaction touched stays mapped and
+  // counts in the process's RSS, outside memory_budget_bytes (clean page
+  // cache, which the kernel reclaims under pressure, yet an RSS that can
+  // reach the size of the table: 543 MiB of a 719 MiB peak at a 64 MiB
+  // budget in BENCHMARKS.md). Default: false
+  bool rocksdb_mmap_reads = false;
   // Create <path> if it does not exist. Default: true
   bool create_if_missing = true;
   // If set and <path>/db does not exist, the store starts from this

@@ -94,7 +94,8 @@ ABSL_FLAG(int64_t, malloc_keep_mb, 256,
           "it to the kernel (M_TRIM_THRESHOLD; blocks up to 32 MiB also "
           "come from the heap, M_MMAP_THRESHOLD); 0 = glibc's defaults.");
 ABSL_FLAG(int64_t, memory_budget_mb, 1024,
-          "Memory tier budget of the store, MiB.");
+          "Memory budget of the store, MiB: its rows, RocksDB's memtables "
+          "and block cache together (README.md, \"Memory\").");
 ABSL_FLAG(std::string, servers, "",
           "All servers of the cluster in rank order, host:port,...; empty = "
           "this server owns every key.");

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[3];
   psdb::StoreOptions options;
-  options.memory_budget_bytes = 1 << 20;
+  // 1 MiB of rows + RocksDB's 1 MiB.
+  options.memory_budget_bytes = 2 << 20;
   options.index_stripes = 4;
   options.rocksdb_block_cache_bytes = 1 << 20;
   auto store = psdb::Store::Open(options, argv[1]);

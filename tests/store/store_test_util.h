@@ -26,11 +26,12 @@ inline TableSpec MakeSpec(
   return s;
 }
 
+// `budget`: the memory tier's share (rows); RocksDB's 1 MiB comes on top.
 inline StoreOptions SmallOptions(uint64_t budget = 1 << 20) {
   StoreOptions o;
-  o.memory_budget_bytes = budget;
-  o.index_stripes = 8;
   o.rocksdb_block_cache_bytes = 1 << 20;
+  o.memory_budget_bytes = budget + o.rocksdb_block_cache_bytes;
+  o.index_stripes = 8;
   return o;
 }
 

@@ -3,16 +3,21 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/process_memory.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/server_systems.h"
@@ -50,6 +55,13 @@ flags:
   --min_seconds=S    each timed phase (a system's pulls, its pushes) runs
                      at least this long; 0: one pass (default 2)
   --seed=S           stream seed (default 1)
+  --psdb_memory_budget_mb=M  ps-server's --memory_budget_mb (default 0:
+                     twice the table + 256 MiB, everything resident)
+  --rss_base_mb=B    the fixed base of the peak-RSS target: ps-server's
+                     peak RSS (VmHWM) <= 1.5 x budget + B (default 100,
+                     README.md "Memory")
+  --systems=A,B,..   measure only these of psdb, redis, tcp_limit (ratios
+                     that need a skipped one are null) (default all)
   --ps_server=PATH   ps-server binary (default: next to ps-bench)
   --redis_server=P   redis-server binary (default: redis-server)
   --dir=PATH         scratch directory (default: fresh under $TMPDIR or /tmp)
@@ -71,14 +83,29 @@ struct Params {
   std::string redis_server = "redis-server";
   std::string dir;
   bool json = false;
+  uint64_t psdb_memory_budget_mb = 0;
+  uint64_t rss_base_mb = 100;
+  std::vector<std::string> systems = {"psdb", "redis", "tcp_limit"};
+  bool Runs(absl::string_view id) const {
+    return std::find(systems.begin(), systems.end(), id) != systems.end();
+  }
 };
+
+// ps-server's --memory_budget_mb for these parameters (as OpenPsdbSystem
+// derives it when psdb_memory_budget_mb is 0).
+uint64_t PsdbBudgetMb(const Params& p) {
+  if (p.psdb_memory_budget_mb != 0) return p.psdb_memory_budget_mb;
+  const uint64_t row_bytes = p.dim * 2 * sizeof(float) + 64;
+  return (p.rows * row_bytes * 2 >> 20) + 256;
+}
 
 ScenarioFlags Flags() {
   ScenarioFlags flags{
       "server",
       kUsage,
       {"rows", "dim", "batch_keys", "batches", "warmup_batches", "threads",
-       "alpha", "redis_chunk", "seed", "ps_server", "redis_server", "dir"}};
+       "alpha", "redis_chunk", "seed", "ps_server", "redis_server", "dir",
+       "psdb_memory_budget_mb", "rss_base_mb", "systems"}};
   flags.known.insert(flags.known.end(), std::begin(kRoundsFlags),
                      std::end(kRoundsFlags));
   return flags;
@@ -114,6 +141,21 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   p.redis_server = args.GetString("redis_server", p.redis_server);
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
+  PSDB_ASSIGN_OR_RETURN(p.psdb_memory_budget_mb,
+                        args.GetInt("psdb_memory_budget_mb", 0, 0, 1ll << 24));
+  PSDB_ASSIGN_OR_RETURN(p.rss_base_mb,
+                        args.GetInt("rss_base_mb", p.rss_base_mb, 0, 1 << 20));
+  if (args.Has("systems")) {
+    const std::vector<std::string> all = p.systems;
+    p.systems =
+        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
+    for (const std::string& id : p.systems) {
+      if (std::find(all.begin(), all.end(), id) == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--systems: unknown system '", id, "'"));
+      }
+    }
+  }
   return p;
 }
 
@@ -131,6 +173,9 @@ struct SystemResult {
   double load_s = 0;
   std::vector<Phase> pulls;
   std::vector<Phase> pushes;  // empty: pushes not measured
+  // Its server process's memory after the last round (VmHWM: the peak
+  // over the whole run, load included); nullopt: no server process.
+  std::optional<ProcessMemory> memory;
 
   static std::vector<double> Rates(const std::vector<Phase>& phases) {
     std::vector<double> rates;
@@ -149,6 +194,8 @@ struct SystemResult {
   double PushRate() const { return Median(Rates(pushes)); }
 };
 
+double Mib(uint64_t bytes) { return bytes / double(1 << 20); }
+
 void PrintReport(const Params& p, const MachineInfo& m,
                  const std::vector<SystemResult>& results,
                  const std::vector<Ratio>& ratios, std::ostream& out) {
@@ -159,15 +206,34 @@ void PrintReport(const Params& p, const MachineInfo& m,
       "parameters  rows=%d dim=%d batch_keys=%d batches=%d/thread/pass "
       "warmup=%d threads=%d alpha=%g redis_chunk=%d seed=%d (psdb push: "
       "Adagrad)\n"
-      "rounds      %d, systems alternating; each phase >= %g s\n\n",
+      "rounds      %d, systems alternating; each phase >= %g s\n"
+      "psdb        ps-server --memory_budget_mb=%d\n\n",
       p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.threads,
-      p.alpha, p.redis_chunk, p.seed, p.rounds.repeats, p.rounds.min_seconds);
-  out << absl::StrFormat("%-40s %9s %14s %14s   (median over rounds)\n",
-                         "system", "load s", "pull keys/s", "push keys/s");
+      p.alpha, p.redis_chunk, p.seed, p.rounds.repeats, p.rounds.min_seconds,
+      PsdbBudgetMb(p));
+  out << absl::StrFormat(
+      "%-40s %9s %14s %14s %10s   (median over rounds; peak RSS of the "
+      "server process)\n",
+      "system", "load s", "pull keys/s", "push keys/s", "peak RSS");
   for (const SystemResult& r : results) {
+    if (r.pulls.empty()) continue;  // not run (--systems)
     out << absl::StrFormat(
-        "%-40s %9.2f %14.0f %14s\n", r.label, r.load_s, r.PullRate(),
-        r.pushes.empty() ? "-" : absl::StrFormat("%.0f", r.PushRate()));
+        "%-40s %9.2f %14.0f %14s %10s\n", r.label, r.load_s, r.PullRate(),
+        r.pushes.empty() ? "-" : absl::StrFormat("%.0f", r.PushRate()),
+        r.memory.has_value()
+            ? absl::StrFormat("%.0f MiB", Mib(r.memory->peak_rss_bytes))
+            : "-");
+  }
+  for (const SystemResult& r : results) {
+    if (r.id != "psdb" || !r.memory.has_value()) continue;
+    const double bound = 1.5 * PsdbBudgetMb(p) + p.rss_base_mb;
+    out << absl::StrFormat(
+        "\npsdb memory  budget %d MiB; ps-server peak RSS %.0f MiB (target "
+        "<= 1.5 x budget + %d MiB = %.0f MiB); at the end RSS %.0f MiB = "
+        "anon %.0f + file %.0f, %d threads\n",
+        PsdbBudgetMb(p), Mib(r.memory->peak_rss_bytes), p.rss_base_mb, bound,
+        Mib(r.memory->rss_bytes), Mib(r.memory->rss_anon_bytes),
+        Mib(r.memory->rss_file_bytes), r.memory->threads);
   }
   out << "\n";
   PrintRatios(ratios, out);
@@ -214,10 +280,17 @@ void PrintJson(const Params& p, const MachineInfo& m,
   num(p.rounds.min_seconds);
   j += ",\"seed\":";
   num(p.seed);
+  j += ",\"psdb_memory_budget_mb\":";
+  num(PsdbBudgetMb(p));
+  j += ",\"rss_base_mb\":";
+  num(p.rss_base_mb);
   j += ",\"psdb_optimizer\":\"adagrad\"},\"systems\":{";
+  bool first = true;
   for (size_t i = 0; i < results.size(); ++i) {
     const SystemResult& r = results[i];
-    if (i > 0) j += ",";
+    if (r.pulls.empty()) continue;  // not run (--systems)
+    if (!first) j += ",";
+    first = false;
     str(r.id);
     j += ":{\"label\":";
     str(r.label);
@@ -240,6 +313,18 @@ void PrintJson(const Params& p, const MachineInfo& m,
       j += ",\"push_keys_per_s\":";
       num(r.PushRate());
       AppendRates("push_keys_per_s_rounds", r.pushes, &j);
+    }
+    if (r.memory.has_value()) {
+      j += ",\"server_peak_rss_bytes\":";
+      num(r.memory->peak_rss_bytes);
+      j += ",\"server_rss_bytes\":";
+      num(r.memory->rss_bytes);
+      j += ",\"server_rss_anon_bytes\":";
+      num(r.memory->rss_anon_bytes);
+      j += ",\"server_rss_file_bytes\":";
+      num(r.memory->rss_file_bytes);
+      j += ",\"server_threads\":";
+      num(r.memory->threads);
     }
     j += "}";
   }
@@ -265,6 +350,7 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
       .ps_server = p.ps_server,
       .redis_server = p.redis_server,
       .dir = dir,
+      .psdb_memory_budget_mb = p.psdb_memory_budget_mb,
   };
   const uint64_t per_thread = p.warmup_batches + p.batches;
   const std::vector<uint64_t> stream = ZipfKeyStream(
@@ -276,8 +362,15 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
         (t * per_thread + b) * p.batch_keys, p.batch_keys);
   };
 
+  // Skipped systems (--systems) stay null and get empty results.
   std::vector<std::unique_ptr<ServerSystem>> systems;
-  for (auto open : {&OpenPsdbSystem, &OpenRedisSystem, &OpenTcpLimitSystem}) {
+  for (auto [id, open] : {std::pair{"psdb", &OpenPsdbSystem},
+                          {"redis", &OpenRedisSystem},
+                          {"tcp_limit", &OpenTcpLimitSystem}}) {
+    if (!p.Runs(id)) {
+      systems.push_back(nullptr);
+      continue;
+    }
     PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ServerSystem> system, open(options));
     log << "ps-bench server: " << system->id() << " loaded in "
         << absl::StrFormat("%.2f", system->load_s()) << " s\n";
@@ -293,6 +386,10 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
 
   std::vector<SystemResult> results;
   for (const auto& s : systems) {
+    if (s == nullptr) {
+      results.emplace_back();
+      continue;
+    }
     results.push_back(
         {.id = s->id(), .label = s->label(), .load_s = s->load_s()});
   }
@@ -307,6 +404,7 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
   };
   for (int round = 0; round < p.rounds.repeats; ++round) {
     for (size_t i = 0; i < systems.size(); ++i) {
+      if (systems[i] == nullptr) continue;
       ServerSystem& s = *systems[i];
       SystemResult& r = results[i];
       PSDB_ASSIGN_OR_RETURN(const Phase pull,
@@ -329,6 +427,11 @@ absl::StatusOr<std::vector<SystemResult>> MeasureAll(const Params& p,
       log << line << "\n";
     }
   }
+  for (size_t i = 0; i < systems.size(); ++i) {
+    if (systems[i] == nullptr) continue;
+    absl::StatusOr<ProcessMemory> memory = systems[i]->ServerMemory();
+    if (memory.ok()) results[i].memory = *memory;
+  }
   return results;
 }
 
@@ -349,15 +452,28 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
       {.name = "psdb_vs_tcp_limit_pull", .target = Target::AtLeast(0.5)},
   };
   // Each round's ratio compares the systems' phases of that round, which
-  // ran seconds apart; the median over rounds is the figure.
+  // ran seconds apart; the median over rounds is the figure. NaN where a
+  // system was not run.
+  auto rate = [](const std::vector<Phase>& phases, int round) {
+    return round < static_cast<int>(phases.size()) ? phases[round].Rate() : NAN;
+  };
   for (int round = 0; round < p.rounds.repeats; ++round) {
-    ratios[0].rounds.push_back(psdb.pulls[round].Rate() /
-                               redis.pulls[round].Rate());
-    ratios[1].rounds.push_back(psdb.pushes[round].Rate() /
-                               redis.pushes[round].Rate());
-    ratios[2].rounds.push_back(psdb.pulls[round].Rate() /
-                               limit.pulls[round].Rate());
+    ratios[0].rounds.push_back(rate(psdb.pulls, round) /
+                               rate(redis.pulls, round));
+    ratios[1].rounds.push_back(rate(psdb.pushes, round) /
+                               rate(redis.pushes, round));
+    ratios[2].rounds.push_back(rate(psdb.pulls, round) /
+                               rate(limit.pulls, round));
   }
+  // ps-server's peak RSS over the bound README.md states for its budget
+  // (one value: the peak of the whole run).
+  ratios.push_back({.name = "psdb_peak_rss_vs_budget_bound",
+                    .target = Target::AtMost(1),
+                    .rounds = {psdb.memory.has_value()
+                                   ? Mib(psdb.memory->peak_rss_bytes) /
+                                         (1.5 * PsdbBudgetMb(p) + p.rss_base_mb)
+                                   : NAN},
+                    .note = "(peak RSS / (1.5 x budget + base))"});
   const MachineInfo machine = DescribeMachine();
   if (p.json) {
     PrintJson(p, machine, *results, ratios, out);

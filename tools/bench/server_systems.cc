@@ -31,6 +31,10 @@ absl::Status ServerSystem::Push(int, absl::Span<const uint64_t>) {
   return absl::UnimplementedError(absl::StrCat(id_, " does not push"));
 }
 
+absl::StatusOr<ProcessMemory> ServerSystem::ServerMemory() {
+  return absl::UnimplementedError(absl::StrCat(id_, " has no server process"));
+}
+
 TableSpec BenchTableSpec(const ServerSystemOptions& o) {
   TableSpec spec;
   spec.name = "emb";
@@ -82,7 +86,9 @@ class PsdbSystem : public ServerSystem {
 
   absl::Status Open(const ServerSystemOptions& o) {
     const uint64_t row_bytes = o.dim * 2 * sizeof(float) + 64;
-    const uint64_t budget_mb = (o.rows * row_bytes * 2 >> 20) + 256;
+    const uint64_t budget_mb = o.psdb_memory_budget_mb != 0
+                                   ? o.psdb_memory_budget_mb
+                                   : (o.rows * row_bytes * 2 >> 20) + 256;
     tools::ChildOptions server;
     server.binary = o.ps_server;
     server.args = {absl::StrCat("--data_dir=", o.dir, "/psdb"), "--port=0",
@@ -123,6 +129,9 @@ class PsdbSystem : public ServerSystem {
   absl::Status Push(int thread, absl::Span<const uint64_t> keys) override {
     return clients_[thread]->Push(
         "emb", keys, absl::MakeConstSpan(grads_).first(keys.size() * dim_), {});
+  }
+  absl::StatusOr<ProcessMemory> ServerMemory() override {
+    return ReadProcessMemory(server_->pid());
   }
 
  private:
@@ -317,6 +326,9 @@ class RedisSystem : public ServerSystem {
     return RedisBatch(conns_[thread].get(), true, keys, value_bytes_, chunk_,
                       reinterpret_cast<const char*>(rows_[thread].data()),
                       nullptr);
+  }
+  absl::StatusOr<ProcessMemory> ServerMemory() override {
+    return ReadProcessMemory(server_->pid());
   }
 
  private:

@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "store/parameter_client.h"
 #include "store/table_spec.h"
+#include "tools/bench/process_memory.h"
 
 namespace psdb::bench {
 
@@ -37,6 +38,9 @@ struct ServerSystemOptions {
   std::string ps_server;     // ps-server binary
   std::string redis_server;  // redis-server binary
   std::string dir;           // scratch directory (exists)
+  // ps-server's --memory_budget_mb; 0: twice the table's rows + 256 MiB
+  // (everything resident).
+  uint64_t psdb_memory_budget_mb = 0;
 };
 
 // The table every system holds: "emb", options.dim floats per row, rows
@@ -65,6 +69,9 @@ class ServerSystem {
   // Writes the rows of `keys`: psdb applies a gradient (Adagrad, on the
   // server), Redis overwrites the values.
   virtual absl::Status Push(int thread, absl::Span<const uint64_t> keys);
+  // The memory of the system's server process now (its VmHWM: its peak
+  // since it started); Unimplemented for a system without one.
+  virtual absl::StatusOr<ProcessMemory> ServerMemory();
 
  protected:
   ServerSystem(std::string id, std::string label)

@@ -1,5 +1,6 @@
 #include "tools/bench/store_bench.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -21,6 +22,7 @@
 #include "store/table_spec.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/process_memory.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/store_systems.h"
@@ -52,8 +54,15 @@ flags:
   --budget_fraction=F   tiered budget / table bytes (default 0.1)
   --touch_fraction=F    rows updated between the full and the incremental
                         checkpoint (default 0.01)
-  --psdb_block_cache_mb=M  psdb's own RocksDB block cache, outside its
-                        memory budget (default 4)
+  --psdb_block_cache_mb=M  psdb's RocksDB share of its memory budget
+                        (StoreOptions::rocksdb_block_cache_bytes; default 0:
+                        derived from the budget)
+  --psdb_mmap_reads=0|1 psdb reads SST files through mmap
+                        (StoreOptions::rocksdb_mmap_reads; default 0)
+  --rss_base_mb=B       the fixed base of the peak-RSS target: the process's
+                        peak RSS while psdb runs <= 1.5 x budget + B (default
+                        100, README.md "Memory"; it includes this benchmark's
+                        own key stream)
   --psdb_background_eviction=0|1  psdb's background evictor
                         (StoreOptions::background_eviction; default 1)
   --seed=S              stream, gradient and initializer seed (default 1)
@@ -75,8 +84,10 @@ struct Params {
   double budget_fraction = 0.1;
   double touch_fraction = 0.01;
   uint64_t seed = 1;
-  uint64_t psdb_block_cache_mb = 4;
+  uint64_t psdb_block_cache_mb = 0;
   bool psdb_background_eviction = true;
+  bool psdb_mmap_reads = false;
+  uint64_t rss_base_mb = 100;
   std::string dir;
   bool json = false;
   std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
@@ -91,7 +102,8 @@ ScenarioFlags Flags() {
           kUsage,
           {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
            "budget_fraction", "touch_fraction", "seed", "dir", "systems",
-           "psdb_block_cache_mb", "psdb_background_eviction"}};
+           "psdb_block_cache_mb", "psdb_background_eviction", "psdb_mmap_reads",
+           "rss_base_mb"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
@@ -117,7 +129,12 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
   PSDB_ASSIGN_OR_RETURN(
       p.psdb_block_cache_mb,
-      args.GetInt("psdb_block_cache_mb", p.psdb_block_cache_mb, 1, 1 << 20));
+      args.GetInt("psdb_block_cache_mb", p.psdb_block_cache_mb, 0, 1 << 20));
+  PSDB_ASSIGN_OR_RETURN(const int64_t mmap_reads,
+                        args.GetInt("psdb_mmap_reads", 0, 0, 1));
+  p.psdb_mmap_reads = mmap_reads == 1;
+  PSDB_ASSIGN_OR_RETURN(p.rss_base_mb,
+                        args.GetInt("rss_base_mb", p.rss_base_mb, 0, 1 << 20));
   PSDB_ASSIGN_OR_RETURN(const int64_t background,
                         args.GetInt("psdb_background_eviction", 1, 0, 1));
   p.psdb_background_eviction = background == 1;
@@ -163,6 +180,10 @@ struct SystemResult {
   double hit_rate = -1;    // psdb: memory-tier hits / lookups while measuring
   uint64_t evictions = 0;  // psdb: rows evicted while measuring
   uint64_t background_evictions = 0;  // psdb: of those, by the evictor
+  // psdb: this process's RSS when the system was opened, and its peak
+  // (VmHWM) from then until it closed; 0 if not measured.
+  uint64_t start_rss_bytes = 0;
+  uint64_t peak_rss_bytes = 0;
   // keys/s; a zero time (impossible in practice) counts as 1 ns.
   // NaN if the system was not run.
   double PullRate() const {
@@ -292,9 +313,19 @@ TableStats TableStatsOf(PsdbSystem& sys) {
   return TableStats{};
 }
 
+// Starts a peak-RSS measurement: what earlier systems freed goes back to the
+// OS first (malloc_trim), then VmHWM restarts from VmRSS. Returns VmRSS.
+absl::StatusOr<uint64_t> StartPeakRss() {
+  malloc_trim(0);
+  PSDB_RETURN_IF_ERROR(ResetPeakRss());
+  PSDB_ASSIGN_OR_RETURN(const ProcessMemory m, ReadProcessMemory());
+  return m.rss_bytes;
+}
+
 absl::Status RunPsdb(Runner& runner, const std::string& dir,
                      const TableSpec& spec, const StoreOptions& options,
                      SystemResult* r, CheckpointResult* ckpt) {
+  PSDB_ASSIGN_OR_RETURN(r->start_rss_bytes, StartPeakRss());
   PSDB_ASSIGN_OR_RETURN(auto sys, PsdbSystem::Open(dir + "/db", spec, options));
   PSDB_RETURN_IF_ERROR(runner.Load(*sys, r));
   PSDB_RETURN_IF_ERROR(sys->Settle(/*timeout_s=*/600));
@@ -308,6 +339,10 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   r->evictions = after.evictions - before.evictions;
   r->background_evictions =
       after.background_evictions - before.background_evictions;
+  {
+    PSDB_ASSIGN_OR_RETURN(const ProcessMemory m, ReadProcessMemory());
+    r->peak_rss_bytes = m.peak_rss_bytes;
+  }
   if (ckpt == nullptr) return absl::OkStatus();
 
   const std::string root = dir + "/checkpoints";
@@ -328,12 +363,17 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
 // per wall second), in the order of the ratios; NaN where it has none.
 using CpuRatios = std::vector<double>;
 
+// The peak-RSS target's bound for a psdb budget (README.md, "Memory").
+uint64_t RssBound(const Params& p, uint64_t budget) {
+  return static_cast<uint64_t>(1.5 * budget) + (p.rss_base_mb << 20);
+}
+
 std::string Gib(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", bytes / double(1ull << 30));
 }
 
 void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
-                 uint64_t table_bytes, uint64_t budget,
+                 uint64_t table_bytes, uint64_t budget, uint64_t mem_budget,
                  const std::vector<SystemResult>& systems,
                  const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
                  const CpuRatios& cpu, std::ostream& out) {
@@ -343,9 +383,11 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   out << absl::StrFormat(
       "parameters  rows=%d dim=%d optimizer=adagrad batch_keys=%d "
       "batches=%d warmup_batches=%d alpha=%g seed=%d "
-      "psdb_block_cache_mb=%d psdb_background_eviction=%d\n",
+      "psdb_block_cache_mb=%d psdb_background_eviction=%d "
+      "psdb_mmap_reads=%d\n",
       p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha, p.seed,
-      p.psdb_block_cache_mb, p.psdb_background_eviction ? 1 : 0);
+      p.psdb_block_cache_mb, p.psdb_background_eviction ? 1 : 0,
+      p.psdb_mmap_reads ? 1 : 0);
   out << absl::StrFormat(
       "table       %s (%d B/row: values + state + header + key); budget "
       "%.0f%% = %.1f MiB\n\n",
@@ -360,6 +402,16 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
         "%-34s %9.2f %14.0f %14.0f %16.0f %16.0f %9s\n", s.label, s.load_s,
         s.PullRate(), s.PushRate(), s.PullCpuRate(), s.PushCpuRate(),
         s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
+  }
+  for (const SystemResult& s : systems) {
+    if (s.peak_rss_bytes == 0) continue;
+    const uint64_t b = s.id == "psdb_tiered" ? budget : mem_budget;
+    out << absl::StrFormat(
+        "%-34s peak RSS %.0f MiB (%.0f MiB at open), budget %.0f MiB, "
+        "target <= 1.5 x budget + %d MiB = %.0f MiB\n",
+        s.label, s.peak_rss_bytes / double(1 << 20),
+        s.start_rss_bytes / double(1 << 20), b / double(1 << 20), p.rss_base_mb,
+        RssBound(p, b) / double(1 << 20));
   }
   if (ckpt.ran) {
     out << absl::StrFormat(
@@ -379,7 +431,7 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
 }
 
 void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
-               uint64_t table_bytes, uint64_t budget,
+               uint64_t table_bytes, uint64_t budget, uint64_t mem_budget,
                const std::vector<SystemResult>& systems,
                const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
                const CpuRatios& cpu, std::ostream& out) {
@@ -409,6 +461,12 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   num(p.psdb_block_cache_mb);
   j += ",\"psdb_background_eviction\":";
   j += p.psdb_background_eviction ? "true" : "false";
+  j += ",\"psdb_mmap_reads\":";
+  j += p.psdb_mmap_reads ? "true" : "false";
+  j += ",\"rss_base_mb\":";
+  num(p.rss_base_mb);
+  j += ",\"mem_budget_bytes\":";
+  num(mem_budget);
   j += ",\"row_bytes\":";
   num(row_bytes);
   j += ",\"table_bytes\":";
@@ -448,6 +506,12 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
       j += ",\"background_evictions\":";
       num(s.background_evictions);
     }
+    if (s.peak_rss_bytes > 0) {
+      j += ",\"start_rss_bytes\":";
+      num(s.start_rss_bytes);
+      j += ",\"peak_rss_bytes\":";
+      num(s.peak_rss_bytes);
+    }
     j += "}";
   }
   j += "},\"checkpoint\":{\"full_s\":";
@@ -466,8 +530,10 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   j += ",\"ratios_cpu\":{";
   bool first_cpu = true;
   for (size_t i = 0; i < ratios.size(); ++i) {
+    // Ratios that are not rates have no cpu-time value.
     if (std::isnan(cpu[i]) &&
-        ratios[i].name == "incremental_vs_full_checkpoint") {
+        (ratios[i].name == "incremental_vs_full_checkpoint" ||
+         ratios[i].name == "tiered_peak_rss_vs_budget_bound")) {
       continue;
     }
     if (!first_cpu) j += ",";
@@ -516,9 +582,11 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   std::vector<SystemResult> results(5);
   CheckpointResult ckpt;
 
-  // psdb's RocksDB block cache is kept small and outside the budget: the
-  // budget is what psdb's memory tier may use.
+  // psdb's budget covers its rows, memtables and block cache (0: RocksDB's
+  // share derived from the budget).
   const uint64_t kPsdbBlockCache = p.psdb_block_cache_mb << 20;
+  // Twice the raw row bytes: room for the store's index and slab overhead.
+  const uint64_t mem_budget = 2 * table_bytes + (64ull << 20);
   for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
                        {1, "psdb_tiered"},
                        {2, "rocksdb"},
@@ -530,9 +598,9 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     SystemResult& r = results[0];
     r.label = "psdb, budget = whole table";
     StoreOptions options;
-    // Twice the raw row bytes: room for the store's index and slab overhead.
-    options.memory_budget_bytes = 2 * table_bytes + (64ull << 20);
+    options.memory_budget_bytes = mem_budget;
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.rocksdb_mmap_reads = p.psdb_mmap_reads;
     options.background_eviction = p.psdb_background_eviction;
     const std::string sub = fresh(r.id);
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
@@ -544,6 +612,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     StoreOptions options;
     options.memory_budget_bytes = budget;
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.rocksdb_mmap_reads = p.psdb_mmap_reads;
     options.background_eviction = p.psdb_background_eviction;
     const std::string sub = fresh(r.id);
     PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
@@ -575,8 +644,9 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     SystemResult& r = results[4];
     r.label = "psdb, whole table, durability=wal";
     StoreOptions options;
-    options.memory_budget_bytes = 2 * table_bytes + (64ull << 20);
+    options.memory_budget_bytes = mem_budget;
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
+    options.rocksdb_mmap_reads = p.psdb_mmap_reads;
     options.background_eviction = p.psdb_background_eviction;
     options.durability = Durability::kWal;
     const std::string sub = fresh(r.id);
@@ -602,6 +672,10 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const double r5 = wal.PushRate() / mem.PushRate();
   const double c5 = wal.PushCpuRate() / mem.PushCpuRate();
   // One round: the store scenario measures each system once.
+  const double rss_ratio =
+      tiered.peak_rss_bytes == 0
+          ? NAN
+          : tiered.peak_rss_bytes / static_cast<double>(RssBound(p, budget));
   const std::vector<Ratio> ratios = {
       {.name = "mem_vs_limit_pull",
        .target = Target::AtLeast(0.5),
@@ -621,14 +695,18 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
       {.name = "wal_vs_checkpoint_push",
        .target = Target::AtLeast(0.5),
        .rounds = {r5}},
+      {.name = "tiered_peak_rss_vs_budget_bound",
+       .target = Target::AtMost(1),
+       .rounds = {rss_ratio},
+       .note = "(peak RSS / (1.5 x budget + base))"},
   };
-  const CpuRatios cpu = {c1, c2, c3, c4, NAN, c5};
+  const CpuRatios cpu = {c1, c2, c3, c4, NAN, c5, NAN};
   if (p.json) {
-    PrintJson(p, machine, row_bytes, table_bytes, budget, results, ckpt, ratios,
-              cpu, out);
+    PrintJson(p, machine, row_bytes, table_bytes, budget, mem_budget, results,
+              ckpt, ratios, cpu, out);
   } else {
-    PrintReport(p, machine, row_bytes, table_bytes, budget, results, ckpt,
-                ratios, cpu, out);
+    PrintReport(p, machine, row_bytes, table_bytes, budget, mem_budget, results,
+                ckpt, ratios, cpu, out);
   }
   if (mem.evictions > 0) {
     log << "ps-bench store: warning: psdb_mem evicted " << mem.evictions
