@@ -30,6 +30,9 @@ PACKAGES=(
   # through a real Prometheus server (tests/rpc/server/metrics_*_test.cc);
   # tests/deploy/check_deploy.py reads deploy/'s YAML.
   prometheus curl python3-yaml
+  # The libFuzzer targets (tests/fuzz/, run by `./dev.sh test`): clang and
+  # its fuzzer + sanitizer runtimes (libclang_rt.fuzzer-x86_64.a).
+  clang libclang-rt-14-dev
 )
 
 JOBS="${PSDB_JOBS:-2}"
@@ -79,6 +82,19 @@ case "$cmd" in
     export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
     export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/../../tests/lsan.supp:print_suppressions=0}"
     ctest --output-on-failure -j "$JOBS" --timeout 600 "$@"
+    cd ../..
+    # The libFuzzer targets (tests/fuzz/README.md): a clang build of their
+    # own (only what they link), each fuzzed PSDB_FUZZ_SECONDS (default 30;
+    # 0 skips) under ASan+UBSan; a crash fails the run and is kept under
+    # tests/fuzz/regressions/.
+    fuzz_seconds="${PSDB_FUZZ_SECONDS:-30}"
+    if [ "$fuzz_seconds" -gt 0 ]; then
+      cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DPSDB_FUZZ=ON \
+        -DPSDB_BUILD_TESTS=OFF -DPSDB_BUILD_BENCHMARKS=OFF
+      cmake --build build/fuzz -j "$JOBS" --target psdb_fuzz
+      tests/fuzz/run_all.sh build/fuzz "$fuzz_seconds"
+    fi
     ;;
   *) echo "usage: $0 run|test|deps|build" >&2; exit 2 ;;
 esac

@@ -127,6 +127,11 @@ absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size) {
     return absl::DataLossError(
         absl::StrCat("unknown row format version ", version));
   }
+  // Version 1 writes zeros here; anything else is not a row this build
+  // wrote (and would not re-encode to the same bytes).
+  if (p[0] != 0 || p[1] != 0 || p[2] != 0) {
+    return absl::DataLossError("row reserved bytes are not zero");
+  }
   p += 3;
   const uint32_t d = Get<uint32_t>(p);
   const uint32_t s = Get<uint32_t>(p);

@@ -8,8 +8,9 @@
 //   i64 last_update_step  u64 update_count  u64 frequency
 //   f32 values[dim]     f32 state[state_size]
 //   u32 checksum: low 32 bits of XXH3-64 over every preceding byte
-// A value whose length, version or checksum does not match decodes to
-// DataLoss; callers add the table and key to the message.
+// A value whose length, version, reserved bytes (must be 0) or checksum
+// does not match decodes to DataLoss; callers add the table and key to the
+// message.
 //
 // Thread-safety: pure functions.
 #ifndef PSDB_STORE_ROW_CODEC_H_
@@ -47,8 +48,8 @@ void EncodeRowTo(const RowHeader& header, absl::Span<const float> values,
                  absl::Span<const float> state, char* out);
 
 // Decodes a row whose dimension must be `dim` and state size `state_size`.
-// DataLoss on a length, version or checksum mismatch, or a dim/state_size
-// different from the expected ones.
+// DataLoss on a length, version, reserved-byte or checksum mismatch, or a
+// dim/state_size different from the expected ones.
 absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
                        RowHeader* header, absl::Span<float> values,
                        absl::Span<float> state);

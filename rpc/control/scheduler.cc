@@ -967,6 +967,9 @@ std::string SchedulerServer::metrics_address() const {
   return impl_->metrics != nullptr ? impl_->metrics->address() : "";
 }
 SchedulerBackend* SchedulerServer::backend() { return impl_->backend.get(); }
+std::shared_ptr<grpc::Channel> SchedulerServer::InProcessChannel() const {
+  return impl_->server->InProcessChannel(grpc::ChannelArguments());
+}
 
 void SchedulerServer::Shutdown() {
   if (impl_->shut_down) return;

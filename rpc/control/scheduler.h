@@ -77,6 +77,10 @@
 #include "rpc/wire/psdb.pb.h"
 #include "rpc/wire/tls.h"
 
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
 namespace psdb::rpc {
 
 struct SchedulerOptions {
@@ -373,6 +377,10 @@ class SchedulerServer {
   // host:port of the metrics endpoint; empty when off.
   std::string metrics_address() const;
   SchedulerBackend* backend();
+  // A channel to this scheduler within the process (gRPC's in-process
+  // transport: no socket, no credentials). For in-process callers such as
+  // the fuzz targets (tests/fuzz/). REQUIRES: before Shutdown.
+  std::shared_ptr<grpc::Channel> InProcessChannel() const;
 
   // Releases blocked calls with UNAVAILABLE, stops serving. Idempotent.
   void Shutdown();

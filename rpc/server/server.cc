@@ -737,6 +737,15 @@ std::string PsServer::metrics_address() const {
   return impl_->http != nullptr ? impl_->http->address() : "";
 }
 
+std::shared_ptr<grpc::Channel> PsServer::InProcessChannel() const {
+  grpc::ChannelArguments args;
+  const int max_bytes =
+      MaxMessageBytes(impl_->options.max_batch_keys, impl_->options.max_dim);
+  args.SetMaxReceiveMessageSize(max_bytes);
+  args.SetMaxSendMessageSize(max_bytes);
+  return impl_->server->InProcessChannel(args);
+}
+
 void PsServer::Shutdown(absl::Duration grace) {
   {
     absl::MutexLock lock(&impl_->mu);

@@ -62,6 +62,10 @@
 #include "shard/cluster_map.h"
 #include "store/store.h"
 
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
 namespace psdb::rpc {
 
 struct ServerOptions {
@@ -129,6 +133,11 @@ class PsServer {
   int metrics_port() const;
   // host:port of the metrics endpoint; empty when there is none.
   std::string metrics_address() const;
+  // A channel to this server within the process (gRPC's in-process
+  // transport: no socket, no credentials, the same service and limits).
+  // For in-process callers such as the fuzz targets (tests/fuzz/).
+  // REQUIRES: before Shutdown.
+  std::shared_ptr<grpc::Channel> InProcessChannel() const;
 
   // Stops accepting requests; requests already running finish (until
   // `grace` passes, after which they are cancelled), then the handler pool
