@@ -26,6 +26,7 @@
 #define PSDB_STORE_CHECKPOINT_RESTORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@
 #include "absl/strings/string_view.h"
 #include "shard/ring.h"
 #include "store/manifest.pb.h"
+
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
 
 namespace psdb::ckpt {
 
@@ -60,6 +65,9 @@ struct RingRestoreOptions {
   std::string db_path;
   // Rows per RocksDB write batch. REQUIRES: >= 1. Default: 65536
   size_t batch_rows = 65536;
+  // Every file is read and written through it (StoreOptions::file_system).
+  // Default: nullptr, the local file system
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 struct RingRestoreResult {
@@ -86,10 +94,12 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
 // database and restores nothing. Returns nullopt when there is nothing to
 // do here: the database exists, or the rings are the same (Store::Open
 // links the checkpoint's shard `server`, as before). A checkpoint without a
-// ring counts as the same ring only for a one-server ring.
+// ring counts as the same ring only for a one-server ring. Files go through
+// `file_system` (nullptr: the local file system).
 absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     absl::string_view restore_from, const Ring& ring, ServerId server,
-    absl::string_view store_path);
+    absl::string_view store_path,
+    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
 
 }  // namespace psdb::ckpt
 

@@ -1,10 +1,11 @@
 #include "store/store.h"
 
 #include <algorithm>
-#include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "store/store_impl.h"
@@ -14,7 +15,6 @@
 namespace psdb {
 namespace {
 
-namespace fs = std::filesystem;
 using internal::Table;
 
 using internal::kMetaClean;
@@ -66,7 +66,8 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
     : internal::BudgetArbiter(options.memory_budget_bytes,
                               EvictorReserve(options)),
       options_(options),
-      path_(std::move(path)) {}
+      path_(std::move(path)),
+      io_(internal::FileIoOver(options.file_system)) {}
 
 Store::Impl::~Impl() {
   StopEvictor();
@@ -93,24 +94,22 @@ absl::Status Store::Impl::Open() {
   if (options_.max_batch_keys == 0) {
     return absl::InvalidArgumentError("max_batch_keys must be > 0");
   }
-  std::error_code ec;
-  if (!fs::exists(path_, ec)) {
+  if (!io_->Exists(path_)) {
     if (!options_.create_if_missing) {
       return absl::NotFoundError(
           absl::StrCat("store directory ", path_, " does not exist"));
     }
-    fs::create_directories(path_, ec);
-    if (ec) {
+    if (absl::Status s = io_->CreateDirs(path_); !s.ok()) {
       return absl::InternalError(
-          absl::StrCat("cannot create ", path_, ": ", ec.message()));
+          absl::StrCat("cannot create ", path_, ": ", s.message()));
     }
-  } else if (!fs::is_directory(path_, ec)) {
+  } else if (!io_->IsDirectory(path_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
   }
   const std::string db_path = DbPath(path_);
   std::optional<v1::Manifest> restored;
-  if (!fs::exists(db_path + "/CURRENT", ec) && !options_.restore_from.empty()) {
+  if (!io_->Exists(db_path + "/CURRENT") && !options_.restore_from.empty()) {
     PSDB_ASSIGN_OR_RETURN(v1::Manifest m, RestoreInto(db_path));
     restored = std::move(m);
   }
@@ -213,7 +212,7 @@ absl::Status Store::Impl::Open() {
 }
 
 absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
-  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_));
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_, *io_));
   int shard_index = -1;
   for (int i = 0; i < manifest.shards_size(); ++i) {
     if (manifest.shards(i).shard_id() == shard_id) shard_index = i;
@@ -227,7 +226,7 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   const std::string rel =
       shard.dir().empty() ? ShardDirName(shard_id) : shard.dir();
   const std::string db_path =
-      fs::path(rel).is_absolute() ? rel : absl::StrCat(path_, "/", rel);
+      absl::StartsWith(rel, "/") ? rel : absl::StrCat(path_, "/", rel);
   read_only_ = true;
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_, internal::DiskTier::Open(db_path, options_, &cfs,
