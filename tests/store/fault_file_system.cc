@@ -322,6 +322,25 @@ void FaultFileSystem::WrapWritable(
                               std::move(*r));
 }
 
+void FaultFileSystem::MoveTrackedLocked(const std::string& from,
+                                        const std::string& to) {
+  // The file itself, or everything under a renamed directory.
+  std::vector<std::pair<std::string, std::shared_ptr<Tracked>>> moved;
+  for (auto it = files_.begin(); it != files_.end();) {
+    if (it->first == from) {
+      moved.emplace_back(to, std::move(it->second));
+    } else if (absl::StartsWith(it->first, from + "/")) {
+      moved.emplace_back(to + it->first.substr(from.size()),
+                         std::move(it->second));
+    } else {
+      ++it;
+      continue;
+    }
+    it = files_.erase(it);
+  }
+  for (auto& [path, t] : moved) files_[path] = std::move(t);
+}
+
 void FaultFileSystem::PowerCut() {
   absl::MutexLock lock(&mu_);
   rocksdb::IOOptions io;
@@ -339,12 +358,7 @@ void FaultFileSystem::PowerCut() {
                                  /*should_sync=*/true)
           .PermitUncheckedError();
     }
-    auto moved = files_.find(it->dst);
-    if (moved != files_.end()) {
-      std::shared_ptr<Tracked> t = std::move(moved->second);
-      files_.erase(moved);
-      files_[it->src] = std::move(t);
-    }
+    MoveTrackedLocked(it->dst, it->src);
   }
   // Drop what was written since each file's last sync.
   for (const auto& [path, t] : files_) {
@@ -514,7 +528,10 @@ rocksdb::IOStatus FaultFileSystem::RenameFile(const std::string& src,
   entry.dst = Normal(dst);
   bool durable = false;  // A replaced file too large to keep.
   uint64_t size = 0;
-  if (target_->GetFileSize(dst, o, &size, dbg).ok()) {
+  bool dst_is_dir = false;
+  if (target_->IsDirectory(dst, o, &dst_is_dir, dbg).ok() && dst_is_dir) {
+    durable = true;  // Over an (empty) directory: not undone.
+  } else if (target_->GetFileSize(dst, o, &size, dbg).ok()) {
     if (size <= kMaxReplacedBytes) {
       entry.replaced = true;
       s = rocksdb::ReadFileToString(target_.get(), dst,
@@ -527,14 +544,8 @@ rocksdb::IOStatus FaultFileSystem::RenameFile(const std::string& src,
   s = FileSystemWrapper::RenameFile(src, dst, o, dbg);
   if (!s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  auto moved = files_.find(entry.src);
-  if (moved != files_.end()) {
-    std::shared_ptr<Tracked> t = std::move(moved->second);
-    files_.erase(moved);
-    files_[entry.dst] = std::move(t);
-  } else {
-    files_.erase(entry.dst);
-  }
+  files_.erase(entry.dst);
+  MoveTrackedLocked(entry.src, entry.dst);
   if (!durable) pending_.push_back(std::move(entry));
   return s;
 }

@@ -29,8 +29,9 @@
 //     destination's directory is undone, newest first: the link is removed;
 //     the renamed file goes back to its old name and a file the rename
 //     replaced gets its old content back (kept in memory, so only for
-//     replaced files up to kMaxReplacedBytes; a larger replaced file is
-//     not restored: that rename is treated as durable).
+//     replaced files up to kMaxReplacedBytes; a larger replaced file or a
+//     replaced (empty) directory is not restored: that rename is treated
+//     as durable). Renaming a directory carries what is tracked under it.
 //   Not simulated: DeleteFile, DeleteDir and CreateDir are durable at once
 //   (a deletion is never undone, an empty created directory stays); data
 //   written by other means than an FSWritableFile obtained here (RandomRW
@@ -197,6 +198,10 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   void AfterWrite(Tracked& t, uint64_t n, WriteKind kind);
   void AfterSync(Tracked& t);
   void AfterDirectorySync(const std::string& dir);
+  // Re-keys the tracked file `from` (or every one under the directory
+  // `from`) to `to`.
+  void MoveTrackedLocked(const std::string& from, const std::string& to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -258,5 +258,30 @@ TEST_F(FaultFileSystemTest, FreezeFailsEveryMutationAfterTheFault) {
   EXPECT_EQ(OnDisk(dir_.Sub("h")), "h");
 }
 
+TEST_F(FaultFileSystemTest, RenamedDirectoriesCarryWhatIsTracked) {
+  // The synced case first: its directory fsync covers both renames.
+  for (const bool sync_dir : {true, false}) {
+    SCOPED_TRACE(sync_dir ? "directory synced" : "directory not synced");
+    const std::string d = dir_.Sub(sync_dir ? "d1" : "d0");
+    const std::string e = dir_.Sub(sync_dir ? "e1" : "e0");
+    ASSERT_TRUE(fs_->CreateDir(d, io_, nullptr).ok());
+    std::unique_ptr<rocksdb::FSWritableFile> f;
+    ASSERT_TRUE(
+        fs_->NewWritableFile(d + "/f", rocksdb::FileOptions(), &f, nullptr)
+            .ok());
+    ASSERT_TRUE(Append(f.get(), "ab").ok());
+    ASSERT_TRUE(f->Sync(io_, nullptr).ok());
+    ASSERT_TRUE(Append(f.get(), "cd").ok());
+    ASSERT_TRUE(f->Close(io_, nullptr).ok());
+    ASSERT_TRUE(fs_->RenameFile(d, e, io_, nullptr).ok());
+    if (sync_dir) ASSERT_TRUE(SyncDir().ok());
+  }
+  fs_->PowerCut();
+  EXPECT_EQ(OnDisk(dir_.Sub("d0/f")), "ab");  // Rename undone.
+  EXPECT_EQ(OnDisk(dir_.Sub("e0/f")), "<absent>");
+  EXPECT_EQ(OnDisk(dir_.Sub("d1/f")), "<absent>");
+  EXPECT_EQ(OnDisk(dir_.Sub("e1/f")), "ab");  // Durable, unsynced tail gone.
+}
+
 }  // namespace
 }  // namespace psdb::testing
