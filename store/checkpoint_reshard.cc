@@ -152,6 +152,7 @@ absl::StatusOr<ReshardResult> Reshard(const CheckpointReader& source,
     // An empty directory (checked above), or nothing.
     s = io->DeleteRecursively(options.out);
     if (s.ok()) s = io->Rename(tmp, options.out);
+    if (s.ok()) s = io->SyncDir(ParentDir(options.out));
     if (!s.ok()) {
       result = absl::InternalError(
           absl::StrCat("reshard: cannot rename: ", s.message()));

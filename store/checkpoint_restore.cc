@@ -130,7 +130,9 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
   PSDB_RETURN_IF_ERROR(io->DeleteRecursively(tmp));
   absl::StatusOr<RingRestoreResult> result = WriteDb(options, tmp);
   if (result.ok()) {
-    if (absl::Status s = io->Rename(tmp, options.db_path); !s.ok()) {
+    absl::Status s = io->Rename(tmp, options.db_path);
+    if (s.ok()) s = io->SyncDir(ParentDir(options.db_path));
+    if (!s.ok()) {
       result = absl::InternalError(
           absl::StrCat("restore: cannot rename: ", s.message()));
     }

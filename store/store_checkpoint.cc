@@ -2,7 +2,8 @@
 //
 // Crash safety, stage by stage (a SIGKILL at any point):
 //  1. leftover incomplete checkpoint directories are removed;
-//  2. <root>/<id>/ is created (no manifest: does not exist for readers);
+//  2. <root>/<id>/ is created and <root> fsynced (no manifest: does not
+//     exist for readers);
 //  3. dirty rows are flushed, TTL applied, memtables flushed and
 //     rocksdb::Checkpoint hard-links the SSTs into <id>/shard-<n>/;
 //  4. MANIFEST.json is written to a temp file, fsynced and renamed into
@@ -100,6 +101,7 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
     return s;
   }
   PSDB_RETURN_IF_ERROR(io_->Rename(tmp, db_path));
+  PSDB_RETURN_IF_ERROR(io_->SyncDir(ParentDir(db_path)));
   return m;
 }
 
@@ -180,6 +182,12 @@ absl::StatusOr<CheckpointInfo> Store::Impl::Checkpoint(
   const std::string id = CheckpointId(step, seq);
   const std::string dir = absl::StrCat(root, "/", id);
   PSDB_RETURN_IF_ERROR(io_->CreateDir(dir));
+  // The new directory's entry in root must be durable before the manifest
+  // inside it makes it a checkpoint: otherwise a power cut after Checkpoint
+  // returned could lose the whole directory (POSIX makes a new entry
+  // durable only by an fsync of its parent; the crash sweep in
+  // tests/store/checkpoint_crash_sweep_test.cc found this).
+  PSDB_RETURN_IF_ERROR(io_->SyncDir(root));
   RunCheckpointHook("dir_created");
 
   const std::string shard_rel = ShardDirName(options_.shard_id);

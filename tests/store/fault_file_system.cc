@@ -346,8 +346,16 @@ void FaultFileSystem::PowerCut() {
   rocksdb::IOOptions io;
   // Undo the entries no directory fsync made durable, newest first.
   for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
-    if (it->is_link) {
+    if (it->kind == PendingEntry::Kind::kLink) {
       target_->DeleteFile(it->dst, io, nullptr).PermitUncheckedError();
+      continue;
+    }
+    if (it->kind == PendingEntry::Kind::kMkdir) {
+      std::error_code ec;
+      std::filesystem::remove_all(it->dst, ec);
+      std::erase_if(files_, [&](const auto& f) {
+        return absl::StartsWith(f.first, it->dst + "/");
+      });
       continue;
     }
     if (target_->FileExists(it->dst, io, nullptr).ok()) {
@@ -498,7 +506,12 @@ rocksdb::IOStatus FaultFileSystem::CreateDir(const std::string& d,
                                              rocksdb::IODebugContext* dbg) {
   rocksdb::IOStatus s = CheckFrozen("mkdir", d);
   if (!s.ok()) return s;
-  return FileSystemWrapper::CreateDir(d, o, dbg);
+  s = FileSystemWrapper::CreateDir(d, o, dbg);
+  if (s.ok()) {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back({PendingEntry::Kind::kMkdir, "", Normal(d)});
+  }
+  return s;
 }
 
 rocksdb::IOStatus FaultFileSystem::CreateDirIfMissing(
@@ -506,7 +519,13 @@ rocksdb::IOStatus FaultFileSystem::CreateDirIfMissing(
     rocksdb::IODebugContext* dbg) {
   rocksdb::IOStatus s = CheckFrozen("mkdir", d);
   if (!s.ok()) return s;
-  return FileSystemWrapper::CreateDirIfMissing(d, o, dbg);
+  const bool existed = target_->FileExists(d, o, dbg).ok();
+  s = FileSystemWrapper::CreateDirIfMissing(d, o, dbg);
+  if (s.ok() && !existed) {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back({PendingEntry::Kind::kMkdir, "", Normal(d)});
+  }
+  return s;
 }
 
 rocksdb::IOStatus FaultFileSystem::DeleteDir(const std::string& d,
@@ -559,7 +578,7 @@ rocksdb::IOStatus FaultFileSystem::LinkFile(const std::string& src,
   s = FileSystemWrapper::LinkFile(src, dst, o, dbg);
   if (s.ok()) {
     absl::MutexLock lock(&mu_);
-    pending_.push_back({/*is_link=*/true, Normal(src), Normal(dst)});
+    pending_.push_back({PendingEntry::Kind::kLink, Normal(src), Normal(dst)});
   }
   return s;
 }

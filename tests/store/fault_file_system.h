@@ -25,15 +25,17 @@
 //     (ReopenWritableFile: back to the size it was reopened at, or its last
 //     sync). A file fsync also makes the file's directory entry durable
 //     (ext4 behaves so; POSIX asks for a directory fsync as well).
-//   * a RenameFile or LinkFile not followed by a successful Fsync of the
-//     destination's directory is undone, newest first: the link is removed;
+//   * a RenameFile, LinkFile or CreateDir(IfMissing) not followed by a
+//     successful Fsync of the destination's parent directory is undone,
+//     newest first: the link is removed; the new directory is removed with
+//     everything in it (its entry never reached the disk);
 //     the renamed file goes back to its old name and a file the rename
 //     replaced gets its old content back (kept in memory, so only for
 //     replaced files up to kMaxReplacedBytes; a larger replaced file or a
 //     replaced (empty) directory is not restored: that rename is treated
 //     as durable). Renaming a directory carries what is tracked under it.
-//   Not simulated: DeleteFile, DeleteDir and CreateDir are durable at once
-//   (a deletion is never undone, an empty created directory stays); data
+//   Not simulated: DeleteFile and DeleteDir are durable at once (a deletion
+//   is never undone); data
 //   written by other means than an FSWritableFile obtained here (RandomRW
 //   files, info LOG files, other processes) is never dropped; partial
 //   (torn) writes: an append is either all there or all dropped; the
@@ -167,9 +169,11 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
     uint64_t size = 0;     // Its length, as written through this.
     uint64_t synced = 0;   // Its length at the last successful sync.
   };
-  // A rename or link whose directory entry is not durable yet.
+  // A rename, link or new directory whose directory entry is not durable
+  // yet.
   struct PendingEntry {
-    bool is_link = false;
+    enum class Kind { kRename, kLink, kMkdir };
+    Kind kind = Kind::kRename;
     std::string src;
     std::string dst;
     bool replaced = false;         // The rename replaced an existing dst.

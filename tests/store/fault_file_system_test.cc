@@ -249,7 +249,7 @@ TEST_F(FaultFileSystemTest, FreezeFailsEveryMutationAfterTheFault) {
   EXPECT_EQ(OnDisk(dir_.Sub("x")), "x");
   EXPECT_EQ(OnDisk(dir_.Sub("y")), "<absent>");
   EXPECT_EQ(OnDisk(dir_.Sub("z")), "<absent>");
-  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("d")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("d")));  // Never made.
   // Back up: faults cleared.
   auto h = Create("h");
   ASSERT_TRUE(Append(h.get(), "h").ok());
@@ -265,6 +265,7 @@ TEST_F(FaultFileSystemTest, RenamedDirectoriesCarryWhatIsTracked) {
     const std::string d = dir_.Sub(sync_dir ? "d1" : "d0");
     const std::string e = dir_.Sub(sync_dir ? "e1" : "e0");
     ASSERT_TRUE(fs_->CreateDir(d, io_, nullptr).ok());
+    ASSERT_TRUE(SyncDir().ok());  // The new directory itself is durable.
     std::unique_ptr<rocksdb::FSWritableFile> f;
     ASSERT_TRUE(
         fs_->NewWritableFile(d + "/f", rocksdb::FileOptions(), &f, nullptr)
@@ -281,6 +282,20 @@ TEST_F(FaultFileSystemTest, RenamedDirectoriesCarryWhatIsTracked) {
   EXPECT_EQ(OnDisk(dir_.Sub("e0/f")), "<absent>");
   EXPECT_EQ(OnDisk(dir_.Sub("d1/f")), "<absent>");
   EXPECT_EQ(OnDisk(dir_.Sub("e1/f")), "ab");  // Durable, unsynced tail gone.
+}
+
+TEST_F(FaultFileSystemTest, PowerCutUndoesNewDirectoriesWithoutParentSync) {
+  ASSERT_TRUE(fs_->CreateDir(dir_.Sub("kept"), io_, nullptr).ok());
+  ASSERT_TRUE(SyncDir().ok());
+  ASSERT_TRUE(
+      fs_->CreateDirIfMissing(dir_.Sub("kept/lost"), io_, nullptr).ok());
+  auto f = Create("kept/lost/f");
+  ASSERT_TRUE(Append(f.get(), "data").ok());
+  ASSERT_TRUE(f->Sync(io_, nullptr).ok());   // Synced, but its directory's
+  ASSERT_TRUE(f->Close(io_, nullptr).ok());  // entry never was.
+  fs_->PowerCut();
+  EXPECT_TRUE(std::filesystem::is_directory(dir_.Sub("kept")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("kept/lost")));
 }
 
 }  // namespace
