@@ -128,15 +128,22 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
     n = fs->writes() + fs->syncs() - before;
   }
   ASSERT_GT(n, 0);
-  std::printf("checkpoint crash sweep: %lld cut points (writes + syncs)\n",
+  std::printf("checkpoint crash sweep: %lld writes + syncs counted\n",
               static_cast<long long>(n));
-  RecordProperty("cut_points", static_cast<int>(n));
+  RecordProperty("writes_and_syncs", static_cast<int>(n));
 
-  // 2. Cut the power at each of them, and (i = n + 1) just after the
-  // checkpoint returned.
+  // 2. Cut the power at each of them, and go on until a cut comes after the
+  // checkpoint returned: RocksDB's background threads may write a little
+  // more or less in one run than in another (n varied from 21 to 23 over
+  // runs), so every write and sync of every run is cut at least once.
+  const int64_t limit = 2 * n + 8;  // far more than any run was seen to do
   int new_made_it = 0, fired = 0;
-  for (int64_t i = 1; i <= n + 1; ++i) {
-    SCOPED_TRACE(absl::StrCat("power cut at write/sync ", i, " of ", n));
+  int64_t tried = 0;
+  bool returned = false;  // the last cut came after Checkpoint returned
+  for (int64_t i = 1; !returned && i <= limit; ++i) {
+    SCOPED_TRACE(
+        absl::StrCat("power cut at write/sync ", i, " (", n, " counted)"));
+    ++tried;
     const std::string trial = Copy(absl::StrCat("cut-", i));
     auto fs = std::make_shared<FaultFileSystem>();
     bool cut_during_checkpoint = false;
@@ -183,6 +190,7 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
     new_made_it += made_it;
     // A checkpoint that returned OK is durable.
     if (!cut_during_checkpoint) EXPECT_TRUE(made_it);
+    returned = !cut_during_checkpoint;
     {
       StoreOptions o = SweepOptions(fs);
       o.restore_from = trial + "/ckpts";
@@ -204,14 +212,17 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
     if (HasFatalFailure()) return;
   }
   std::printf(
-      "checkpoint crash sweep: %lld cuts, %d fired, the new checkpoint "
-      "survived %d of them\n",
-      static_cast<long long>(n), fired, new_made_it);
-  EXPECT_EQ(fired, n);
-  // A cut before the first write keeps the old checkpoint, one after the
+      "checkpoint crash sweep: %lld writes + syncs counted, %lld cut points "
+      "tried (%d during the checkpoint), the new checkpoint survived %d\n",
+      static_cast<long long>(n), static_cast<long long>(tried), fired,
+      new_made_it);
+  RecordProperty("cut_points_tried", static_cast<int>(tried));
+  EXPECT_TRUE(returned) << "no run finished within " << limit << " ops";
+  EXPECT_GE(fired, n - 2);
+  // A cut at the first write keeps the old checkpoint, one after the
   // checkpoint returned keeps the new one.
   EXPECT_GT(new_made_it, 0);
-  EXPECT_LT(new_made_it, n + 1);
+  EXPECT_LT(new_made_it, tried);
 }
 
 }  // namespace
