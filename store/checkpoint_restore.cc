@@ -44,9 +44,22 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
     }
     std::sort(ids.begin(), ids.end());
   }
-  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                        CheckpointReader::OpenShards(options.checkpoint_dir,
-                                                     ids, options.file_system));
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
+      CheckpointReader::OpenShards(options.checkpoint_dir, ids,
+                                   options.file_system);
+  if (!opened.ok()) return Annotate(opened.status(), "restore refused");
+  const std::unique_ptr<CheckpointReader> reader = *std::move(opened);
+  // "checkpoint <dir> shard <id>": what a refusal names.
+  const auto shard_name = [&](size_t shard) {
+    return absl::StrCat("checkpoint ", options.checkpoint_dir, " shard ",
+                        reader->shards()[shard].shard_id);
+  };
+  for (size_t s = 0; s < reader->shards().size(); ++s) {
+    PSDB_RETURN_IF_ERROR(
+        Annotate(CheckShardTables(manifest, reader->shards()[s].column_families,
+                                  shard_name(s)),
+                 "restore refused"));
+  }
 
   std::vector<TableSpec> specs;
   std::vector<int64_t> steps;
@@ -80,9 +93,10 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
     PSDB_RETURN_IF_ERROR(cursor->status());
     for (size_t s = 0; s < num_shards; ++s) {
       if (read[s] != table.shard_rows[s]) {
-        return absl::DataLossError(
-            absl::StrCat(reader->Where(s, table.spec.name), ": read ", read[s],
-                         " rows, the manifest says ", table.shard_rows[s]));
+        return absl::DataLossError(absl::StrCat(
+            "restore refused: ", shard_name(s), " table '", table.spec.name,
+            "': the manifest says ", table.shard_rows[s],
+            " rows, the files hold ", read[s]));
       }
     }
     manifest.mutable_tables(static_cast<int>(t))->set_rows(writer->rows(t));
@@ -130,14 +144,19 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
   PSDB_RETURN_IF_ERROR(io->DeleteRecursively(tmp));
   absl::StatusOr<RingRestoreResult> result = WriteDb(options, tmp);
   if (result.ok()) {
-    absl::Status s = io->Rename(tmp, options.db_path);
-    if (s.ok()) s = io->SyncDir(ParentDir(options.db_path));
-    if (!s.ok()) {
+    if (absl::Status s = io->Rename(tmp, options.db_path); !s.ok()) {
       result = absl::InternalError(
           absl::StrCat("restore: cannot rename: ", s.message()));
     }
   }
-  if (!result.ok()) (void)io->DeleteRecursively(tmp);
+  if (!result.ok()) {
+    (void)io->DeleteRecursively(tmp);
+    return result;
+  }
+  if (absl::Status s = io->SyncDir(ParentDir(options.db_path)); !s.ok()) {
+    (void)io->DeleteRecursively(options.db_path);
+    return s;
+  }
   return result;
 }
 
@@ -162,18 +181,30 @@ absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     same_ring = source == ring;
   }
   if (same_ring) return std::nullopt;
-  if (absl::Status s = io->CreateDirs(std::string(store_path)); !s.ok()) {
+  const std::string path(store_path);
+  const bool created = !io->Exists(path);
+  if (absl::Status s = io->CreateDirs(path); !s.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot create ", store_path, ": ", s.message()));
   }
+  // A restore that died before its rename left this; nothing uses it.
+  (void)io->DeleteRecursively(Store::RestoreTmpPath(store_path));
   RingRestoreOptions options;
   options.checkpoint_dir = dir;
   options.ring = ring;
   options.server = server;
   options.db_path = db_path;
   options.file_system = std::move(file_system);
-  PSDB_ASSIGN_OR_RETURN(RingRestoreResult result, RestoreForRing(options));
-  return result;
+  absl::StatusOr<RingRestoreResult> result = RestoreForRing(options);
+  if (!result.ok()) {
+    // Leave the data directory as it was: one created here goes.
+    if (created) {
+      absl::StatusOr<std::vector<std::string>> left = io->ListChildren(path);
+      if (left.ok() && left->empty()) (void)io->DeleteRecursively(path);
+    }
+    return result.status();
+  }
+  return *std::move(result);
 }
 
 }  // namespace psdb::ckpt

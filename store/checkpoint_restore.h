@@ -12,14 +12,19 @@
 // those shards and written, key and encoded value unchanged (values,
 // optimizer state and header), by ShardWriter (store/shard_writer.h) in
 // batches of batch_rows rows: memory is one batch plus RocksDB's buffers.
-// Every row read must decode with its table's dim and state size, and the
+// Nothing the manifest claims is trusted: each opened shard must hold
+// exactly the manifest's tables (CheckShardTables, store/manifest.h),
+// every row read must decode with its table's dim and state size (reads
+// verify block checksums; opening a shard opens every SST file), and the
 // rows read from each opened shard must match the manifest's count for it,
-// or the restore fails (DataLoss naming the shard and table).
+// or the restore fails (DataLoss "restore refused: checkpoint <dir> shard
+// <id> table '<t>': the manifest says <m> rows, the files hold <n>", or
+// naming the shard and table otherwise).
 //
 // Crash safety: the database is written under "<db_path>.restore-tmp"
-// (removed first if a previous run left it) and renamed to db_path only
-// when complete; on any error the temp directory is removed and db_path
-// does not exist.
+// (Store::RestoreTmpPath; removed first if a previous run left it) and
+// renamed to db_path only when complete, the rename fsynced; on any error
+// the temp directory is removed and db_path does not exist.
 //
 // Thread-safety: one call per db_path at a time.
 #ifndef PSDB_STORE_CHECKPOINT_RESTORE_H_
@@ -94,7 +99,10 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
 // database and restores nothing. Returns nullopt when there is nothing to
 // do here: the database exists, or the rings are the same (Store::Open
 // links the checkpoint's shard `server`, as before). A checkpoint without a
-// ring counts as the same ring only for a one-server ring. Files go through
+// ring counts as the same ring only for a one-server ring. On error
+// `store_path` is as before the call (removed if this call created it). A
+// caller whose Store::Open then fails removes Store::DbPath(store_path), so
+// the next start restores again (ps-server does). Files go through
 // `file_system` (nullptr: the local file system).
 absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     absl::string_view restore_from, const Ring& ring, ServerId server,

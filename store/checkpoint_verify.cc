@@ -6,8 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
+#include "store/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::ckpt {
@@ -75,6 +77,12 @@ absl::StatusOr<VerifyReport> Verify(const CheckpointReader& reader,
   for (size_t shard = 0; shard < reader.shards().size(); ++shard) {
     const absl::Status st = reader.VerifyChecksums(shard);
     if (!st.ok()) error(std::string(st.message()));
+    // The manifest's tables are exactly the shard's column families.
+    for (const std::string& m : ShardTableMismatches(
+             reader.manifest(), reader.shards()[shard].column_families)) {
+      error(absl::StrCat(reader.shards()[shard].path, ": ", m, " (",
+                         manifest_file, ")"));
+    }
   }
   std::vector<RowCheck*> checks = options.checks;
   absl::StatusOr<std::unique_ptr<RingOwnershipCheck>> ring =
@@ -95,6 +103,10 @@ absl::StatusOr<VerifyReport> Verify(const CheckpointReader& reader,
                          table.rows, " != sum of shard rows ", manifest_sum));
     }
     for (size_t shard = 0; shard < reader.shards().size(); ++shard) {
+      if (!absl::c_linear_search(reader.shards()[shard].column_families,
+                                 name)) {
+        continue;  // reported above: in the manifest, not in the shard
+      }
       absl::StatusOr<std::unique_ptr<rocksdb::Iterator>> it =
           reader.NewIterator(shard, name);
       if (!it.ok()) {

@@ -7,6 +7,10 @@
 //    (CheckpointReader::VerifyChecksums: a flipped byte anywhere);
 //  - every row's key and value decode (store/row_codec.h) with the table's
 //    dim and state size, and its values and state are finite;
+//  - every shard holds exactly the manifest's tables: a column family the
+//    manifest does not list, or a listed table without one, is an error
+//    naming the shard directory and the table (ShardTableMismatches,
+//    store/manifest.h);
 //  - row counts match the manifest (per shard and in total);
 //  - for a cluster checkpoint (the manifest records a ring), every key of
 //    shard s is owned by server s on that ring (RingOwnershipCheck);

@@ -1,6 +1,7 @@
 #include "store/manifest.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -231,6 +232,50 @@ absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
   if (m.format_version() == 0) m.set_format_version(kManifestFormatVersion);
   return io.WriteFileAtomically(
       absl::StrCat(checkpoint_dir, "/", kManifestFileName), ManifestToJson(m));
+}
+
+absl::Status SyncDir(absl::string_view dir) {
+  return LocalFileIo().SyncDir(std::string(dir));
+}
+
+std::vector<std::string> ShardTableMismatches(
+    const v1::Manifest& manifest,
+    const std::vector<std::string>& column_families) {
+  // RocksDB's kDefaultColumnFamilyName; this target links no RocksDB.
+  constexpr absl::string_view kMetadataFamily = "default";
+  std::set<std::string> listed;
+  for (const v1::TableManifest& t : manifest.tables()) {
+    listed.insert(t.spec().name());
+  }
+  std::set<std::string> held;
+  for (const std::string& cf : column_families) {
+    if (cf != kMetadataFamily) held.insert(cf);
+  }
+  std::vector<std::string> out;
+  for (const std::string& name : listed) {
+    if (!held.contains(name)) {
+      out.push_back(
+          absl::StrCat("table '", name,
+                       "' is in the manifest but not in the shard's files"));
+    }
+  }
+  for (const std::string& name : held) {
+    if (!listed.contains(name)) {
+      out.push_back(
+          absl::StrCat("table '", name,
+                       "' is in the shard's files but not in the manifest"));
+    }
+  }
+  return out;
+}
+
+absl::Status CheckShardTables(const v1::Manifest& manifest,
+                              const std::vector<std::string>& column_families,
+                              absl::string_view where) {
+  const std::vector<std::string> mismatches =
+      ShardTableMismatches(manifest, column_families);
+  if (mismatches.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(where, ": ", mismatches.front()));
 }
 
 std::string CheckpointId(int64_t step, uint64_t seq) {

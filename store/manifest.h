@@ -77,6 +77,26 @@ absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
                                  const v1::Manifest& manifest,
                                  const FileIo& io = LocalFileIo());
 
+// fsyncs the directory `dir`, so that a rename or unlink inside it is
+// durable. Internal error naming the directory.
+absl::Status SyncDir(absl::string_view dir);
+
+// The tables a checkpoint's manifest lists against those one of its shards
+// holds: `column_families` is the shard's RocksDB column family list (its
+// "default" family holds the store's metadata, not a table). One message
+// per table that is in one but not the other, in name order, the
+// manifest's first: "table 'x' is in the manifest but not in the shard's
+// files", "table 'x' is in the shard's files but not in the manifest".
+// Empty when both name exactly the same tables.
+std::vector<std::string> ShardTableMismatches(
+    const v1::Manifest& manifest,
+    const std::vector<std::string>& column_families);
+// OK when ShardTableMismatches is empty; otherwise DataLoss "<where>: " and
+// its first message (`where` names the checkpoint and shard).
+absl::Status CheckShardTables(const v1::Manifest& manifest,
+                              const std::vector<std::string>& column_families,
+                              absl::string_view where);
+
 // "ckpt-%012d-%06d" of (step, seq). REQUIRES: step >= 0.
 std::string CheckpointId(int64_t step, uint64_t seq);
 // Parses a checkpoint id; false if `name` is not one.

@@ -94,6 +94,7 @@ absl::Status Store::Impl::Open() {
   if (options_.max_batch_keys == 0) {
     return absl::InvalidArgumentError("max_batch_keys must be > 0");
   }
+  bool created = false;
   if (!io_->Exists(path_)) {
     if (!options_.create_if_missing) {
       return absl::NotFoundError(
@@ -103,16 +104,44 @@ absl::Status Store::Impl::Open() {
       return absl::InternalError(
           absl::StrCat("cannot create ", path_, ": ", s.message()));
     }
+    created = true;
   } else if (!io_->IsDirectory(path_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
   }
-  const std::string db_path = DbPath(path_);
-  std::optional<v1::Manifest> restored;
-  if (!io_->Exists(db_path + "/CURRENT") && !options_.restore_from.empty()) {
-    PSDB_ASSIGN_OR_RETURN(v1::Manifest m, RestoreInto(db_path));
-    restored = std::move(m);
+  // A restore that died before its rename left this; nothing uses it.
+  if (absl::Status s = io_->DeleteRecursively(RestoreTmpPath(path_)); !s.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "cannot remove ", RestoreTmpPath(path_), ": ", s.message()));
   }
+  const std::string db_path = DbPath(path_);
+  if (io_->Exists(db_path + "/CURRENT") || options_.restore_from.empty()) {
+    return OpenDb(std::nullopt);
+  }
+  // A restore: on failure, leave <path> as it was before the attempt.
+  const bool db_existed = io_->Exists(db_path);  // without CURRENT
+  absl::StatusOr<v1::Manifest> m = RestoreInto(db_path);
+  absl::Status s = m.ok() ? OpenDb(*std::move(m)) : m.status();
+  if (s.ok()) return s;
+  {
+    absl::MutexLock l(&tables_mu_);
+    tables_.clear();  // column-family handles before the DB
+  }
+  disk_.reset();
+  if (restore_placed_) {
+    (void)io_->DeleteRecursively(db_path);
+    if (db_existed) (void)io_->CreateDir(db_path);  // was empty
+    (void)io_->SyncDir(path_);
+  }
+  if (created) {  // only if empty
+    absl::StatusOr<std::vector<std::string>> left = io_->ListChildren(path_);
+    if (left.ok() && left->empty()) (void)io_->DeleteRecursively(path_);
+  }
+  return s;
+}
+
+absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored) {
+  const std::string db_path = DbPath(path_);
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_,
                         internal::DiskTier::Open(db_path, options_, &cfs));
@@ -478,6 +507,10 @@ Store::~Store() = default;
 
 std::string Store::DbPath(absl::string_view path) {
   return absl::StrCat(path, "/db");
+}
+
+std::string Store::RestoreTmpPath(absl::string_view path) {
+  return absl::StrCat(DbPath(path), ".restore-tmp");
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,

@@ -102,7 +102,14 @@ struct StoreOptions {
   // checkpoint directory (one containing MANIFEST.json, or a root whose
   // newest complete checkpoint is used): its files are hard-linked (copied
   // across filesystems) into <path>/db, the tables come back with their
-  // specs and steps, and the memory tier warms lazily. Default: ""
+  // specs and steps, and the memory tier warms lazily. The restore trusts
+  // nothing it can check: before the copy is put in place, its column
+  // families and table specs must be exactly the manifest's tables and
+  // every table's rows, counted by reading them, the manifest's count for
+  // the shard (so every SST file is opened and every data block read and
+  // checksummed). A mismatch or unreadable file fails Open with DataLoss
+  // naming the checkpoint, shard and table (and both counts), and leaves
+  // <path> as it was before the attempt (see Open). Default: ""
   std::string restore_from;
   // Shard id recorded in checkpoints (cluster servers set their rank).
   // Default: 0
@@ -121,6 +128,12 @@ class Store {
   // FailedPrecondition if another process holds the directory (RocksDB LOCK),
   // and with FailedPrecondition naming the version if the directory or
   // restore checkpoint has a newer format than this build understands.
+  // A restore (restore_from) is built in RestoreTmpPath(path), checked,
+  // renamed to DbPath(path) and the rename fsynced; when the restore or
+  // the open after it fails, <path> is left as before the attempt (the
+  // temporary, the new database and a <path> this call created are
+  // removed), so the next Open with a good checkpoint restores it. Open
+  // removes a RestoreTmpPath(path) that a crash left behind.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const StoreOptions& options, absl::string_view path);
 
@@ -128,6 +141,9 @@ class Store {
   // restore_from populates, and what a restore done before Open (a
   // cluster server's, store/checkpoint_restore.h) creates.
   static std::string DbPath(absl::string_view path);
+  // Where a restore builds DbPath(path) before renaming it into place:
+  // DbPath(path) + ".restore-tmp".
+  static std::string RestoreTmpPath(absl::string_view path);
 
   // Opens shard `shard_id` of the checkpoint `checkpoint_dir` (a directory
   // holding MANIFEST.json) read-only: a serving replica's store. RocksDB

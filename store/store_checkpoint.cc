@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "store/file_io.h"
 #include "store/manifest.h"
+#include "store/restore_check.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "store/store_testing.h"
@@ -77,31 +78,50 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
   PSDB_ASSIGN_OR_RETURN(std::string dir,
                         ResolveCheckpointDir(options_.restore_from, *io_));
   PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir, *io_));
-  std::string shard_rel = ShardDirName(options_.shard_id);
-  bool found = false;
-  for (const v1::ShardManifest& s : m.shards()) {
-    if (s.shard_id() == options_.shard_id) {
-      shard_rel = s.dir();
-      found = true;
-    }
+  int shard_index = -1;
+  for (int i = 0; i < m.shards_size(); ++i) {
+    if (m.shards(i).shard_id() == options_.shard_id) shard_index = i;
   }
-  if (!found && m.shards_size() == 1) shard_rel = m.shards(0).dir();
+  if (shard_index < 0 && m.shards_size() == 1) shard_index = 0;
+  if (shard_index < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint ", dir, " has no shard for shard id ",
+                     options_.shard_id, " (", m.shards_size(), " shards)"));
+  }
+  const v1::ShardManifest& shard = m.shards(shard_index);
+  const std::string shard_rel =
+      shard.dir().empty() ? ShardDirName(shard.shard_id()) : shard.dir();
   const std::string src = absl::StrCat(dir, "/", shard_rel);
   if (!io_->Exists(src + "/CURRENT")) {
     return absl::NotFoundError(
         absl::StrCat("checkpoint ", dir, " has no RocksDB shard ", shard_rel,
                      " for shard id ", options_.shard_id));
   }
-  // Build into a temp directory and rename, so a crash mid-restore leaves
-  // no half-populated <path>/db.
-  const std::string tmp = db_path + ".restore-tmp";
+  // Build and check into a temp directory, then rename: a crash or a
+  // refused checkpoint leaves no <path>/db (Open removes a leftover temp).
+  const std::string tmp = RestoreTmpPath(path_);
   PSDB_RETURN_IF_ERROR(io_->DeleteRecursively(tmp));
-  if (absl::Status s = LinkOrCopyDir(*io_, src, tmp); !s.ok()) {
+  std::vector<uint64_t> shard_rows;
+  absl::Status s = LinkOrCopyDir(*io_, src, tmp);
+  if (s.ok()) {
+    s = internal::CheckRestoredShard(tmp, m, shard_index, dir, options_,
+                                     &shard_rows);
+    if (!s.ok()) s = Annotate(s, "restore refused");
+  }
+  if (s.ok()) {
+    s = io_->Rename(tmp, db_path);
+    restore_placed_ = s.ok();
+  }
+  if (!s.ok()) {
     (void)io_->DeleteRecursively(tmp);
     return s;
   }
-  PSDB_RETURN_IF_ERROR(io_->Rename(tmp, db_path));
-  PSDB_RETURN_IF_ERROR(io_->SyncDir(ParentDir(db_path)));
+  PSDB_RETURN_IF_ERROR(io_->SyncDir(path_));
+  // This shard's verified counts: the store's rows, and what its own
+  // checkpoints will record (a cluster manifest's rows() is all shards').
+  for (int t = 0; t < m.tables_size(); ++t) {
+    m.mutable_tables(t)->set_rows(shard_rows[t]);
+  }
   return m;
 }
 

@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,7 +89,13 @@ class Store::Impl : public internal::BudgetArbiter {
   // Flush + TTL + rocksdb::Checkpoint into shard_dir.
   absl::StatusOr<ShardCheckpoint> CheckpointShardLocked(
       const std::string& shard_dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ckpt_mu_);
-  // Populates <path>/db from options_.restore_from; returns its manifest.
+  // Opens (or creates) the database at DbPath(path_); `restored`: the
+  // manifest of the checkpoint RestoreInto just put there.
+  absl::Status OpenDb(std::optional<v1::Manifest> restored);
+  // Populates <path>/db from options_.restore_from (built in
+  // RestoreTmpPath, checked by internal::CheckRestoredShard, renamed into
+  // place); returns its manifest with each table's rows set to the shard's
+  // count. On error <path>/db was not created and no temporary is left.
   absl::StatusOr<v1::Manifest> RestoreInto(const std::string& db_path);
   void RecordCheckpoint(absl::Duration d);
 
@@ -99,6 +106,9 @@ class Store::Impl : public internal::BudgetArbiter {
   std::unique_ptr<internal::DiskTier> disk_;
   bool opened_ = false;
   bool read_only_ = false;
+  // RestoreInto renamed its database into <path>/db (Open undoes it when
+  // the open fails after that).
+  bool restore_placed_ = false;
 
   mutable absl::Mutex tables_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -540,7 +541,15 @@ int main(int argc, char** argv) {
                  absl::StrJoin((*prepared)->source_shards, ",").c_str());
   }
   auto store = psdb::Store::Open(store_options, data_dir);
-  if (!store.ok()) return Fail(store.status());
+  if (!store.ok()) {
+    // A failed start leaves the data directory as before the attempt, so
+    // the next --restore_from restores again rather than finding a db.
+    if (prepared->has_value()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(psdb::Store::DbPath(data_dir), ignored);
+    }
+    return Fail(store.status());
+  }
 
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());

@@ -132,6 +132,11 @@ class EtcdScheduler final : public SchedulerBackend {
   bool leader() const;
 
  private:
+  // A registration, barrier or clock write loses its compare-and-set only
+  // when another scheduler wrote the same key in between; this many tries
+  // is far beyond any real contention.
+  static constexpr int kMaxCasAttempts = 64;
+
   struct MapRead {
     v1::ClusterMap map;
     int64_t revision = 0;  // the read's revision

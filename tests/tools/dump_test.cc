@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -301,6 +302,65 @@ TEST(DumpVerifyTest, ReportsRowCountsThatDisagreeWithTheManifest) {
   ASSERT_EQ(report.error_count, 1u);
   EXPECT_EQ(report.errors[0],
             ckpt + "/shard-0: table 'emb': 2 rows, manifest says 5");
+}
+
+// A manifest that omits a table the shards hold, or lists one they do not,
+// fails verify naming the table and both files, once per shard; the CLI
+// and the binary exit 1. (Before, an omitted table passed with exit 0.)
+TEST(DumpVerifyTest, ReportsTablesTheManifestOmitsOrInvents) {
+  ScratchDir dir;
+  TableSpec wide;
+  wide.name = "wide";
+  wide.dim = 1;
+  const std::vector<FixtureTable> tables = {
+      Table(AdagradSpec("emb", 2), {1, 2, 3}, 1), Table(wide, {7}, 1)};
+  const std::string bin = testing::BuiltBinary("tools/ps-dump");
+  struct Case {
+    std::string name;
+    std::function<void(v1::Manifest*)> edit;
+    std::string problem;
+    uint64_t rows;  // rows of the manifest's tables, all read and checked
+  };
+  const std::vector<Case> cases = {
+      {"omitted", [](v1::Manifest* m) { m->mutable_tables()->RemoveLast(); },
+       "table 'wide' is in the shard's files but not in the manifest", 3},
+      {"invented",
+       [](v1::Manifest* m) {
+         v1::TableManifest* t = m->add_tables();
+         *t = m->tables(1);
+         t->mutable_spec()->set_name("ghost");
+         t->set_shard_rows(0, 0);
+         t->set_shard_rows(1, 0);
+         t->set_rows(0);
+       },
+       "table 'ghost' is in the manifest but not in the shard's files", 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string ckpt = dir.Sub(c.name);
+    ASSERT_OK(testing::WriteCheckpoint(ckpt, tables, 2, 1));
+    ASSERT_OK_AND_ASSIGN(v1::Manifest m, ReadManifest(ckpt));
+    c.edit(&m);
+    ASSERT_OK(WriteManifestAtomic(ckpt, m));
+    ASSERT_OK_AND_ASSIGN(auto reader, CheckpointReader::Open(ckpt));
+    ASSERT_OK_AND_ASSIGN(VerifyReport report, Verify(*reader));
+    ASSERT_EQ(report.error_count, 2u);
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_EQ(report.errors[s],
+                absl::StrCat(ckpt, "/shard-", s, ": ", c.problem, " (", ckpt,
+                             "/MANIFEST.json)"));
+    }
+    EXPECT_EQ(report.rows, c.rows);
+
+    CliResult r = Cli({"verify", ckpt});
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("error: ", ckpt,
+                                              "/shard-1: ", c.problem)));
+    EXPECT_THAT(r.out, HasSubstr("FAILED: "));
+    EXPECT_EQ(
+        testing::RunShell(bin + " verify " + ckpt + " >/dev/null").exit_code,
+        1);
+  }
 }
 
 TEST(DumpShardsTest, ExportMergesShardsAndInfoShowsBalance) {

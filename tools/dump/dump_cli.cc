@@ -37,9 +37,10 @@ commands:
                                    PATH_state.npy, PATH_last_update_step.npy,
                                    PATH_update_count.npy, PATH_frequency.npy
   verify   every row decodes with its table's dim and state size, values are
-           finite, row counts match the manifest and (cluster checkpoints)
-           every key is on the shard the manifest's ring places it on;
-           exit 1 on any problem
+           finite, every shard holds exactly the manifest's tables, row
+           counts match the manifest and (cluster checkpoints) every key is
+           on the shard the manifest's ring places it on; exit 1 on any
+           problem
   reshard  rewrite the checkpoint (after verifying it) as a cluster
            checkpoint of M shards under the ring of M servers (ids 0..M-1,
            the source ring's vnodes and seed), rows and optimizer state

@@ -297,7 +297,9 @@ TEST_F(EtcdSchedulerTest, BarrierAndStepClockSpanSchedulersAndSurviveThem) {
   std::thread w0_step([&] {
     auto r = b->backend()->StepClock("w0", 4, 0, far);
     EXPECT_OK(r);
-    if (r.ok()) EXPECT_EQ(*r, 4);
+    if (r.ok()) {
+      EXPECT_EQ(*r, 4);
+    }
   });
   ASSERT_OK_AND_ASSIGN(slowest, c->backend()->StepClock("w1", 4, 0, far));
   EXPECT_EQ(slowest, 4);
