@@ -1,16 +1,17 @@
 #include "store/checkpoint_reader.h"
 
-#include <filesystem>
 #include <memory>
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "optim/optimizer.h"
 #include "rocksdb/metadata.h"
 #include "rocksdb/options.h"
 #include "store/disk_tier.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "util/status_macros.h"
@@ -28,20 +29,24 @@ struct CheckpointReader::OpenShard {
 };
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
-    absl::string_view path) {
-  return OpenImpl(path, nullptr);
+    absl::string_view path, std::shared_ptr<rocksdb::FileSystem> file_system) {
+  return OpenImpl(path, nullptr, std::move(file_system));
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenShards(
-    absl::string_view path, absl::Span<const int> shard_ids) {
-  return OpenImpl(path, &shard_ids);
+    absl::string_view path, absl::Span<const int> shard_ids,
+    std::shared_ptr<rocksdb::FileSystem> file_system) {
+  return OpenImpl(path, &shard_ids, std::move(file_system));
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenImpl(
-    absl::string_view path, const absl::Span<const int>* only) {
+    absl::string_view path, const absl::Span<const int>* only,
+    std::shared_ptr<rocksdb::FileSystem> file_system) {
   std::unique_ptr<CheckpointReader> r(new CheckpointReader());
-  PSDB_ASSIGN_OR_RETURN(r->dir_, ResolveCheckpointDir(path));
-  PSDB_ASSIGN_OR_RETURN(r->manifest_, ReadManifest(r->dir_));
+  const std::shared_ptr<const FileIo> io = internal::FileIoOver(file_system);
+  r->env_ = internal::EnvOver(file_system);
+  PSDB_ASSIGN_OR_RETURN(r->dir_, ResolveCheckpointDir(path, *io));
+  PSDB_ASSIGN_OR_RETURN(r->manifest_, ReadManifest(r->dir_, *io));
   const std::string manifest_file =
       absl::StrCat(r->dir_, "/", kManifestFileName);
 
@@ -97,12 +102,12 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenImpl(
     shard.server = s.server();
     const std::string rel =
         s.dir().empty() ? ShardDirName(s.shard_id()) : s.dir();
-    shard.path = std::filesystem::path(rel).is_absolute()
-                     ? rel
-                     : absl::StrCat(r->dir_, "/", rel);
+    shard.path =
+        absl::StartsWith(rel, "/") ? rel : absl::StrCat(r->dir_, "/", rel);
 
     rocksdb::DBOptions db_options;
     db_options.info_log = internal::NewDiscardLogger();  // writes nothing
+    if (r->env_ != nullptr) db_options.env = r->env_.get();
     rocksdb::Status st = rocksdb::DB::ListColumnFamilies(
         db_options, shard.path, &shard.column_families);
     if (!st.ok()) {

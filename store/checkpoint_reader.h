@@ -25,6 +25,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "store/manifest.pb.h"
 #include "store/row.h"
 #include "store/table_spec.h"
@@ -60,16 +62,19 @@ class CheckpointReader {
   // `path` is a checkpoint directory (containing MANIFEST.json) or a root
   // whose newest complete checkpoint is used. NotFound if there is none;
   // DataLoss/FailedPrecondition from the manifest; an error naming the shard
-  // directory if a shard's RocksDB cannot be opened.
+  // directory if a shard's RocksDB cannot be opened. Every file is read
+  // through `file_system` (nullptr: the local file system).
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(
-      absl::string_view path);
+      absl::string_view path,
+      std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
   // The same, opening only the shards whose shard_id is in `shard_ids`:
   // shards() lists only those (in manifest order) and each table's
   // shard_rows is indexed like it; the other shards' files are never
   // touched. What a restore onto a different ring reads
   // (store/checkpoint_restore.h). NotFound if an id is not in the manifest.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenShards(
-      absl::string_view path, absl::Span<const int> shard_ids);
+      absl::string_view path, absl::Span<const int> shard_ids,
+      std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
@@ -114,7 +119,8 @@ class CheckpointReader {
   CheckpointReader() = default;
   // only == nullptr: every shard.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenImpl(
-      absl::string_view path, const absl::Span<const int>* only);
+      absl::string_view path, const absl::Span<const int>* only,
+      std::shared_ptr<rocksdb::FileSystem> file_system);
   absl::StatusOr<rocksdb::ColumnFamilyHandle*> Family(
       size_t shard, absl::string_view table) const;
 
@@ -122,6 +128,8 @@ class CheckpointReader {
   v1::Manifest manifest_;
   std::vector<TableInfo> tables_;
   std::vector<ShardInfo> shards_;
+  // Over the file system passed to Open; outlives the shards' DBs.
+  std::unique_ptr<rocksdb::Env> env_;
   std::vector<std::unique_ptr<OpenShard>> open_;
 };
 

@@ -1,6 +1,5 @@
 #include "store/checkpoint_reshard.h"
 
-#include <filesystem>
 #include <memory>
 #include <utility>
 
@@ -8,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "store/checkpoint_verify.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
 #include "store/shard_writer.h"
@@ -16,7 +16,11 @@
 namespace psdb::ckpt {
 namespace {
 
-namespace fs = std::filesystem;
+bool IsEmptyDir(const FileIo& io, const std::string& path) {
+  if (!io.IsDirectory(path)) return false;
+  absl::StatusOr<std::vector<std::string>> children = io.ListChildren(path);
+  return children.ok() && children->empty();
+}
 
 // The ring of `servers` servers with ids 0..servers-1 (see the header).
 v1::RingManifest NewRing(const v1::Manifest& source, int servers) {
@@ -56,6 +60,7 @@ absl::StatusOr<ReshardResult> WriteShards(const CheckpointReader& source,
   }
   ShardWriterOptions writer_options;
   writer_options.batch_rows = options.batch_rows;
+  writer_options.file_system = options.file_system;
   std::vector<std::unique_ptr<ShardWriter>> writers;
   for (int r = 0; r < m; ++r) {
     // Ring index r is server id r: members() is sorted by id.
@@ -102,7 +107,8 @@ absl::StatusOr<ReshardResult> WriteShards(const CheckpointReader& source,
   }
   for (auto& w : writers) PSDB_RETURN_IF_ERROR(w->Finish(steps));
   writers.clear();
-  PSDB_RETURN_IF_ERROR(WriteManifestAtomic(tmp, manifest));
+  PSDB_RETURN_IF_ERROR(WriteManifestAtomic(
+      tmp, manifest, *internal::FileIoOver(options.file_system)));
   return result;
 }
 
@@ -120,10 +126,9 @@ absl::StatusOr<ReshardResult> Reshard(const CheckpointReader& source,
   if (options.out.empty()) {
     return absl::InvalidArgumentError("reshard: no output directory given");
   }
-  std::error_code ec;
-  const fs::path out(options.out);
-  if (fs::exists(out, ec) &&
-      (!fs::is_directory(out, ec) || !fs::is_empty(out, ec))) {
+  const std::shared_ptr<const FileIo> io =
+      internal::FileIoOver(options.file_system);
+  if (io->Exists(options.out) && !IsEmptyDir(*io, options.out)) {
     return absl::AlreadyExistsError(absl::StrCat(
         "reshard: ", options.out, " exists and is not an empty directory"));
   }
@@ -136,27 +141,24 @@ absl::StatusOr<ReshardResult> Reshard(const CheckpointReader& source,
   }
 
   const std::string tmp = absl::StrCat(options.out, ".reshard-tmp");
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) {
+  absl::Status s = io->DeleteRecursively(tmp);
+  if (s.ok()) s = io->CreateDirs(tmp);
+  if (!s.ok()) {
     return absl::InternalError(
-        absl::StrCat("reshard: cannot create ", tmp, ": ", ec.message()));
+        absl::StrCat("reshard: cannot create ", tmp, ": ", s.message()));
   }
   absl::StatusOr<ReshardResult> result = WriteShards(source, options, tmp);
   if (result.ok()) {
-    fs::remove(out, ec);  // an empty directory, or nothing
-    ec.clear();
-    fs::rename(tmp, out, ec);
-    if (ec) {
-      result = absl::InternalError(absl::StrCat("reshard: cannot rename ", tmp,
-                                                " to ", options.out, ": ",
-                                                ec.message()));
+    // An empty directory (checked above), or nothing.
+    s = io->DeleteRecursively(options.out);
+    if (s.ok()) s = io->Rename(tmp, options.out);
+    if (s.ok()) s = io->SyncDir(ParentDir(options.out));
+    if (!s.ok()) {
+      result = absl::InternalError(
+          absl::StrCat("reshard: cannot rename: ", s.message()));
     }
   }
-  if (!result.ok()) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-  }
+  if (!result.ok()) (void)io->DeleteRecursively(tmp);
   return result;
 }
 

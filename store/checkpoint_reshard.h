@@ -39,6 +39,7 @@
 #define PSDB_STORE_CHECKPOINT_RESHARD_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ struct ReshardOptions {
   // Rows per RocksDB write batch of each destination shard. REQUIRES: >= 1.
   // Default: 65536
   size_t batch_rows = 65536;
+  // The file system the new checkpoint is written through. Default:
+  // nullptr, the local file system
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 struct ReshardResult {

@@ -1,13 +1,13 @@
 #include "store/checkpoint_restore.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "store/checkpoint_reader.h"
 #include "store/checkpoint_verify.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/shard_writer.h"
 #include "store/store.h"
@@ -15,8 +15,6 @@
 
 namespace psdb::ckpt {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Vnode count of server `id` on `ring`, or 0 when it is not on it.
 uint32_t Vnodes(const Ring& ring, ServerId id) {
@@ -27,8 +25,10 @@ uint32_t Vnodes(const Ring& ring, ServerId id) {
 
 absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
                                           const std::string& tmp) {
-  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest,
-                        ReadManifest(options.checkpoint_dir));
+  PSDB_ASSIGN_OR_RETURN(
+      v1::Manifest manifest,
+      ReadManifest(options.checkpoint_dir,
+                   *internal::FileIoOver(options.file_system)));
   const std::string where =
       absl::StrCat(options.checkpoint_dir, "/", kManifestFileName);
   std::vector<int> ids;
@@ -45,7 +45,8 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
     std::sort(ids.begin(), ids.end());
   }
   absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
-      CheckpointReader::OpenShards(options.checkpoint_dir, ids);
+      CheckpointReader::OpenShards(options.checkpoint_dir, ids,
+                                   options.file_system);
   if (!opened.ok()) return Annotate(opened.status(), "restore refused");
   const std::unique_ptr<CheckpointReader> reader = *std::move(opened);
   // "checkpoint <dir> shard <id>": what a refusal names.
@@ -68,6 +69,7 @@ absl::StatusOr<RingRestoreResult> WriteDb(const RingRestoreOptions& options,
   }
   ShardWriterOptions writer_options;
   writer_options.batch_rows = options.batch_rows;
+  writer_options.file_system = options.file_system;
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ShardWriter> writer,
                         ShardWriter::Create(tmp, specs, writer_options));
 
@@ -132,31 +134,27 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
   if (options.batch_rows < 1) {
     return absl::InvalidArgumentError("restore: batch_rows must be >= 1");
   }
-  std::error_code ec;
-  if (options.db_path.empty() || fs::exists(options.db_path, ec)) {
+  const std::shared_ptr<const FileIo> io =
+      internal::FileIoOver(options.file_system);
+  if (options.db_path.empty() || io->Exists(options.db_path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "restore: database directory '", options.db_path, "' exists"));
   }
   const std::string tmp = absl::StrCat(options.db_path, ".restore-tmp");
-  fs::remove_all(tmp, ec);
+  PSDB_RETURN_IF_ERROR(io->DeleteRecursively(tmp));
   absl::StatusOr<RingRestoreResult> result = WriteDb(options, tmp);
   if (result.ok()) {
-    fs::rename(tmp, options.db_path, ec);
-    if (ec) {
-      result = absl::InternalError(absl::StrCat("restore: cannot rename ", tmp,
-                                                " to ", options.db_path, ": ",
-                                                ec.message()));
+    if (absl::Status s = io->Rename(tmp, options.db_path); !s.ok()) {
+      result = absl::InternalError(
+          absl::StrCat("restore: cannot rename: ", s.message()));
     }
   }
   if (!result.ok()) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    (void)io->DeleteRecursively(tmp);
     return result;
   }
-  const std::string parent = fs::path(options.db_path).parent_path().string();
-  if (absl::Status s = SyncDir(parent.empty() ? "." : parent); !s.ok()) {
-    std::error_code ignored;
-    fs::remove_all(options.db_path, ignored);
+  if (absl::Status s = io->SyncDir(ParentDir(options.db_path)); !s.ok()) {
+    (void)io->DeleteRecursively(options.db_path);
     return s;
   }
   return result;
@@ -164,15 +162,17 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
 
 absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     absl::string_view restore_from, const Ring& ring, ServerId server,
-    absl::string_view store_path) {
+    absl::string_view store_path,
+    std::shared_ptr<rocksdb::FileSystem> file_system) {
   const std::string db_path = Store::DbPath(store_path);
-  std::error_code ec;
+  const std::shared_ptr<const FileIo> io = internal::FileIoOver(file_system);
   if (restore_from.empty() || ring.empty() ||
-      std::filesystem::exists(db_path + "/CURRENT", ec)) {
+      io->Exists(db_path + "/CURRENT")) {
     return std::nullopt;
   }
-  PSDB_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(restore_from));
-  PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir));
+  PSDB_ASSIGN_OR_RETURN(std::string dir,
+                        ResolveCheckpointDir(restore_from, *io));
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir, *io));
   bool same_ring = ring.num_servers() == 1;  // one shard holds every key
   if (m.ring().server_ids_size() > 0) {
     PSDB_ASSIGN_OR_RETURN(
@@ -181,23 +181,27 @@ absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     same_ring = source == ring;
   }
   if (same_ring) return std::nullopt;
-  const bool created = !std::filesystem::exists(std::string(store_path), ec);
-  std::filesystem::create_directories(std::string(store_path), ec);
-  if (ec) {
+  const std::string path(store_path);
+  const bool created = !io->Exists(path);
+  if (absl::Status s = io->CreateDirs(path); !s.ok()) {
     return absl::InternalError(
-        absl::StrCat("cannot create ", store_path, ": ", ec.message()));
+        absl::StrCat("cannot create ", store_path, ": ", s.message()));
   }
   // A restore that died before its rename left this; nothing uses it.
-  std::filesystem::remove_all(Store::RestoreTmpPath(store_path), ec);
+  (void)io->DeleteRecursively(Store::RestoreTmpPath(store_path));
   RingRestoreOptions options;
   options.checkpoint_dir = dir;
   options.ring = ring;
   options.server = server;
   options.db_path = db_path;
+  options.file_system = std::move(file_system);
   absl::StatusOr<RingRestoreResult> result = RestoreForRing(options);
   if (!result.ok()) {
     // Leave the data directory as it was: one created here goes.
-    if (created) std::filesystem::remove(std::string(store_path), ec);
+    if (created) {
+      absl::StatusOr<std::vector<std::string>> left = io->ListChildren(path);
+      if (left.ok() && left->empty()) (void)io->DeleteRecursively(path);
+    }
     return result.status();
   }
   return *std::move(result);

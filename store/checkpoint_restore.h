@@ -31,6 +31,7 @@
 #define PSDB_STORE_CHECKPOINT_RESTORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@
 #include "absl/strings/string_view.h"
 #include "shard/ring.h"
 #include "store/manifest.pb.h"
+
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
 
 namespace psdb::ckpt {
 
@@ -65,6 +70,9 @@ struct RingRestoreOptions {
   std::string db_path;
   // Rows per RocksDB write batch. REQUIRES: >= 1. Default: 65536
   size_t batch_rows = 65536;
+  // Every file is read and written through it (StoreOptions::file_system).
+  // Default: nullptr, the local file system
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 struct RingRestoreResult {
@@ -94,10 +102,12 @@ absl::StatusOr<RingRestoreResult> RestoreForRing(
 // ring counts as the same ring only for a one-server ring. On error
 // `store_path` is as before the call (removed if this call created it). A
 // caller whose Store::Open then fails removes Store::DbPath(store_path), so
-// the next start restores again (ps-server does).
+// the next start restores again (ps-server does). Files go through
+// `file_system` (nullptr: the local file system).
 absl::StatusOr<std::optional<RingRestoreResult>> PrepareRestoreForRing(
     absl::string_view restore_from, const Ring& ring, ServerId server,
-    absl::string_view store_path);
+    absl::string_view store_path,
+    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr);
 
 }  // namespace psdb::ckpt
 

@@ -1,7 +1,6 @@
 #include "store/disk_tier.h"
 
 #include <cstdarg>
-#include <filesystem>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -13,6 +12,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_buffer_manager.h"
+#include "store/file_io_rocksdb.h"
 #include "store/memory_budget.h"
 
 namespace psdb::internal {
@@ -105,10 +105,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;
-  if (options.file_system != nullptr) {
-    t->env_ = rocksdb::NewCompositeEnv(options.file_system);
-    db_options.env = t->env_.get();
-  }
+  t->env_ = EnvOver(options.file_system);
+  if (t->env_ != nullptr) db_options.env = t->env_.get();
+  const std::shared_ptr<const FileIo> io = FileIoOver(options.file_system);
   db_options.write_buffer_manager = t->write_buffer_manager_;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -131,12 +130,12 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   }
 
   std::vector<std::string> names;
-  std::error_code ec;
-  if (read_only && !std::filesystem::exists(db_path + "/CURRENT", ec)) {
+  const bool has_current = io->Exists(db_path + "/CURRENT");
+  if (read_only && !has_current) {
     return absl::NotFoundError(
         absl::StrCat(db_path, " holds no RocksDB database (no CURRENT file)"));
   }
-  if (std::filesystem::exists(db_path + "/CURRENT", ec)) {
+  if (has_current) {
     rocksdb::Status s =
         rocksdb::DB::ListColumnFamilies(db_options, db_path, &names);
     if (!s.ok()) return FromRocks(s, absl::StrCat("list tables of ", db_path));

@@ -1,16 +1,7 @@
 #include "store/manifest.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,8 +11,6 @@
 
 namespace psdb {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr absl::string_view kCkptPrefix = "ckpt-";
 
@@ -50,41 +39,23 @@ absl::StatusOr<InitKind> ParseInitKind(absl::string_view s) {
       absl::StrCat("unknown initializer kind \"", s, "\""));
 }
 
-absl::Status ErrnoStatus(absl::string_view what, absl::string_view path) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd =
-      ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return ErrnoStatus("open", path);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("fsync", path);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<CheckpointRef>> ListDirs(absl::string_view root,
-                                                    bool complete) {
+                                                    bool complete,
+                                                    const FileIo& io) {
   std::vector<CheckpointRef> out;
-  const fs::path root_path{std::string(root)};
-  std::error_code ec;
-  if (!fs::exists(root_path, ec)) return out;
-  fs::directory_iterator it(root_path, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot list ", root, ": ", ec.message()));
-  }
-  for (const fs::directory_entry& e : it) {
-    if (!e.is_directory(ec)) continue;
+  const std::string root_path(root);
+  if (!io.Exists(root_path)) return out;
+  PSDB_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                        io.ListChildren(root_path));
+  for (std::string& name : names) {
     CheckpointRef ref;
-    ref.id = e.path().filename().string();
+    ref.id = std::move(name);
     if (!ParseCheckpointId(ref.id, &ref.step, &ref.seq)) continue;
+    ref.path = absl::StrCat(root_path, "/", ref.id);
+    if (!io.IsDirectory(ref.path)) continue;
     const bool has_manifest =
-        fs::exists(e.path() / kManifestFileName, ec) && !ec;
+        io.Exists(absl::StrCat(ref.path, "/", kManifestFileName));
     if (has_manifest != complete) continue;
-    ref.path = e.path().string();
     out.push_back(std::move(ref));
   }
   std::sort(out.begin(), out.end(),
@@ -240,59 +211,31 @@ absl::StatusOr<v1::Manifest> ManifestFromJson(absl::string_view json,
   return m;
 }
 
-absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir) {
+absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir,
+                                          const FileIo& io) {
   const std::string file = absl::StrCat(checkpoint_dir, "/", kManifestFileName);
-  std::error_code ec;
-  if (!fs::exists(file, ec)) {
+  if (!io.Exists(file)) {
     return absl::NotFoundError(absl::StrCat("no manifest: ", file));
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    return absl::DataLossError(absl::StrCat("cannot read ", file));
+  absl::StatusOr<std::string> json = io.ReadFile(file);
+  if (!json.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read ", file, ": ", json.status().message()));
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("cannot read ", file));
-  }
-  return ManifestFromJson(buf.str(), file);
+  return ManifestFromJson(*json, file);
 }
 
 absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
-                                 const v1::Manifest& manifest) {
+                                 const v1::Manifest& manifest,
+                                 const FileIo& io) {
   v1::Manifest m = manifest;
   if (m.format_version() == 0) m.set_format_version(kManifestFormatVersion);
-  const std::string json = ManifestToJson(m);
-  const std::string dir(checkpoint_dir);
-  const std::string tmp = absl::StrCat(dir, "/", kManifestFileName, ".tmp");
-  const std::string final_path = absl::StrCat(dir, "/", kManifestFileName);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return ErrnoStatus("create", tmp);
-  size_t off = 0;
-  while (off < json.size()) {
-    const ssize_t n = ::write(fd, json.data() + off, json.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status s = ErrnoStatus("write", tmp);
-      ::close(fd);
-      return s;
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status s = ErrnoStatus("fsync", tmp);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return ErrnoStatus("close", tmp);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    return ErrnoStatus("rename to", final_path);
-  }
-  return FsyncPath(dir, /*directory=*/true);
+  return io.WriteFileAtomically(
+      absl::StrCat(checkpoint_dir, "/", kManifestFileName), ManifestToJson(m));
 }
 
 absl::Status SyncDir(absl::string_view dir) {
-  return FsyncPath(std::string(dir), /*directory=*/true);
+  return LocalFileIo().SyncDir(std::string(dir));
 }
 
 std::vector<std::string> ShardTableMismatches(
@@ -365,17 +308,19 @@ std::string ShardDirName(int shard_id) {
 }
 
 absl::StatusOr<std::vector<CheckpointRef>> ListCheckpoints(
-    absl::string_view root) {
-  return ListDirs(root, /*complete=*/true);
+    absl::string_view root, const FileIo& io) {
+  return ListDirs(root, /*complete=*/true, io);
 }
 
 absl::StatusOr<std::vector<CheckpointRef>> ListIncompleteCheckpoints(
-    absl::string_view root) {
-  return ListDirs(root, /*complete=*/false);
+    absl::string_view root, const FileIo& io) {
+  return ListDirs(root, /*complete=*/false, io);
 }
 
-absl::StatusOr<CheckpointRef> LatestCheckpoint(absl::string_view root) {
-  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> all, ListCheckpoints(root));
+absl::StatusOr<CheckpointRef> LatestCheckpoint(absl::string_view root,
+                                               const FileIo& io) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> all,
+                        ListCheckpoints(root, io));
   if (all.empty()) {
     return absl::NotFoundError(
         absl::StrCat("no complete checkpoint under ", root));
@@ -383,22 +328,24 @@ absl::StatusOr<CheckpointRef> LatestCheckpoint(absl::string_view root) {
   return all.front();
 }
 
-absl::StatusOr<uint64_t> NextCheckpointSeq(absl::string_view root) {
-  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> done, ListCheckpoints(root));
+absl::StatusOr<uint64_t> NextCheckpointSeq(absl::string_view root,
+                                           const FileIo& io) {
+  PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> done,
+                        ListCheckpoints(root, io));
   PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> partial,
-                        ListIncompleteCheckpoints(root));
+                        ListIncompleteCheckpoints(root, io));
   uint64_t max_seq = 0;
   for (const auto& r : done) max_seq = std::max(max_seq, r.seq);
   for (const auto& r : partial) max_seq = std::max(max_seq, r.seq);
   return max_seq + 1;
 }
 
-absl::StatusOr<std::string> ResolveCheckpointDir(absl::string_view path) {
-  std::error_code ec;
-  if (fs::exists(absl::StrCat(path, "/", kManifestFileName), ec)) {
+absl::StatusOr<std::string> ResolveCheckpointDir(absl::string_view path,
+                                                 const FileIo& io) {
+  if (io.Exists(absl::StrCat(path, "/", kManifestFileName))) {
     return std::string(path);
   }
-  absl::StatusOr<CheckpointRef> latest = LatestCheckpoint(path);
+  absl::StatusOr<CheckpointRef> latest = LatestCheckpoint(path, io);
   if (!latest.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "no checkpoint at ", path, " (neither a ", kManifestFileName,

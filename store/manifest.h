@@ -13,6 +13,10 @@
 // written under a root (max seq of any directory there, complete or not, + 1),
 // so "newest" means "highest seq", whatever the steps.
 //
+// The functions that touch files do so through a FileIo (store/file_io.h):
+// the store passes the one over StoreOptions::file_system; the default is
+// the local file system.
+//
 // Thread-safety: pure functions over the filesystem; concurrent writers of
 // the same root must be serialized by the caller (the Store does).
 #ifndef PSDB_STORE_MANIFEST_H_
@@ -26,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "store/file_io.h"
 #include "store/manifest.pb.h"
 #include "store/table_spec.h"
 
@@ -60,7 +65,8 @@ absl::StatusOr<v1::Manifest> ManifestFromJson(absl::string_view json,
 // Reads <checkpoint_dir>/MANIFEST.json. NotFound if it does not exist;
 // DataLoss if unreadable or unparsable; FailedPrecondition if its
 // format_version is newer than this build supports. Messages name the file.
-absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir);
+absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir,
+                                          const FileIo& io = LocalFileIo());
 
 // Writes <checkpoint_dir>/MANIFEST.json atomically: writes
 // MANIFEST.json.tmp, fsyncs it, renames it over MANIFEST.json, fsyncs the
@@ -68,7 +74,8 @@ absl::StatusOr<v1::Manifest> ReadManifest(absl::string_view checkpoint_dir);
 // one. Sets nothing in `manifest`; the caller fills format_version (0 is
 // written as kManifestFormatVersion).
 absl::Status WriteManifestAtomic(absl::string_view checkpoint_dir,
-                                 const v1::Manifest& manifest);
+                                 const v1::Manifest& manifest,
+                                 const FileIo& io = LocalFileIo());
 
 // fsyncs the directory `dir`, so that a rename or unlink inside it is
 // durable. Internal error naming the directory.
@@ -107,20 +114,23 @@ struct CheckpointRef {
 // Complete checkpoints (those with MANIFEST.json) under `root`, newest
 // (highest seq) first. A missing root yields an empty list.
 absl::StatusOr<std::vector<CheckpointRef>> ListCheckpoints(
-    absl::string_view root);
+    absl::string_view root, const FileIo& io = LocalFileIo());
 // Directories under `root` named like checkpoints but without MANIFEST.json
 // (left by a crash mid-checkpoint), newest first.
 absl::StatusOr<std::vector<CheckpointRef>> ListIncompleteCheckpoints(
-    absl::string_view root);
+    absl::string_view root, const FileIo& io = LocalFileIo());
 // The newest complete checkpoint under `root`; NotFound if there is none.
-absl::StatusOr<CheckpointRef> LatestCheckpoint(absl::string_view root);
+absl::StatusOr<CheckpointRef> LatestCheckpoint(
+    absl::string_view root, const FileIo& io = LocalFileIo());
 // The seq the next checkpoint under `root` gets: 1 + the largest seq of any
 // checkpoint directory there (complete or not); 1 for an empty root.
-absl::StatusOr<uint64_t> NextCheckpointSeq(absl::string_view root);
+absl::StatusOr<uint64_t> NextCheckpointSeq(absl::string_view root,
+                                           const FileIo& io = LocalFileIo());
 
 // `path` itself if it contains MANIFEST.json, else the newest complete
 // checkpoint under it; NotFound naming `path` otherwise.
-absl::StatusOr<std::string> ResolveCheckpointDir(absl::string_view path);
+absl::StatusOr<std::string> ResolveCheckpointDir(
+    absl::string_view path, const FileIo& io = LocalFileIo());
 
 }  // namespace psdb
 

@@ -1,12 +1,12 @@
 #include "store/shard_writer.h"
 
-#include <filesystem>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/write_batch.h"
 #include "store/disk_tier.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/store_impl.h"
 #include "store/store_meta.h"
@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(
     }
   }
   const std::string path(dir);
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
+  if (internal::FileIoOver(options.file_system)->Exists(path)) {
     return absl::AlreadyExistsError(
         absl::StrCat("shard writer: ", path, " already exists"));
   }
@@ -46,8 +45,10 @@ absl::StatusOr<std::unique_ptr<ShardWriter>> ShardWriter::Create(
   w->batch_ = std::make_unique<Batch>();
   // The DiskTier the store itself opens: the same column family options.
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  StoreOptions store_options;
+  store_options.file_system = options.file_system;
   PSDB_ASSIGN_OR_RETURN(w->disk_,
-                        internal::DiskTier::Open(path, StoreOptions(), &cfs));
+                        internal::DiskTier::Open(path, store_options, &cfs));
   for (auto& [name, handle] : cfs) w->disk_->DestroyCf(handle);
   for (const TableSpec& spec : w->specs_) {
     absl::StatusOr<rocksdb::ColumnFamilyHandle*> cf =

@@ -28,6 +28,10 @@
 #include "absl/types/span.h"
 #include "store/table_spec.h"
 
+namespace rocksdb {
+class FileSystem;
+}  // namespace rocksdb
+
 namespace psdb {
 
 namespace internal {
@@ -38,6 +42,9 @@ struct ShardWriterOptions {
   // Rows buffered before one write to RocksDB. REQUIRES: >= 1.
   // Default: 65536
   size_t batch_rows = 65536;
+  // The file system the database is written through. Default: nullptr, the
+  // local file system
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 class ShardWriter {

@@ -1,10 +1,11 @@
 #include "store/store.h"
 
 #include <algorithm>
-#include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/memory_budget.h"
 #include "store/row_codec.h"
@@ -15,7 +16,6 @@
 namespace psdb {
 namespace {
 
-namespace fs = std::filesystem;
 using internal::Table;
 
 using internal::kMetaClean;
@@ -68,7 +68,8 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
     : internal::BudgetArbiter(internal::SplitMemoryBudget(options).row_bytes,
                               EvictorReserve(options)),
       options_(options),
-      path_(std::move(path)) {}
+      path_(std::move(path)),
+      io_(internal::FileIoOver(options.file_system)) {}
 
 Store::Impl::~Impl() {
   StopDeleter();  // before the flush: the rows it deletes are not kept
@@ -98,36 +99,33 @@ absl::Status Store::Impl::Open() {
     return absl::InvalidArgumentError("max_batch_keys must be > 0");
   }
   PSDB_RETURN_IF_ERROR(internal::ValidateMemoryBudget(options_));
-  std::error_code ec;
   bool created = false;
-  if (!fs::exists(path_, ec)) {
+  if (!io_->Exists(path_)) {
     if (!options_.create_if_missing) {
       return absl::NotFoundError(
           absl::StrCat("store directory ", path_, " does not exist"));
     }
-    fs::create_directories(path_, ec);
-    if (ec) {
+    if (absl::Status s = io_->CreateDirs(path_); !s.ok()) {
       return absl::InternalError(
-          absl::StrCat("cannot create ", path_, ": ", ec.message()));
+          absl::StrCat("cannot create ", path_, ": ", s.message()));
     }
     created = true;
-  } else if (!fs::is_directory(path_, ec)) {
+  } else if (!io_->IsDirectory(path_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
   }
   // A restore that died before its rename left this; nothing uses it.
-  fs::remove_all(RestoreTmpPath(path_), ec);
-  if (ec) {
+  if (absl::Status s = io_->DeleteRecursively(RestoreTmpPath(path_)); !s.ok()) {
     return absl::InternalError(absl::StrCat(
-        "cannot remove ", RestoreTmpPath(path_), ": ", ec.message()));
+        "cannot remove ", RestoreTmpPath(path_), ": ", s.message()));
   }
   const std::string db_path = DbPath(path_);
-  const bool had_db = fs::exists(db_path + "/CURRENT", ec);
+  const bool had_db = io_->Exists(db_path + "/CURRENT");
   if (had_db || options_.restore_from.empty()) {
     return OpenDb(std::nullopt, /*fresh=*/!had_db);
   }
   // A restore: on failure, leave <path> as it was before the attempt.
-  const bool db_existed = fs::exists(db_path, ec);  // without CURRENT
+  const bool db_existed = io_->Exists(db_path);  // without CURRENT
   absl::StatusOr<v1::Manifest> m = RestoreInto(db_path);
   absl::Status s = m.ok() ? OpenDb(*std::move(m), /*fresh=*/true) : m.status();
   if (s.ok()) return s;
@@ -136,13 +134,15 @@ absl::Status Store::Impl::Open() {
     tables_.clear();  // column-family handles before the DB
   }
   disk_.reset();
-  std::error_code ignored;
   if (restore_placed_) {
-    fs::remove_all(db_path, ignored);
-    if (db_existed) fs::create_directory(db_path, ignored);  // was empty
-    (void)SyncDir(path_);
+    (void)io_->DeleteRecursively(db_path);
+    if (db_existed) (void)io_->CreateDir(db_path);  // was empty
+    (void)io_->SyncDir(path_);
   }
-  if (created) fs::remove(path_, ignored);  // only if empty
+  if (created) {  // only if empty
+    absl::StatusOr<std::vector<std::string>> left = io_->ListChildren(path_);
+    if (left.ok() && left->empty()) (void)io_->DeleteRecursively(path_);
+  }
   return s;
 }
 
@@ -255,7 +255,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
 
 absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   PSDB_RETURN_IF_ERROR(internal::ValidateMemoryBudget(options_));
-  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_));
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_, *io_));
   int shard_index = -1;
   for (int i = 0; i < manifest.shards_size(); ++i) {
     if (manifest.shards(i).shard_id() == shard_id) shard_index = i;
@@ -269,7 +269,7 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   const std::string rel =
       shard.dir().empty() ? ShardDirName(shard_id) : shard.dir();
   const std::string db_path =
-      fs::path(rel).is_absolute() ? rel : absl::StrCat(path_, "/", rel);
+      absl::StartsWith(rel, "/") ? rel : absl::StrCat(path_, "/", rel);
   read_only_ = true;
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_, internal::DiskTier::Open(db_path, options_, &cfs,

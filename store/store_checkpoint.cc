@@ -2,7 +2,8 @@
 //
 // Crash safety, stage by stage (a SIGKILL at any point):
 //  1. leftover incomplete checkpoint directories are removed;
-//  2. <root>/<id>/ is created (no manifest: does not exist for readers);
+//  2. <root>/<id>/ is created and <root> fsynced (no manifest: does not
+//     exist for readers);
 //  3. dirty rows are flushed, TTL applied, memtables flushed and
 //     rocksdb::Checkpoint hard-links the SSTs into <id>/shard-<n>/;
 //  4. MANIFEST.json is written to a temp file, fsynced and renamed into
@@ -12,12 +13,10 @@
 //     a broken "complete" one), then removing the rest.
 // The live database is never modified by checkpointing except by ordinary
 // row writes, so it opens cleanly after a kill at any stage.
-#include <filesystem>
-#include <fstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "store/file_io.h"
 #include "store/manifest.h"
 #include "store/restore_check.h"
 #include "store/store.h"
@@ -42,48 +41,33 @@ void RunCheckpointHook(const char* stage) {
 
 namespace {
 
-namespace fs = std::filesystem;
 using internal::RunCheckpointHook;
 using internal::Table;
 
-absl::Status FsError(absl::string_view what, const fs::path& p,
-                     const std::error_code& ec) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", p.string(), ": ", ec.message()));
-}
-
 // Removes a checkpoint directory so that no reader ever sees it half
 // deleted with its manifest still present.
-absl::Status RemoveCheckpointDir(const std::string& dir) {
-  std::error_code ec;
-  const fs::path manifest = fs::path(dir) / kManifestFileName;
-  if (fs::exists(manifest, ec)) {
-    fs::remove(manifest, ec);
-    if (ec) return FsError("remove", manifest, ec);
-  }
-  fs::remove_all(dir, ec);
-  if (ec) return FsError("remove", dir, ec);
-  return absl::OkStatus();
+absl::Status RemoveCheckpointDir(const FileIo& io, const std::string& dir) {
+  PSDB_RETURN_IF_ERROR(
+      io.DeleteFile(absl::StrCat(dir, "/", kManifestFileName)));
+  return io.DeleteRecursively(dir);
 }
 
 // Hard-links SST files (immutable in RocksDB) and copies everything else
 // from `src` into the new directory `dst`.
-absl::Status LinkOrCopyDir(const fs::path& src, const fs::path& dst) {
-  std::error_code ec;
-  fs::create_directories(dst, ec);
-  if (ec) return FsError("create", dst, ec);
-  for (const fs::directory_entry& e : fs::directory_iterator(src, ec)) {
-    if (!e.is_regular_file()) continue;
-    const fs::path to = dst / e.path().filename();
-    if (e.path().extension() == ".sst") {
-      fs::create_hard_link(e.path(), to, ec);
-      if (!ec) continue;
-      ec.clear();  // different filesystem: copy instead
+absl::Status LinkOrCopyDir(const FileIo& io, const std::string& src,
+                           const std::string& dst) {
+  PSDB_RETURN_IF_ERROR(io.CreateDirs(dst));
+  PSDB_ASSIGN_OR_RETURN(std::vector<std::string> names, io.ListChildren(src));
+  for (const std::string& name : names) {
+    const std::string from = absl::StrCat(src, "/", name);
+    if (io.IsDirectory(from)) continue;
+    const std::string to = absl::StrCat(dst, "/", name);
+    if (absl::EndsWith(name, ".sst")) {
+      PSDB_RETURN_IF_ERROR(io.LinkOrCopyFile(from, to));
+    } else {
+      PSDB_RETURN_IF_ERROR(io.CopyFile(from, to));
     }
-    fs::copy_file(e.path(), to, fs::copy_options::overwrite_existing, ec);
-    if (ec) return FsError("copy", e.path(), ec);
   }
-  if (ec) return FsError("list", src, ec);
   return absl::OkStatus();
 }
 
@@ -92,8 +76,8 @@ absl::Status LinkOrCopyDir(const fs::path& src, const fs::path& dst) {
 absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
     const std::string& db_path) {
   PSDB_ASSIGN_OR_RETURN(std::string dir,
-                        ResolveCheckpointDir(options_.restore_from));
-  PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir));
+                        ResolveCheckpointDir(options_.restore_from, *io_));
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest m, ReadManifest(dir, *io_));
   int shard_index = -1;
   for (int i = 0; i < m.shards_size(); ++i) {
     if (m.shards(i).shard_id() == options_.shard_id) shard_index = i;
@@ -107,35 +91,32 @@ absl::StatusOr<v1::Manifest> Store::Impl::RestoreInto(
   const v1::ShardManifest& shard = m.shards(shard_index);
   const std::string shard_rel =
       shard.dir().empty() ? ShardDirName(shard.shard_id()) : shard.dir();
-  const fs::path src = fs::path(dir) / shard_rel;
-  std::error_code ec;
-  if (!fs::exists(src / "CURRENT", ec)) {
+  const std::string src = absl::StrCat(dir, "/", shard_rel);
+  if (!io_->Exists(src + "/CURRENT")) {
     return absl::NotFoundError(
         absl::StrCat("checkpoint ", dir, " has no RocksDB shard ", shard_rel,
                      " for shard id ", options_.shard_id));
   }
   // Build and check into a temp directory, then rename: a crash or a
   // refused checkpoint leaves no <path>/db (Open removes a leftover temp).
-  const fs::path tmp = RestoreTmpPath(path_);
-  fs::remove_all(tmp, ec);
+  const std::string tmp = RestoreTmpPath(path_);
+  PSDB_RETURN_IF_ERROR(io_->DeleteRecursively(tmp));
   std::vector<uint64_t> shard_rows;
-  absl::Status s = LinkOrCopyDir(src, tmp);
+  absl::Status s = LinkOrCopyDir(*io_, src, tmp);
   if (s.ok()) {
-    s = internal::CheckRestoredShard(tmp.string(), m, shard_index, dir,
-                                     options_, &shard_rows);
+    s = internal::CheckRestoredShard(tmp, m, shard_index, dir, options_,
+                                     &shard_rows);
     if (!s.ok()) s = Annotate(s, "restore refused");
   }
   if (s.ok()) {
-    fs::rename(tmp, db_path, ec);
-    if (ec) s = FsError("rename into", db_path, ec);
-    restore_placed_ = !ec;
+    s = io_->Rename(tmp, db_path);
+    restore_placed_ = s.ok();
   }
   if (!s.ok()) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    (void)io_->DeleteRecursively(tmp);
     return s;
   }
-  PSDB_RETURN_IF_ERROR(SyncDir(path_));
+  PSDB_RETURN_IF_ERROR(io_->SyncDir(path_));
   // This shard's verified counts: the store's rows, and what its own
   // checkpoints will record (a cluster manifest's rows() is all shards').
   for (int t = 0; t < m.tables_size(); ++t) {
@@ -178,14 +159,13 @@ absl::StatusOr<Store::ShardCheckpoint> Store::Impl::CheckpointShard(
     return absl::InvalidArgumentError("checkpoint shard directory is empty");
   }
   const std::string dir(shard_dir);
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
+  if (io_->Exists(dir)) {
     return absl::AlreadyExistsError(
         absl::StrCat("checkpoint shard directory ", dir, " already exists"));
   }
   const absl::Time start = absl::Now();
   absl::MutexLock l(&ckpt_mu_);
-  fs::create_directories(fs::path(dir).parent_path(), ec);
+  PSDB_RETURN_IF_ERROR(io_->CreateDirs(ParentDir(dir)));
   PSDB_ASSIGN_OR_RETURN(ShardCheckpoint out, CheckpointShardLocked(dir));
   RecordCheckpoint(absl::Now() - start);
   return out;
@@ -211,22 +191,25 @@ absl::StatusOr<CheckpointInfo> Store::Impl::Checkpoint(
   absl::MutexLock l(&ckpt_mu_);
   const absl::Time start = absl::Now();
   RunCheckpointHook("start");
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) return FsError("create", root, ec);
+  PSDB_RETURN_IF_ERROR(io_->CreateDirs(root));
   // seq first, so it stays above every directory ever created here.
-  PSDB_ASSIGN_OR_RETURN(uint64_t seq, NextCheckpointSeq(root));
+  PSDB_ASSIGN_OR_RETURN(uint64_t seq, NextCheckpointSeq(root, *io_));
   PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> partial,
-                        ListIncompleteCheckpoints(root));
+                        ListIncompleteCheckpoints(root, *io_));
   for (const CheckpointRef& r : partial) {
-    PSDB_RETURN_IF_ERROR(RemoveCheckpointDir(r.path));
+    PSDB_RETURN_IF_ERROR(RemoveCheckpointDir(*io_, r.path));
   }
   int64_t step = 0;
   for (const auto& t : Snapshot()) step = std::max(step, t->step());
   const std::string id = CheckpointId(step, seq);
   const std::string dir = absl::StrCat(root, "/", id);
-  fs::create_directory(dir, ec);
-  if (ec) return FsError("create", dir, ec);
+  PSDB_RETURN_IF_ERROR(io_->CreateDir(dir));
+  // The new directory's entry in root must be durable before the manifest
+  // inside it makes it a checkpoint: otherwise a power cut after Checkpoint
+  // returned could lose the whole directory (POSIX makes a new entry
+  // durable only by an fsync of its parent; the crash sweep in
+  // tests/store/checkpoint_crash_sweep_test.cc found this).
+  PSDB_RETURN_IF_ERROR(io_->SyncDir(root));
   RunCheckpointHook("dir_created");
 
   const std::string shard_rel = ShardDirName(options_.shard_id);
@@ -257,15 +240,15 @@ absl::StatusOr<CheckpointInfo> Store::Impl::Checkpoint(
   v1::ShardManifest* sm = m.add_shards();
   sm->set_shard_id(options_.shard_id);
   sm->set_dir(shard_rel);
-  PSDB_RETURN_IF_ERROR(WriteManifestAtomic(dir, m));
+  PSDB_RETURN_IF_ERROR(WriteManifestAtomic(dir, m, *io_));
   RunCheckpointHook("manifest_written");
 
   if (options.keep_last > 0) {
     PSDB_ASSIGN_OR_RETURN(std::vector<CheckpointRef> all,
-                          ListCheckpoints(root));
+                          ListCheckpoints(root, *io_));
     for (size_t i = static_cast<size_t>(options.keep_last); i < all.size();
          ++i) {
-      PSDB_RETURN_IF_ERROR(RemoveCheckpointDir(all[i].path));
+      PSDB_RETURN_IF_ERROR(RemoveCheckpointDir(*io_, all[i].path));
       RunCheckpointHook("pruned_one");
     }
   }

@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "store/disk_tier.h"
+#include "store/file_io.h"
 #include "store/manifest.h"
 #include "store/store.h"
 #include "store/table.h"
@@ -139,6 +140,8 @@ class Store::Impl : public internal::BudgetArbiter {
 
   const StoreOptions options_;
   const std::string path_;
+  // psdb's own file operations, over options_.file_system.
+  const std::shared_ptr<const FileIo> io_;
   std::unique_ptr<internal::DiskTier> disk_;
   // The write-ahead log's writer (Durability::kWal); outlives the tables.
   std::unique_ptr<internal::Wal> wal_;

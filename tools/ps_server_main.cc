@@ -559,9 +559,9 @@ int main(int argc, char** argv) {
   store_options.wal_sync = absl::GetFlag(FLAGS_wal_sync);
   // A checkpoint cut for another ring: this server's rows are gathered
   // from the source shards that can hold them before the store opens.
-  auto prepared = psdb::ckpt::PrepareRestoreForRing(store_options.restore_from,
-                                                    options.cluster.ring(),
-                                                    options.shard_id, data_dir);
+  auto prepared = psdb::ckpt::PrepareRestoreForRing(
+      store_options.restore_from, options.cluster.ring(), options.shard_id,
+      data_dir, store_options.file_system);
   if (!prepared.ok()) return Fail(prepared.status());
   if (prepared->has_value()) {
     std::fprintf(stderr,

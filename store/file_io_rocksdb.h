@@ -1,0 +1,34 @@
+// FileIoOver: psdb's file operations (store/file_io.h) over a
+// rocksdb::FileSystem — StoreOptions::file_system, the one RocksDB's own
+// files go through — and EnvOver, the rocksdb::Env built over the same file
+// system for what takes an Env (read-only opens, rocksdb::Checkpoint,
+// SstFileWriter). Internal to psdb_store and psdb_checkpoint.
+//
+// Thread-safety: the FileIo returned is safe to call from any thread (the
+// rocksdb::FileSystem contract); the caller serializes operations on the
+// same paths.
+#ifndef PSDB_STORE_FILE_IO_ROCKSDB_H_
+#define PSDB_STORE_FILE_IO_ROCKSDB_H_
+
+#include <memory>
+
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "store/file_io.h"
+
+namespace psdb::internal {
+
+// psdb's file operations over `fs`; nullptr means the local file system
+// (rocksdb::FileSystem::Default()). The FileIo keeps `fs` alive.
+std::shared_ptr<const FileIo> FileIoOver(
+    std::shared_ptr<rocksdb::FileSystem> fs);
+
+// An Env whose files go through `fs`, for DBOptions::env; nullptr when `fs`
+// is nullptr (RocksDB's default Env, over the local file system). The Env
+// must outlive every DB opened with it.
+std::unique_ptr<rocksdb::Env> EnvOver(
+    const std::shared_ptr<rocksdb::FileSystem>& fs);
+
+}  // namespace psdb::internal
+
+#endif  // PSDB_STORE_FILE_IO_ROCKSDB_H_
