@@ -9,13 +9,33 @@
 // durable state of a psdb store is its checkpoints, and checkpoints flush
 // memtables first. A process that dies between checkpoints loses the rows it
 // had not flushed, exactly as it loses its dirty in-memory rows. Metadata
-// writes (table create/drop, steps) go through the WAL with sync.
+// writes (table create/drop, steps) skip the WAL as well and are durable
+// when they return: each flushes the default column family to an SST (a
+// failed WAL append would stop RocksDB 7.8 until a reopen; see Open).
 //
+// A disk that refuses writes (store/store.h, "Disk full and I/O errors"):
+//  - Headroom: RoomFor() refuses an eviction write unless the file system
+//    keeps room for everything not yet in a file after it: RocksDB's
+//    memtables, the write, and the memory tier's rows (any of which a
+//    close may have to write). So a full disk is met before it holds the
+//    rows a clean shutdown needs, not after.
+//  - Errors: a memtable flush that fails (ENOSPC, EIO) is a RocksDB
+//    background error that stops every write. RocksDB's own recovery waits
+//    for write_buffer_size of free space, polls every 5 s and makes a manual
+//    DB::Resume() answer Busy meanwhile, so a listener turns it off and the
+//    DiskTier resumes itself: a write that fails while a background error
+//    is pending calls Resume() (at most once per kResumeInterval) and, if
+//    that flushed the memtables, writes again. Reads keep working throughout
+//    (the memtables stay in memory).
+//
+
 // Thread-safety: thread-safe (RocksDB is); column-family handles must not be
 // used after DestroyCf.
 #ifndef PSDB_STORE_DISK_TIER_H_
 #define PSDB_STORE_DISK_TIER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +43,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
@@ -40,6 +62,10 @@ std::shared_ptr<rocksdb::Logger> NewDiscardLogger();
 
 class DiskTier {
  public:
+  // Resume attempts are at least this far apart: each one rewrites the
+  // memtables, so a full disk is not hammered by every eviction.
+  static constexpr absl::Duration kResumeInterval = absl::Milliseconds(100);
+
   // Opens (creating if needed) the database at `db_path` with every column
   // family it has. `cfs` receives (name, handle) of each non-default family.
   // `read_only`: rocksdb::DB::OpenForReadOnly of an existing database (a
@@ -70,10 +96,23 @@ class DiskTier {
   absl::Status Get(rocksdb::ColumnFamilyHandle* cf, const rocksdb::Slice& key,
                    std::string* value, bool* found);
 
-  // Writes row data (no WAL).
+  // Writes row data (no WAL). While a background error stops writes, first
+  // tries to resume (at most once per kResumeInterval).
   absl::Status WriteRows(rocksdb::WriteBatch* batch);
 
-  // Metadata in the default column family (WAL + sync).
+  // OK if the file system of the database has room, after writing
+  // `write_bytes` more, for RocksDB's memtables and `keep_bytes` (the
+  // memory tier's rows a close may have to write) with a margin;
+  // ResourceExhausted naming the figures otherwise. OK when the file system
+  // cannot say how much is free.
+  absl::Status RoomFor(uint64_t write_bytes, uint64_t keep_bytes);
+  // Clears a background error (DB::Resume: flushes the memtables) if one
+  // is pending; OK if none is. `force`: ignore kResumeInterval.
+  absl::Status Resume(bool force);
+  // Bytes of all memtables (active and immutable, every column family).
+  uint64_t MemtableBytes();
+
+  // Metadata in the default column family, durable on return (flushed).
   absl::Status PutMeta(absl::string_view key, absl::string_view value);
   absl::Status DeleteMeta(absl::string_view key);
   // Several metadata puts in one synced write.
@@ -85,7 +124,8 @@ class DiskTier {
   std::vector<std::pair<std::string, std::string>> ScanMeta(
       absl::string_view prefix);
 
-  // Flushes the memtables of `cfs` and of the metadata column family.
+  // Flushes the memtables of `cfs` and of the metadata column family,
+  // resuming first if a background error is pending.
   absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
@@ -96,8 +136,20 @@ class DiskTier {
                        const std::string& property);
 
  private:
+  class ErrorListener;
   DiskTier() = default;
+  // Flushes the default column family (metadata).
+  absl::Status FlushMeta();
+  // Whether RocksDB reported a background error not yet cleared.
+  bool bg_error() const { return bg_error_->load(std::memory_order_acquire); }
+
   std::string path_;
+  rocksdb::FileSystem* fs_ = nullptr;
+  // Set by the listener, cleared by a successful Resume().
+  std::shared_ptr<std::atomic<bool>> bg_error_ =
+      std::make_shared<std::atomic<bool>>(false);
+  absl::Mutex resume_mu_;
+  absl::Time last_resume_ ABSL_GUARDED_BY(resume_mu_) = absl::InfinitePast();
   // Built over StoreOptions::file_system; outlives db_ (declared first).
   std::unique_ptr<rocksdb::Env> env_;
   rocksdb::WriteOptions row_write_;

@@ -38,6 +38,9 @@ uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
   return n;
 }
 
+// Flush attempts of a Close before it gives up (see Impl::Close).
+constexpr int kCloseFlushAttempts = 4;
+
 // Rows the background evictor evicts per Table::Evict call: large enough
 // to amortize a WriteBatch, small enough that a request-path eviction
 // waiting on the same table is not held up long.
@@ -68,18 +71,50 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
       options_(options),
       path_(std::move(path)) {}
 
-Store::Impl::~Impl() {
+Store::Impl::~Impl() { (void)Close(); }
+
+absl::Status Store::Impl::Close() {
+  absl::MutexLock cl(&close_mu_);
+  if (closed_.has_value()) return *closed_;
+  closing_.store(true, std::memory_order_release);
   StopEvictor();
+  absl::Status status;
   if (opened_ && !read_only_) {
-    // Close = Flush: dirty rows, steps and row counts reach RocksDB.
-    (void)Flush();
-    (void)PersistMeta(/*clean=*/true);
+    // Close = Flush: dirty rows, memtables, steps and row counts reach
+    // files. A failed flush is tried again a few times: a compaction that
+    // ran out of space frees its output when it fails, and Flush resumes
+    // RocksDB after a background error.
+    for (int attempt = 0; attempt < kCloseFlushAttempts; ++attempt) {
+      if (attempt > 0) absl::SleepFor(absl::Milliseconds(100) * attempt);
+      status = FlushAll();
+      if (status.ok()) break;
+      // The ballast's space is for exactly this flush.
+      if (reserve_ != nullptr && !reserve_->released()) {
+        (void)reserve_->Release();
+      }
+    }
+    if (status.ok()) status = PersistMeta(/*clean=*/true);
+    if (!status.ok()) {
+      uint64_t dirty = 0;
+      for (const auto& t : Snapshot()) dirty += t->DirtyRows();
+      status = absl::Status(
+          status.code(),
+          absl::StrCat(
+              "close of store ", path_, " could not flush: ", dirty,
+              " dirty rows of the memory tier and ", disk_->MemtableBytes(),
+              " bytes of RocksDB memtables are not in files and are lost; "
+              "the data directory opens as after a crash, with the last "
+              "checkpoint's rows and those flushed since (",
+              status.message(), ")"));
+    }
   }
   {
     absl::MutexLock l(&tables_mu_);
     tables_.clear();  // destroys column-family handles before the DB
   }
   disk_.reset();
+  closed_ = status;
+  return status;
 }
 
 absl::Status Store::Impl::Open() {
@@ -107,6 +142,13 @@ absl::Status Store::Impl::Open() {
   } else if (!fs::is_directory(path_, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("store path ", path_, " is not a directory"));
+  }
+  if (options_.disk_reserve_bytes > 0) {
+    PSDB_ASSIGN_OR_RETURN(reserve_, internal::DiskReserve::Create(
+                                        options_.file_system != nullptr
+                                            ? options_.file_system
+                                            : rocksdb::FileSystem::Default(),
+                                        path_, options_.disk_reserve_bytes));
   }
   const std::string db_path = DbPath(path_);
   std::optional<v1::Manifest> restored;
@@ -272,6 +314,10 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
 }
 
 absl::Status Store::Impl::CheckWritable(absl::string_view what) const {
+  if (closing_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " refused: store ", path_, " is closed"));
+  }
   if (!read_only_) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(what,
@@ -313,10 +359,13 @@ void Store::Impl::EvictorLoop() {
       const size_t rows = std::min<uint64_t>(
           kEvictorChunkRows, (used_now - target + victim->slot_bytes() - 1) /
                                  victim->slot_bytes());
-      absl::StatusOr<size_t> freed = victim->Evict(rows, /*background=*/true);
-      // An error (RocksDB write) leaves the rows resident and dirty: the
-      // next round tries again, and Flush or Checkpoint reports it.
-      if (!freed.ok() || *freed == 0) break;
+      absl::Status write_error;
+      const size_t freed =
+          victim->Evict(rows, /*background=*/true, &write_error);
+      // An error (the disk refuses) leaves the dirty rows resident and
+      // dirty: the next round tries again, requests that need room are
+      // refused meanwhile (MakeRoom), and Flush or Close reports it.
+      if (!write_error.ok() || freed == 0) break;
     }
   }
 }
@@ -416,10 +465,11 @@ absl::StatusOr<std::shared_ptr<Table>> Store::Impl::Find(
   return absl::NotFoundError(absl::StrCat("unknown table ", name));
 }
 
-void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
+absl::Status Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
+  absl::Status write_error;
   for (int round = 0; round < 8; ++round) {
     const uint64_t used_now = used().load(std::memory_order_relaxed);
-    if (used_now + bytes <= budget()) return;
+    if (used_now + bytes <= budget()) return absl::OkStatus();
     const uint64_t deficit = used_now + bytes - budget();
     // Evict from the requester while it holds at least its fair share of the
     // budget; otherwise from the table holding the most memory.
@@ -436,13 +486,22 @@ void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
       // at a time.
       const size_t rows = static_cast<size_t>(
           (deficit + deficit / 16 + t->slot_bytes() - 1) / t->slot_bytes());
-      absl::StatusOr<size_t> freed = t->Evict(std::max<size_t>(rows, 32));
-      return freed.ok() ? *freed : 0;
+      absl::Status error;
+      const size_t freed = t->Evict(std::max<size_t>(rows, 32),
+                                    /*background=*/false, &error);
+      if (!error.ok() && write_error.ok()) write_error = std::move(error);
+      return freed;
     };
     if (evict(victim) > 0) continue;
     if (victim != requester && evict(requester) > 0) continue;
-    return;  // nothing evictable: run over budget for now
+    break;
   }
+  if (used().load(std::memory_order_relaxed) + bytes <= budget()) {
+    return absl::OkStatus();
+  }
+  // Short of room: refused if a write failed, else nothing was evictable
+  // (rows of calls in flight): run over budget for now.
+  return write_error;
 }
 
 StoreStats Store::Impl::Stats() const {
@@ -451,8 +510,10 @@ StoreStats Store::Impl::Stats() const {
   s.memory_budget_bytes = budget();
   s.memory_used_bytes =
       const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
-  s.disk_running_compactions =
-      disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
+  if (!closing_.load(std::memory_order_acquire)) {
+    s.disk_running_compactions =
+        disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
+  }
   absl::MutexLock l(&stats_mu_);
   s.checkpoints = checkpoints_;
   s.last_checkpoint_duration = last_checkpoint_;
@@ -462,6 +523,10 @@ StoreStats Store::Impl::Stats() const {
 
 absl::Status Store::Impl::Flush() {
   PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
+  return FlushAll();
+}
+
+absl::Status Store::Impl::FlushAll() {
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   for (const auto& t : Snapshot()) {
     PSDB_RETURN_IF_ERROR(t->FlushDirty().status());
@@ -588,5 +653,7 @@ absl::StatusOr<std::vector<uint64_t>> Store::ResidentKeys(
 }
 
 absl::Status Store::Flush() { return impl_->Flush(); }
+
+absl::Status Store::Close() { return impl_->Close(); }
 
 }  // namespace psdb

@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "store/disk_reserve.h"
 #include "store/disk_tier.h"
 #include "store/manifest.h"
 #include "store/store.h"
@@ -66,9 +68,13 @@ class Store::Impl : public internal::BudgetArbiter {
   absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
   StoreStats Stats() const;
   absl::Status Flush();
+  // Store::Close. Idempotent: later calls return the first one's status.
+  absl::Status Close();
+  // Flush without the writable check (Close flushes after closing_).
+  absl::Status FlushAll();
 
   // BudgetArbiter.
-  void MakeRoom(internal::Table* requester, uint64_t bytes) override;
+  absl::Status MakeRoom(internal::Table* requester, uint64_t bytes) override;
 
  protected:
   void WakeEvictor() override;
@@ -94,8 +100,13 @@ class Store::Impl : public internal::BudgetArbiter {
   const StoreOptions options_;
   const std::string path_;
   std::unique_ptr<internal::DiskTier> disk_;
+  // StoreOptions::disk_reserve_bytes; null when 0 or read-only.
+  std::unique_ptr<internal::DiskReserve> reserve_;
   bool opened_ = false;
   bool read_only_ = false;
+  std::atomic<bool> closing_{false};  // Close() began: writes refused
+  absl::Mutex close_mu_;
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(close_mu_);
 
   mutable absl::Mutex tables_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_
