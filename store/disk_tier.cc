@@ -92,17 +92,35 @@ std::shared_ptr<rocksdb::Logger> NewDiscardLogger() {
   return std::make_shared<DiscardLogger>();
 }
 
-// Notes background errors and turns RocksDB's automatic recovery off (see
-// the header: the DiskTier resumes itself).
+// What AwaitFlushed waits on: a count of flush completions and background
+// errors, and the last background error.
+struct DiskTier::FlushEvents {
+  absl::Mutex mu;
+  uint64_t count ABSL_GUARDED_BY(mu) = 0;
+  rocksdb::Status last_error ABSL_GUARDED_BY(mu);
+};
+
+DiskTier::DiskTier() : flush_events_(std::make_shared<FlushEvents>()) {}
+
+// Notes background errors and flush completions, and turns RocksDB's
+// automatic recovery off (see the header: the DiskTier resumes itself).
 class DiskTier::ErrorListener final : public rocksdb::EventListener {
  public:
-  explicit ErrorListener(std::shared_ptr<std::atomic<bool>> bg_error)
-      : bg_error_(std::move(bg_error)) {}
+  ErrorListener(std::shared_ptr<std::atomic<bool>> bg_error,
+                std::shared_ptr<FlushEvents> events)
+      : bg_error_(std::move(bg_error)), events_(std::move(events)) {}
   void OnBackgroundError(rocksdb::BackgroundErrorReason,
                          rocksdb::Status* status) override {
     if (status != nullptr && !status->ok()) {
       bg_error_->store(true, std::memory_order_release);
+      absl::MutexLock l(&events_->mu);
+      events_->last_error = *status;
+      ++events_->count;
     }
+  }
+  void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    absl::MutexLock l(&events_->mu);
+    ++events_->count;
   }
   void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
                             bool* auto_recovery) override {
@@ -111,6 +129,7 @@ class DiskTier::ErrorListener final : public rocksdb::EventListener {
 
  private:
   const std::shared_ptr<std::atomic<bool>> bg_error_;
+  const std::shared_ptr<FlushEvents> events_;
 };
 
 absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
@@ -162,7 +181,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   }
   if (!read_only) {
     db_options.listeners.push_back(
-        std::make_shared<ErrorListener>(t->bg_error_));
+        std::make_shared<ErrorListener>(t->bg_error_, t->flush_events_));
   }
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -354,7 +373,39 @@ absl::Status DiskTier::FlushMeta() {
   rocksdb::FlushOptions fo;
   fo.wait = true;
   fo.allow_write_stall = true;
-  return FromRocks(db_->Flush(fo, default_cf_), "flush metadata");
+  PSDB_RETURN_IF_ERROR(
+      FromRocks(db_->Flush(fo, default_cf_), "flush metadata"));
+  return AwaitFlushed({default_cf_});
+}
+
+absl::Status DiskTier::AwaitFlushed(
+    const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
+  while (true) {
+    uint64_t seen;
+    {
+      absl::MutexLock l(&flush_events_->mu);
+      seen = flush_events_->count;
+    }
+    bool pending = false;
+    for (rocksdb::ColumnFamilyHandle* cf : cfs) {
+      pending =
+          pending || IntProperty(cf, "rocksdb.num-immutable-mem-table") > 0;
+    }
+    if (!pending) return absl::OkStatus();
+    absl::MutexLock l(&flush_events_->mu);
+    if (bg_error()) {
+      const rocksdb::Status& e = flush_events_->last_error;
+      return FromRocks(
+          e.ok() ? rocksdb::Status::IOError("background error") : e,
+          "flush memtables");
+    }
+    // Woken by the listener; the timeout only bounds a missed wake-up.
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_events_->mu) {
+      return flush_events_->count != seen;
+    };
+    flush_events_->mu.AwaitWithTimeout(absl::Condition(&changed),
+                                       absl::Milliseconds(10));
+  }
 }
 
 absl::StatusOr<std::string> DiskTier::GetMeta(absl::string_view key) {
@@ -386,7 +437,8 @@ absl::Status DiskTier::Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs) {
   rocksdb::FlushOptions fo;
   fo.wait = true;
   cfs.push_back(default_cf_);
-  return FromRocks(db_->Flush(fo, cfs), "flush memtables");
+  PSDB_RETURN_IF_ERROR(FromRocks(db_->Flush(fo, cfs), "flush memtables"));
+  return AwaitFlushed(cfs);
 }
 
 absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {

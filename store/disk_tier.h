@@ -27,6 +27,14 @@
 //    is pending calls Resume() (at most once per kResumeInterval) and, if
 //    that flushed the memtables, writes again. Reads keep working throughout
 //    (the memtables stay in memory).
+//  - RocksDB 7.8's DB::Resume() leaves its "DB stopped" flag set
+//    (ErrorHandler::ClearBGError does not reset is_db_stopped_; fixed in
+//    RocksDB 8.9, facebook/rocksdb#11991). Writes work again, but from then
+//    on every waited DB::Flush() returns OK at once, before the flush ran:
+//    a close would then stop RocksDB while the flush of the WAL-less
+//    memtables is still running, and lose them. So every flush of the
+//    DiskTier waits itself until the memtables it sealed are in files
+//    (AwaitFlushed), or a background error says they cannot be.
 //
 
 // Thread-safety: thread-safe (RocksDB is); column-family handles must not be
@@ -137,9 +145,16 @@ class DiskTier {
 
  private:
   class ErrorListener;
-  DiskTier() = default;
+  struct FlushEvents;
+  DiskTier();
   // Flushes the default column family (metadata).
   absl::Status FlushMeta();
+  // After a waited DB::Flush of `cfs` that returned OK: waits until no
+  // immutable memtable of `cfs` is left to flush (see the header comment:
+  // RocksDB 7.8 may not have waited), or fails with the background error
+  // that stopped a flush.
+  absl::Status AwaitFlushed(
+      const std::vector<rocksdb::ColumnFamilyHandle*>& cfs);
   // Whether RocksDB reported a background error not yet cleared.
   bool bg_error() const { return bg_error_->load(std::memory_order_acquire); }
 
@@ -148,6 +163,8 @@ class DiskTier {
   // Set by the listener, cleared by a successful Resume().
   std::shared_ptr<std::atomic<bool>> bg_error_ =
       std::make_shared<std::atomic<bool>>(false);
+  // Flush completions and background errors, from the listener.
+  std::shared_ptr<FlushEvents> flush_events_;
   absl::Mutex resume_mu_;
   absl::Time last_resume_ ABSL_GUARDED_BY(resume_mu_) = absl::InfinitePast();
   // Built over StoreOptions::file_system; outlives db_ (declared first).

@@ -68,9 +68,10 @@
 //  - Once space returns, writes succeed without a restart: the next
 //    eviction passes the headroom rule; after a RocksDB background error
 //    the store calls DB::Resume() itself (RocksDB's own recovery is turned
-//    off: it waits for write_buffer_size of free space). KNOWN ISSUE (see
-//    tests/store/store_disk_full_test.cc, the disabled test): reads after a
-//    resume from a failed memtable flush were seen to return wrong rows.
+//    off: it waits for write_buffer_size of free space). After a resume,
+//    RocksDB 7.8's waited flushes return before the flush ran (a RocksDB
+//    bug fixed in 8.9); the store waits for its flushes itself, so Flush,
+//    checkpoints and Close still put every memtable in files.
 //  - Close() (and the destructor) flush everything and report failure:
 //    a close that cannot flush retries, deletes the disk_reserve_bytes
 //    ballast if there is one and retries, and otherwise returns the error
