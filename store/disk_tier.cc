@@ -1,19 +1,27 @@
 #include "store/disk_tier.h"
 
+#include <algorithm>
 #include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_buffer_manager.h"
 #include "store/file_io_rocksdb.h"
 #include "store/memory_budget.h"
+#include "util/status_macros.h"
 
 namespace psdb::internal {
 
@@ -26,6 +34,7 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
         absl::StrCat(msg, " (is another process using the store?)"));
   }
   if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
   return absl::InternalError(msg);
@@ -39,11 +48,91 @@ class DiscardLogger final : public rocksdb::Logger {
   void Logv(const char*, va_list) override {}
 };
 
+// RocksDB's info LOG, appended through the store's file system, that
+// survives a full disk: a line that cannot be written is dropped. RocksDB's
+// own file logger (7.8) asserts on the next line after a failed append in
+// builds with assertions (Debian's librocksdb), killing the process exactly
+// when the disk fills. No rotation: it logs warnings and errors only.
+class DiskFullSafeLogger final : public rocksdb::Logger {
+ public:
+  DiskFullSafeLogger(std::unique_ptr<rocksdb::FSWritableFile> file,
+                     rocksdb::InfoLogLevel level)
+      : rocksdb::Logger(level), file_(std::move(file)) {}
+  ~DiskFullSafeLogger() override {
+    if (file_ != nullptr) (void)file_->Close(rocksdb::IOOptions(), nullptr);
+  }
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    const absl::Time now = absl::Now();
+    const std::string stamp =
+        absl::FormatTime("%Y/%m/%d-%H:%M:%E6S ", now, absl::LocalTimeZone());
+    const size_t head = std::min(stamp.size(), sizeof(line) - 2);
+    std::memcpy(line, stamp.data(), head);
+    va_list copy;
+    va_copy(copy, ap);
+    const int n =
+        std::vsnprintf(line + head, sizeof(line) - head - 1, format, copy);
+    va_end(copy);
+    if (n < 0) return;
+    size_t len = std::min(head + static_cast<size_t>(n), sizeof(line) - 2);
+    if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
+    absl::MutexLock l(&mu_);
+    // Errors are dropped: a full disk must not stop the store.
+    (void)file_->Append(rocksdb::Slice(line, len), rocksdb::IOOptions(),
+                        nullptr);
+  }
+
+ private:
+  absl::Mutex mu_;
+  const std::unique_ptr<rocksdb::FSWritableFile> file_;
+};
+
 }  // namespace
 
 std::shared_ptr<rocksdb::Logger> NewDiscardLogger() {
   return std::make_shared<DiscardLogger>();
 }
+
+// What AwaitFlushed waits on: a count of flush completions and background
+// errors, and the last background error.
+struct DiskTier::FlushEvents {
+  absl::Mutex mu;
+  uint64_t count ABSL_GUARDED_BY(mu) = 0;
+  rocksdb::Status last_error ABSL_GUARDED_BY(mu);
+};
+
+DiskTier::DiskTier() : flush_events_(std::make_shared<FlushEvents>()) {}
+
+// Notes background errors and flush completions, and turns RocksDB's
+// automatic recovery off (see the header: the DiskTier resumes itself).
+class DiskTier::ErrorListener final : public rocksdb::EventListener {
+ public:
+  ErrorListener(std::shared_ptr<std::atomic<bool>> bg_error,
+                std::shared_ptr<FlushEvents> events)
+      : bg_error_(std::move(bg_error)), events_(std::move(events)) {}
+  void OnBackgroundError(rocksdb::BackgroundErrorReason,
+                         rocksdb::Status* status) override {
+    if (status != nullptr && !status->ok()) {
+      bg_error_->store(true, std::memory_order_release);
+      absl::MutexLock l(&events_->mu);
+      events_->last_error = *status;
+      ++events_->count;
+    }
+  }
+  void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    absl::MutexLock l(&events_->mu);
+    ++events_->count;
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+
+ private:
+  const std::shared_ptr<std::atomic<bool>> bg_error_;
+  const std::shared_ptr<FlushEvents> events_;
+};
 
 absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
     const std::string& db_path, const StoreOptions& options,
@@ -52,7 +141,12 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   std::unique_ptr<DiskTier> t(new DiskTier());
   t->path_ = db_path;
   t->row_write_.disableWAL = options.durability != Durability::kWal;
-  t->meta_write_.sync = true;
+  // Metadata skips the WAL and is made durable by flushing the default
+  // column family (FlushMeta): a WAL append that fails (ENOSPC) leaves
+  // RocksDB 7.8's WAL writer failed for good ("Seen error"), so no memtable
+  // switch, flush or Resume() succeeds again before a reopen; a failed
+  // flush is a background error Resume() clears once space returns.
+  t->meta_write_.disableWAL = true;
 
   // RocksDB's share of the memory budget (store/memory_budget.h): one cache
   // holds the data blocks and is charged with the memtables (through the
@@ -107,8 +201,15 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   rocksdb::DBOptions db_options;
   t->env_ = EnvOver(options.file_system);
   if (t->env_ != nullptr) db_options.env = t->env_.get();
+  t->fs_ = options.file_system != nullptr
+               ? options.file_system.get()
+               : rocksdb::FileSystem::Default().get();
   const std::shared_ptr<const FileIo> io = FileIoOver(options.file_system);
   db_options.write_buffer_manager = t->write_buffer_manager_;
+  if (!read_only) {
+    db_options.listeners.push_back(
+        std::make_shared<ErrorListener>(t->bg_error_, t->flush_events_));
+  }
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
@@ -116,10 +217,9 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // budget (StoreOptions::rocksdb_mmap_reads).
   db_options.allow_mmap_reads = options.rocksdb_mmap_reads;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db_options.keep_log_file_num = 2;
-  // The WAL only carries metadata; keep it from pinning old memtables.
-  // With Durability::kWal it carries evicted rows too: let it hold about
-  // two memtables' worth before it forces flushes.
+  // Without Durability::kWal nothing goes through RocksDB's WAL. With it,
+  // the WAL carries evicted rows: let it hold about two memtables' worth
+  // before it forces flushes.
   db_options.max_total_wal_size =
       options.durability == Durability::kWal ? 128 << 20 : 8 << 20;
 
@@ -127,6 +227,16 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
     db_options.create_if_missing = false;
     db_options.create_missing_column_families = false;
     db_options.info_log = NewDiscardLogger();
+  } else {
+    std::unique_ptr<rocksdb::FSWritableFile> log;
+    (void)t->fs_->CreateDirIfMissing(db_path, rocksdb::IOOptions(), nullptr);
+    if (t->fs_
+            ->ReopenWritableFile(db_path + "/LOG", rocksdb::FileOptions(), &log,
+                                 nullptr)
+            .ok()) {
+      db_options.info_log = std::make_shared<DiskFullSafeLogger>(
+          std::move(log), db_options.info_log_level);
+    }
   }
 
   std::vector<std::string> names;
@@ -207,27 +317,126 @@ absl::Status DiskTier::Get(rocksdb::ColumnFamilyHandle* cf,
 }
 
 absl::Status DiskTier::WriteRows(rocksdb::WriteBatch* batch) {
-  return FromRocks(db_->Write(row_write_, batch), "write rows");
+  rocksdb::Status s = db_->Write(row_write_, batch);
+  // A write stopped by a background error goes through once Resume()
+  // flushed the memtables (the disk has room again).
+  if (!s.ok() && bg_error() && Resume(/*force=*/false).ok()) {
+    s = db_->Write(row_write_, batch);
+  }
+  return FromRocks(s, "write rows");
+}
+
+absl::Status DiskTier::Resume(bool force) {
+  if (!bg_error()) return absl::OkStatus();
+  absl::MutexLock l(&resume_mu_);
+  if (!bg_error()) return absl::OkStatus();  // another thread resumed
+  const absl::Time now = absl::Now();
+  if (!force && now - last_resume_ < kResumeInterval) {
+    return absl::UnavailableError(
+        "RocksDB stopped writes after a background error; next resume "
+        "attempt pending");
+  }
+  last_resume_ = now;
+  // Cleared first: an error during the attempt sets it again.
+  bg_error_->store(false, std::memory_order_release);
+  const rocksdb::Status s = db_->Resume();
+  if (!s.ok()) bg_error_->store(true, std::memory_order_release);
+  return FromRocks(s, "resume writes after a disk error");
+}
+
+absl::Status DiskTier::RoomFor(uint64_t write_bytes, uint64_t keep_bytes) {
+  uint64_t free_bytes = 0;
+  const rocksdb::IOStatus s =
+      fs_->GetFreeSpace(path_, rocksdb::IOOptions(), &free_bytes, nullptr);
+  if (!s.ok()) return absl::OkStatus();  // unknown: RocksDB's errors tell
+  const uint64_t memtables = MemtableBytes();
+  // Margin: a row costs a little more in a memtable or SST than in the
+  // memory tier (key, sequence number, index and filter entries), and
+  // RocksDB appends to its MANIFEST and LOG files.
+  const uint64_t need = memtables + write_bytes + keep_bytes + keep_bytes / 8 +
+                        write_bytes / 8 + (1 << 20);
+  if (free_bytes >= need) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the disk of ", path_, " has ", free_bytes, " bytes free, less than the ",
+      need, " needed to write ", write_bytes, " bytes and still hold ",
+      memtables, " bytes of memtables and ", keep_bytes,
+      " bytes of the memory tier's rows at shutdown"));
+}
+
+uint64_t DiskTier::MemtableBytes() {
+  uint64_t v = 0;
+  if (!db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &v)) {
+    return 0;
+  }
+  return v;
 }
 
 absl::Status DiskTier::PutMeta(absl::string_view key, absl::string_view value) {
-  return FromRocks(
+  (void)Resume(/*force=*/true);  // a pending background error fails writes
+  PSDB_RETURN_IF_ERROR(FromRocks(
       db_->Put(meta_write_, default_cf_, rocksdb::Slice(key.data(), key.size()),
                rocksdb::Slice(value.data(), value.size())),
-      absl::StrCat("write metadata ", key));
+      absl::StrCat("write metadata ", key)));
+  return FlushMeta();
 }
 
 absl::Status DiskTier::PutMetaBatch(
     const std::vector<std::pair<std::string, std::string>>& kvs) {
   rocksdb::WriteBatch batch;
   for (const auto& [k, v] : kvs) batch.Put(default_cf_, k, v);
-  return FromRocks(db_->Write(meta_write_, &batch), "write metadata");
+  (void)Resume(/*force=*/true);
+  PSDB_RETURN_IF_ERROR(
+      FromRocks(db_->Write(meta_write_, &batch), "write metadata"));
+  return FlushMeta();
 }
 
 absl::Status DiskTier::DeleteMeta(absl::string_view key) {
-  return FromRocks(db_->Delete(meta_write_, default_cf_,
-                               rocksdb::Slice(key.data(), key.size())),
-                   absl::StrCat("delete metadata ", key));
+  (void)Resume(/*force=*/true);
+  PSDB_RETURN_IF_ERROR(
+      FromRocks(db_->Delete(meta_write_, default_cf_,
+                            rocksdb::Slice(key.data(), key.size())),
+                absl::StrCat("delete metadata ", key)));
+  return FlushMeta();
+}
+
+absl::Status DiskTier::FlushMeta() {
+  (void)Resume(/*force=*/true);
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  fo.allow_write_stall = true;
+  PSDB_RETURN_IF_ERROR(
+      FromRocks(db_->Flush(fo, default_cf_), "flush metadata"));
+  return AwaitFlushed({default_cf_});
+}
+
+absl::Status DiskTier::AwaitFlushed(
+    const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
+  while (true) {
+    uint64_t seen;
+    {
+      absl::MutexLock l(&flush_events_->mu);
+      seen = flush_events_->count;
+    }
+    bool pending = false;
+    for (rocksdb::ColumnFamilyHandle* cf : cfs) {
+      pending =
+          pending || IntProperty(cf, "rocksdb.num-immutable-mem-table") > 0;
+    }
+    if (!pending) return absl::OkStatus();
+    absl::MutexLock l(&flush_events_->mu);
+    if (bg_error()) {
+      const rocksdb::Status& e = flush_events_->last_error;
+      return FromRocks(
+          e.ok() ? rocksdb::Status::IOError("background error") : e,
+          "flush memtables");
+    }
+    // Woken by the listener; the timeout only bounds a missed wake-up.
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_events_->mu) {
+      return flush_events_->count != seen;
+    };
+    flush_events_->mu.AwaitWithTimeout(absl::Condition(&changed),
+                                       absl::Milliseconds(10));
+  }
 }
 
 absl::Status DiskTier::DeleteMetaPrefix(absl::string_view prefix) {
@@ -268,10 +477,13 @@ std::vector<std::pair<std::string, std::string>> DiskTier::ScanMeta(
 }
 
 absl::Status DiskTier::Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs) {
+  // A pending background error fails every flush until it is cleared.
+  (void)Resume(/*force=*/true);
   rocksdb::FlushOptions fo;
   fo.wait = true;
   cfs.push_back(default_cf_);
-  return FromRocks(db_->Flush(fo, cfs), "flush memtables");
+  PSDB_RETURN_IF_ERROR(FromRocks(db_->Flush(fo, cfs), "flush memtables"));
+  return AwaitFlushed(cfs);
 }
 
 absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {

@@ -11,14 +11,43 @@
 // (unsynced), so a row and its write-ahead log tag written in one batch
 // survive a kill together (store/wal.h). A process that dies between
 // checkpoints loses the rows it had not flushed, exactly as it loses its dirty
-// in-memory rows. Metadata writes (table create/drop, steps) go through the WAL
-// with sync.
+// in-memory rows. Metadata writes (table create/drop, steps) skip the WAL as
+// well and are durable when they return: each flushes the default column
+// family to an SST (a failed WAL append would stop RocksDB 7.8 until a
+// reopen; see Open). For the same reason a wal-mode store whose disk fills
+// up may need a reopen before RocksDB writes again.
 //
+// A disk that refuses writes (store/store.h, "Disk full and I/O errors"):
+//  - Headroom: RoomFor() refuses an eviction write unless the file system
+//    keeps room for everything not yet in a file after it: RocksDB's
+//    memtables, the write, and the memory tier's rows (any of which a
+//    close may have to write). So a full disk is met before it holds the
+//    rows a clean shutdown needs, not after.
+//  - Errors: a memtable flush that fails (ENOSPC, EIO) is a RocksDB
+//    background error that stops every write. RocksDB's own recovery waits
+//    for write_buffer_size of free space, polls every 5 s and makes a manual
+//    DB::Resume() answer Busy meanwhile, so a listener turns it off and the
+//    DiskTier resumes itself: a write that fails while a background error
+//    is pending calls Resume() (at most once per kResumeInterval) and, if
+//    that flushed the memtables, writes again. Reads keep working throughout
+//    (the memtables stay in memory).
+//  - RocksDB 7.8's DB::Resume() leaves its "DB stopped" flag set
+//    (ErrorHandler::ClearBGError does not reset is_db_stopped_; fixed in
+//    RocksDB 8.9, facebook/rocksdb#11991). Writes work again, but from then
+//    on every waited DB::Flush() returns OK at once, before the flush ran:
+//    a close would then stop RocksDB while the flush of the WAL-less
+//    memtables is still running, and lose them. So every flush of the
+//    DiskTier waits itself until the memtables it sealed are in files
+//    (AwaitFlushed), or a background error says they cannot be.
+//
+
 // Thread-safety: thread-safe (RocksDB is); column-family handles must not be
 // used after DestroyCf.
 #ifndef PSDB_STORE_DISK_TIER_H_
 #define PSDB_STORE_DISK_TIER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +55,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
@@ -45,6 +76,10 @@ std::shared_ptr<rocksdb::Logger> NewDiscardLogger();
 
 class DiskTier {
  public:
+  // Resume attempts are at least this far apart: each one rewrites the
+  // memtables, so a full disk is not hammered by every eviction.
+  static constexpr absl::Duration kResumeInterval = absl::Milliseconds(100);
+
   // Opens (creating if needed) the database at `db_path` with every column
   // family it has. `cfs` receives (name, handle) of each non-default family.
   // `read_only`: rocksdb::DB::OpenForReadOnly of an existing database (a
@@ -77,10 +112,23 @@ class DiskTier {
   absl::Status Get(rocksdb::ColumnFamilyHandle* cf, const rocksdb::Slice& key,
                    std::string* value, bool* found);
 
-  // Writes row data (no WAL).
+  // Writes row data (no WAL). While a background error stops writes, first
+  // tries to resume (at most once per kResumeInterval).
   absl::Status WriteRows(rocksdb::WriteBatch* batch);
 
-  // Metadata in the default column family (WAL + sync).
+  // OK if the file system of the database has room, after writing
+  // `write_bytes` more, for RocksDB's memtables and `keep_bytes` (the
+  // memory tier's rows a close may have to write) with a margin;
+  // ResourceExhausted naming the figures otherwise. OK when the file system
+  // cannot say how much is free.
+  absl::Status RoomFor(uint64_t write_bytes, uint64_t keep_bytes);
+  // Clears a background error (DB::Resume: flushes the memtables) if one
+  // is pending; OK if none is. `force`: ignore kResumeInterval.
+  absl::Status Resume(bool force);
+  // Bytes of all memtables (active and immutable, every column family).
+  uint64_t MemtableBytes();
+
+  // Metadata in the default column family, durable on return (flushed).
   absl::Status PutMeta(absl::string_view key, absl::string_view value);
   absl::Status DeleteMeta(absl::string_view key);
   // Several metadata puts in one synced write.
@@ -94,7 +142,8 @@ class DiskTier {
   std::vector<std::pair<std::string, std::string>> ScanMeta(
       absl::string_view prefix);
 
-  // Flushes the memtables of `cfs` and of the metadata column family.
+  // Flushes the memtables of `cfs` and of the metadata column family,
+  // resuming first if a background error is pending.
   absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
@@ -113,8 +162,29 @@ class DiskTier {
                        const std::string& property);
 
  private:
-  DiskTier() = default;
+  class ErrorListener;
+  struct FlushEvents;
+  DiskTier();
+  // Flushes the default column family (metadata).
+  absl::Status FlushMeta();
+  // After a waited DB::Flush of `cfs` that returned OK: waits until no
+  // immutable memtable of `cfs` is left to flush (see the header comment:
+  // RocksDB 7.8 may not have waited), or fails with the background error
+  // that stopped a flush.
+  absl::Status AwaitFlushed(
+      const std::vector<rocksdb::ColumnFamilyHandle*>& cfs);
+  // Whether RocksDB reported a background error not yet cleared.
+  bool bg_error() const { return bg_error_->load(std::memory_order_acquire); }
+
   std::string path_;
+  rocksdb::FileSystem* fs_ = nullptr;
+  // Set by the listener, cleared by a successful Resume().
+  std::shared_ptr<std::atomic<bool>> bg_error_ =
+      std::make_shared<std::atomic<bool>>(false);
+  // Flush completions and background errors, from the listener.
+  std::shared_ptr<FlushEvents> flush_events_;
+  absl::Mutex resume_mu_;
+  absl::Time last_resume_ ABSL_GUARDED_BY(resume_mu_) = absl::InfinitePast();
   // Built over StoreOptions::file_system; outlives db_ (declared first).
   std::unique_ptr<rocksdb::Env> env_;
   // RocksDB's share of the memory budget; outlive db_.

@@ -76,6 +76,9 @@ struct TableStats {
   // Of those, rows evicted by the background evictor (ahead of need).
   uint64_t background_evictions = 0;
   uint64_t dirty_writes = 0;  // evicted dirty rows written to RocksDB
+  // Eviction writes the disk refused (no headroom, ENOSPC, EIO): their
+  // dirty rows stayed in memory.
+  uint64_t disk_write_errors = 0;
   uint64_t not_admitted = 0;  // sightings of keys below the admission threshold
   int64_t step = 0;           // the table's current step
   // RocksDB wants to compact the table's column family.

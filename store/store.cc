@@ -39,6 +39,9 @@ uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
   return n;
 }
 
+// Flush attempts of a Close before it gives up (see Impl::Close).
+constexpr int kCloseFlushAttempts = 4;
+
 // Rows the background evictor evicts per Table::Evict call: large enough
 // to amortize a WriteBatch, small enough that a request-path eviction
 // waiting on the same table is not held up long.
@@ -71,13 +74,43 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
       path_(std::move(path)),
       io_(internal::FileIoOver(options.file_system)) {}
 
-Store::Impl::~Impl() {
+Store::Impl::~Impl() { (void)Close(); }
+
+absl::Status Store::Impl::Close() {
+  absl::MutexLock cl(&close_mu_);
+  if (closed_.has_value()) return *closed_;
+  closing_.store(true, std::memory_order_release);
   StopDeleter();  // before the flush: the rows it deletes are not kept
   StopEvictor();
+  absl::Status status;
   if (opened_ && !read_only_) {
-    // Close = Flush: dirty rows, steps and row counts reach RocksDB.
-    (void)Flush();
-    (void)PersistMeta(/*clean=*/true);
+    // Close = Flush: dirty rows, memtables, steps and row counts reach
+    // files. A failed flush is tried again a few times: a compaction that
+    // ran out of space frees its output when it fails, and Flush resumes
+    // RocksDB after a background error.
+    for (int attempt = 0; attempt < kCloseFlushAttempts; ++attempt) {
+      if (attempt > 0) absl::SleepFor(absl::Milliseconds(100) * attempt);
+      status = FlushAll();
+      if (status.ok()) break;
+      // The ballast's space is for exactly this flush.
+      if (reserve_ != nullptr && !reserve_->released()) {
+        (void)reserve_->Release();
+      }
+    }
+    if (status.ok()) status = PersistMeta(/*clean=*/true);
+    if (!status.ok()) {
+      uint64_t dirty = 0;
+      for (const auto& t : Snapshot()) dirty += t->DirtyRows();
+      status = absl::Status(
+          status.code(),
+          absl::StrCat(
+              "close of store ", path_, " could not flush: ", dirty,
+              " dirty rows of the memory tier and ", disk_->MemtableBytes(),
+              " bytes of RocksDB memtables are not in files and are lost; "
+              "the data directory opens as after a crash, with the last "
+              "checkpoint's rows and those flushed since (",
+              status.message(), ")"));
+    }
   }
   {
     absl::MutexLock l(&tables_mu_);
@@ -85,6 +118,8 @@ Store::Impl::~Impl() {
   }
   wal_.reset();
   disk_.reset();
+  closed_ = status;
+  return status;
 }
 
 absl::Status Store::Impl::Open() {
@@ -118,6 +153,13 @@ absl::Status Store::Impl::Open() {
   if (absl::Status s = io_->DeleteRecursively(RestoreTmpPath(path_)); !s.ok()) {
     return absl::InternalError(absl::StrCat(
         "cannot remove ", RestoreTmpPath(path_), ": ", s.message()));
+  }
+  if (options_.disk_reserve_bytes > 0) {
+    PSDB_ASSIGN_OR_RETURN(reserve_, internal::DiskReserve::Create(
+                                        options_.file_system != nullptr
+                                            ? options_.file_system
+                                            : rocksdb::FileSystem::Default(),
+                                        path_, options_.disk_reserve_bytes));
   }
   const std::string db_path = DbPath(path_);
   const bool had_db = io_->Exists(db_path + "/CURRENT");
@@ -314,6 +356,10 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
 }
 
 absl::Status Store::Impl::CheckWritable(absl::string_view what) const {
+  if (closing_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " refused: store ", path_, " is closed"));
+  }
   if (!read_only_) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(what,
@@ -355,10 +401,13 @@ void Store::Impl::EvictorLoop() {
       const size_t rows = std::min<uint64_t>(
           kEvictorChunkRows, (used_now - target + victim->slot_bytes() - 1) /
                                  victim->slot_bytes());
-      absl::StatusOr<size_t> freed = victim->Evict(rows, /*background=*/true);
-      // An error (RocksDB write) leaves the rows resident and dirty: the
-      // next round tries again, and Flush or Checkpoint reports it.
-      if (!freed.ok() || *freed == 0) break;
+      absl::Status write_error;
+      const size_t freed =
+          victim->Evict(rows, /*background=*/true, &write_error);
+      // An error (the disk refuses) leaves the dirty rows resident and
+      // dirty: the next round tries again, requests that need room are
+      // refused meanwhile (MakeRoom), and Flush or Close reports it.
+      if (!write_error.ok() || freed == 0) break;
     }
   }
 }
@@ -469,10 +518,11 @@ absl::StatusOr<std::shared_ptr<Table>> Store::Impl::Find(
   return absl::NotFoundError(absl::StrCat("unknown table ", name));
 }
 
-void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
+absl::Status Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
+  absl::Status write_error;
   for (int round = 0; round < 8; ++round) {
     const uint64_t used_now = used().load(std::memory_order_relaxed);
-    if (used_now + bytes <= budget()) return;
+    if (used_now + bytes <= budget()) return absl::OkStatus();
     const uint64_t deficit = used_now + bytes - budget();
     // Evict from the requester while it holds at least its fair share of the
     // budget; otherwise from the table holding the most memory.
@@ -489,13 +539,22 @@ void Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
       // at a time.
       const size_t rows = static_cast<size_t>(
           (deficit + deficit / 16 + t->slot_bytes() - 1) / t->slot_bytes());
-      absl::StatusOr<size_t> freed = t->Evict(std::max<size_t>(rows, 32));
-      return freed.ok() ? *freed : 0;
+      absl::Status error;
+      const size_t freed = t->Evict(std::max<size_t>(rows, 32),
+                                    /*background=*/false, &error);
+      if (!error.ok() && write_error.ok()) write_error = std::move(error);
+      return freed;
     };
     if (evict(victim) > 0) continue;
     if (victim != requester && evict(requester) > 0) continue;
-    return;  // nothing evictable: run over budget for now
+    break;
   }
+  if (used().load(std::memory_order_relaxed) + bytes <= budget()) {
+    return absl::OkStatus();
+  }
+  // Short of room: refused if a write failed, else nothing was evictable
+  // (rows of calls in flight): run over budget for now.
+  return write_error;
 }
 
 void Store::Impl::DeleteLater(std::shared_ptr<internal::Table> table,
@@ -577,10 +636,12 @@ StoreStats Store::Impl::Stats() const {
   // memtables) use now (store/memory_budget.h).
   s.memory_budget_bytes = options_.memory_budget_bytes;
   s.memory_used_bytes =
-      const_cast<Impl*>(this)->used().load(std::memory_order_relaxed) +
-      disk_->CacheUsage();
-  s.disk_running_compactions =
-      disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
+      const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
+  if (!closing_.load(std::memory_order_acquire)) {
+    s.memory_used_bytes += disk_->CacheUsage();
+    s.disk_running_compactions =
+        disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
+  }
   absl::MutexLock l(&stats_mu_);
   s.checkpoints = checkpoints_;
   s.last_checkpoint_duration = last_checkpoint_;
@@ -590,6 +651,10 @@ StoreStats Store::Impl::Stats() const {
 
 absl::Status Store::Impl::Flush() {
   PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
+  return FlushAll();
+}
+
+absl::Status Store::Impl::FlushAll() {
   AwaitDeletes();
   const std::optional<internal::Wal::Cut> cut = WalCut();
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
@@ -760,5 +825,7 @@ absl::StatusOr<std::vector<uint64_t>> Store::ResidentKeys(
 }
 
 absl::Status Store::Flush() { return impl_->Flush(); }
+
+absl::Status Store::Close() { return impl_->Close(); }
 
 }  // namespace psdb

@@ -43,7 +43,7 @@
 //    acknowledged push, PutRows, DeleteRows and CreateTable also survives
 //    SIGKILL (store/wal.h; <path>/wal/ holds the log).
 //  - A memory-tier hit never touches RocksDB. The budget may be exceeded
-//    briefly by the rows of batches in flight.
+//    briefly by the rows of batches in flight (bound below).
 //  - memory_budget_bytes covers rows, RocksDB's memtables and its block
 //    cache together; Stats() reports it and what of it is in use (rows +
 //    the cache's usage).
@@ -51,6 +51,47 @@
 //    batches, bad names) fails before anything changes. A corrupt stored
 //    row fails the call with DataLoss naming table and key; a push that
 //    needed it applies nothing.
+//
+// Disk full and I/O errors (issue 16's contract; the opt-in write-ahead
+// log, StoreOptions::durability, and restore validation are written by
+// their own parts and described with them):
+//  - An eviction write the disk refuses is never swallowed: a dirty row
+//    leaves memory only once its write succeeded. Refused: ENOSPC or EIO
+//    from RocksDB, RocksDB's writes stopped by a background error (a failed
+//    memtable flush), or the headroom rule: an eviction is written only if
+//    the file system keeps room, after it, for RocksDB's memtables plus the
+//    memory tier's rows (+1/8, +1 MiB), which is what a close must write.
+//    So when the store itself fills the disk, pushes start failing while a
+//    clean shutdown can still write everything.
+//  - While the disk refuses, a Push or PutRows that needs room in a full
+//    memory tier, and a Pull or PullRows that would create a row, fail
+//    with RESOURCE_EXHAUSTED (full disk; UNAVAILABLE for another I/O
+//    error) "table T: memory tier full and the disk refuses writes ...:
+//    <cause>" and change nothing (no row, no value, no step). Updates of
+//    resident rows and reads of existing rows keep working; rows read from
+//    disk are then served without being cached. Bound: memory_used <=
+//    budget + the rows of the calls in flight (each at most
+//    max_batch_keys rows); a call that is refused adds nothing.
+//    TableStats::disk_write_errors counts refused eviction writes.
+//  - Once space returns, writes succeed without a restart: the next
+//    eviction passes the headroom rule; after a RocksDB background error
+//    the store calls DB::Resume() itself (RocksDB's own recovery is turned
+//    off: it waits for write_buffer_size of free space). After a resume,
+//    RocksDB 7.8's waited flushes return before the flush ran (a RocksDB
+//    bug fixed in 8.9); the store waits for its flushes itself, so Flush,
+//    checkpoints and Close still put every memtable in files.
+//  - Close() (and the destructor) flush everything and report failure:
+//    a close that cannot flush retries, deletes the disk_reserve_bytes
+//    ballast if there is one and retries, and otherwise returns the error
+//    naming the dirty rows and memtable bytes that are not in files. The
+//    guarantee: every acknowledged update survives a clean close if the
+//    disk can take what the close writes, which the headroom rule ensures
+//    unless something else filled the disk, and the reserve extends to that
+//    case up to its size. Beyond that bound the lost rows are exactly those
+//    not yet in files (dirty rows and memtables, WAL-less); the data
+//    directory then opens as after a crash (checkpoint rows + rows flushed
+//    since, row counts recounted). Metadata writes skip RocksDB's WAL and
+//    flush instead (a failed WAL append stops RocksDB 7.8 until a reopen).
 //
 // Thread-safety: every method is thread-safe. Pulls and pushes on different
 // keys proceed in parallel (one lock per index stripe); operations on the same
@@ -169,6 +210,13 @@ struct StoreOptions {
   // Shard id recorded in checkpoints (cluster servers set their rank).
   // Default: 0
   int shard_id = 0;
+  // Bytes of disk the store holds back in a ballast file, <path>/disk-reserve
+  // (written at Open; Open fails with ResourceExhausted if the disk cannot
+  // hold it). A Close whose flush fails deletes it and flushes again: a
+  // clean shutdown then survives a disk that something else filled, as
+  // long as what it must write (the dirty rows and the memtables) fits in
+  // the reserve. The next Open writes it again. 0: no reserve. Default: 0
+  uint64_t disk_reserve_bytes = 0;
   // The file system every file of the store goes through: RocksDB's (its
   // Env is built over it) and psdb's own. Tests inject faults here
   // (tests/store/fault_file_system.h). Default: nullptr, the local file
@@ -336,8 +384,21 @@ class Store {
   // delete stay).
   absl::Status WaitForDeletes();
 
-  // Writes every dirty row to RocksDB (no checkpoint). Close() also does this.
+  // Writes every dirty row to RocksDB and flushes its memtables to files (no
+  // checkpoint). Close() also does this.
   absl::Status Flush();
+
+  // Closes the store: stops the background evictor, writes every dirty row
+  // and memtable to files, records steps, row counts and a clean mark. OK
+  // means every acknowledged update is in the data directory's files. When
+  // the disk refuses (see "Disk full and I/O errors" above) it tries the
+  // flush again a few times (about 0.6 s in all), then gives up and returns
+  // the error, naming how many dirty rows and memtable bytes are lost; the
+  // store is closed either way. Every later call on the store fails with
+  // FailedPrecondition (reads: NotFound); a second Close returns the
+  // first one's status. The destructor closes too and drops the status.
+  // REQUIRES: no other call on the store in flight.
+  absl::Status Close();
 
  private:
   class Impl;

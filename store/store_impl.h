@@ -44,6 +44,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "store/disk_reserve.h"
 #include "store/disk_tier.h"
 #include "store/file_io.h"
 #include "store/manifest.h"
@@ -78,6 +79,10 @@ class Store::Impl : public internal::BudgetArbiter {
   absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
   StoreStats Stats() const;
   absl::Status Flush();
+  // Store::Close. Idempotent: later calls return the first one's status.
+  absl::Status Close();
+  // Flush without the writable check (Close flushes after closing_).
+  absl::Status FlushAll();
 
   // Background deletes (Store::DeleteRowsLater): one thread, started by
   // the first call, runs them in call order; the store's close finishes
@@ -90,7 +95,7 @@ class Store::Impl : public internal::BudgetArbiter {
   absl::Status WaitForDeletes();
 
   // BudgetArbiter.
-  void MakeRoom(internal::Table* requester, uint64_t bytes) override;
+  absl::Status MakeRoom(internal::Table* requester, uint64_t bytes) override;
 
  protected:
   void WakeEvictor() override;
@@ -149,11 +154,16 @@ class Store::Impl : public internal::BudgetArbiter {
   std::string wal_dir_;
   uint64_t wal_id_ = 0;
   uint64_t wal_records_ = 0;  // records found at open, to replay
+  // StoreOptions::disk_reserve_bytes; null when 0 or read-only.
+  std::unique_ptr<internal::DiskReserve> reserve_;
   bool opened_ = false;
   bool read_only_ = false;
   // RestoreInto renamed its database into <path>/db (Open undoes it when
   // the open fails after that).
   bool restore_placed_ = false;
+  std::atomic<bool> closing_{false};  // Close() began: writes refused
+  absl::Mutex close_mu_;
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(close_mu_);
 
   mutable absl::Mutex tables_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<internal::Table>> tables_

@@ -184,10 +184,23 @@ void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
 // ---------------------------------------------------------------------------
 // Materialize: the miss path shared by every operation.
 
+absl::Status Table::Refused(const absl::Status& cause) const {
+  const std::string msg =
+      absl::StrCat("table ", name(),
+                   ": memory tier full and the disk refuses writes (nothing "
+                   "applied; retry when the disk has room): ",
+                   cause.message());
+  if (absl::IsResourceExhausted(cause)) {
+    return absl::ResourceExhaustedError(msg);
+  }
+  return absl::UnavailableError(msg);
+}
+
 absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                 absl::Span<const uint32_t> occurrences,
                                 MissMode mode, ResidentFn on_resident,
-                                AbsentFn on_absent) {
+                                AbsentFn on_absent, bool refusable,
+                                bool dirties) {
   const size_t n = keys.size();
   const size_t d = static_cast<size_t>(dim());
   const size_t ss = static_cast<size_t>(state_size_);
@@ -224,10 +237,19 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     //    next round (a second MultiGet per batch), so make room for every
     //    pending key now. Keys that turn out absent and are not created
     //    leave their share free for the next batch.
+    //    When that fails because the disk refuses writes, a call that has
+    //    changed nothing yet and would dirty memory fails here (kAssign, a
+    //    push) or once it finds a key to create (step 2): the memory tier
+    //    then stays within budget + the rows of the calls in flight.
     const uint64_t want = pending.size() * mem_.slot_bytes();
+    absl::Status refused;
     if (budget_->used().load(std::memory_order_relaxed) + want >
         budget_->budget()) {
-      budget_->MakeRoom(this, want);
+      absl::Status room = budget_->MakeRoom(this, want);
+      if (!room.ok() && refusable && round == 0) refused = Refused(room);
+    }
+    if (!refused.ok() && (dirties || mode == MissMode::kAssign)) {
+      return refused;
     }
     // 1. Probe: which keys are still absent, and each stripe's evict_seq
     //    before we read the disk.
@@ -265,6 +287,11 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       std::vector<rocksdb::PinnableSlice> values(m);
       std::vector<rocksdb::Status> statuses(m);
       disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
+      if (!refused.ok() && mode == MissMode::kCreate) {
+        for (size_t j = 0; j < m; ++j) {
+          if (statuses[j].IsNotFound()) return refused;  // before admission
+        }
+      }
       if (read_tags) {
         tag_keys.resize(m);
         tag_vals.resize(m);
@@ -328,7 +355,7 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       const uint64_t bytes = need * mem_.slot_bytes();
       if (budget_->used().load(std::memory_order_relaxed) + bytes >
           budget_->budget()) {
-        budget_->MakeRoom(this, bytes);
+        (void)budget_->MakeRoom(this, bytes);  // refusal was step 0's
       }
       mem_.Allocate(need, &free_slots);
     }
@@ -337,6 +364,7 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     //    our read stale). Keys neither resident, on disk nor to be created
     //    stay absent.
     std::vector<uint32_t> retry;
+    std::vector<uint32_t> uncached;
     for (size_t j = 0; j < pending.size();) {
       const uint32_t s = mem_.StripeOf(keys[pending[j]]);
       Stripe& st = mem_.stripe(s);
@@ -368,6 +396,14 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         if (mem_.has_lsn()) *mem_.lsn(slot) = read_tags ? tags[i] : 0;
         mem_.StoreKey(slot, keys[i]);
         ++mem_.meta(slot)->version;  // never reused: no ABA across owners
+        if (!refused.ok()) {
+          // No room and the disk refuses: a row read from disk (a create
+          // was refused in step 2) is served from a scratch slot, not
+          // cached, so reads keep the memory tier within its bound.
+          on_resident(i, slot);
+          uncached.push_back(slot);
+          continue;
+        }
         mem_.SetFlags(slot, kOccupied | kRef);
         st.index.emplace(keys[i], slot);
         mem_.resident().fetch_add(1, std::memory_order_relaxed);
@@ -382,6 +418,7 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
     }
     mem_.Free(free_slots.data(), free_slots.size());
+    mem_.Free(uncached.data(), uncached.size());
     if (need > 0) budget_->AfterInsert();
     pending.swap(retry);
   }
@@ -529,7 +566,8 @@ absl::Status Table::Pull(absl::Span<const uint64_t> keys, absl::Span<float> out,
       },
       [&](size_t u) {
         DefaultRow(spec_, ukeys[u], absl::MakeSpan(ubuf + u * d, d));
-      }));
+      },
+      /*refusable=*/true));
   for (size_t j = 0; j < m; ++j) {
     std::memcpy(out.data() + sc.miss_pos[j] * d, ubuf + sc.inverse[j] * d,
                 4 * d);
@@ -641,8 +679,13 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
       for (size_t j = 0; j < d; ++j) acc[j] += g[j];
     }
   }
-  if (wal_ == nullptr || replay_lsn != 0) {
-    return ApplyPush(ResolveStep(step_arg), replay_lsn, replay_lsn != 0);
+  bool updated = false;
+  if (replay_lsn != 0) {
+    return ApplyPush(ResolveStep(step_arg), step_arg, replay_lsn,
+                     /*replay=*/true, &updated);
+  }
+  if (wal_ == nullptr) {
+    return ApplyPush(/*step=*/0, step_arg, 0, /*replay=*/false, &updated);
   }
   // Logged: append and apply in one critical section (LSN order = apply
   // order for this table's rows), then wait for the group write.
@@ -653,11 +696,16 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   {
     Wal::ApplyScope scope(wal_);
     absl::MutexLock l(&wal_mu_);
+    // Every step change of a logged table happens under wal_mu_: a push
+    // refused before it updated a row puts the step back.
+    const int64_t step_before = step_.load(std::memory_order_relaxed);
     const int64_t step = ResolveStep(step_arg);
     std::memcpy(tls_payload.data() + kWalRecordHeaderBytes + 2 + name().size(),
                 &step, 8);
     lsn = wal_->AppendFramed(WalRecordType::kPush, &tls_payload);
-    s = ApplyPush(step, lsn, /*replay=*/false);
+    s = ApplyPush(step, step_arg, lsn, /*replay=*/false, &updated);
+    if (!s.ok() && !updated)
+      step_.store(step_before, std::memory_order_relaxed);
     if (!s.ok()) {
       wal_->Append(WalRecordType::kAbort,
                    absl::string_view(reinterpret_cast<const char*>(&lsn), 8));
@@ -667,21 +715,35 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   return wal_->WaitWritten(lsn);
 }
 
-absl::Status Table::ApplyPush(int64_t step, uint64_t lsn, bool replay) {
+absl::Status Table::ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
+                              bool replay, bool* updated) {
+  *updated = false;
   Scratch& sc = tls;
   const size_t d = static_cast<size_t>(dim());
   const absl::Span<const uint64_t> ukeys = sc.dedup.unique();
   const size_t nu = ukeys.size();
+  // The step is taken when the first row is updated (or at the end of a
+  // push that updated none), so a push refused before that (Materialize)
+  // leaves the table step as it was.
+  auto take_step = [&] {
+    if (step == 0) step = ResolveStep(step_arg);
+  };
+
   sc.work.clear();
   for (uint32_t u = 0; u < nu; ++u) {
     if (!sc.skip[u]) sc.work.push_back(u);
   }
   const size_t nw = sc.work.size();
-  if (nw == 0) return absl::OkStatus();
+  if (nw == 0) {
+    take_step();  // a push of only skipped rows still counts as a step
+    return absl::OkStatus();
+  }
   const float* gsum = sc.gsum.data();
   const std::vector<uint32_t>& occ = sc.occ;
   const bool track = mem_.has_lsn() && lsn != 0;
   auto apply = [&](uint32_t u, uint32_t slot) {
+    take_step();
+    *updated = true;
     if (track) {
       // Replay: the row already includes this record (it reached disk).
       if (replay && *mem_.lsn(slot) >= lsn) return;
@@ -730,7 +792,8 @@ absl::Status Table::ApplyPush(int64_t step, uint64_t lsn, bool replay) {
     const std::vector<uint32_t>& mu = sc.miss_unique;
     PSDB_RETURN_IF_ERROR(Materialize(
         sc.miss_keys, sc.miss_occ, MissMode::kCreate,
-        [&](size_t i, uint32_t slot) { apply(mu[i], slot); }, [&](size_t) {}));
+        [&](size_t i, uint32_t slot) { apply(mu[i], slot); }, [&](size_t) {},
+        /*refusable=*/true, /*dirties=*/true));
   }
   // Pass 2: apply to the hits of pass 1 whose slot still holds their key.
   std::vector<uint64_t> retry_keys;
@@ -760,6 +823,7 @@ absl::Status Table::ApplyPush(int64_t step, uint64_t lsn, bool replay) {
         [&](size_t i, uint32_t slot) { apply(retry_u[i], slot); },
         [&](size_t) {}));
   }
+  take_step();  // a push whose keys were all below admission counts too
   return absl::OkStatus();
 }
 
@@ -828,7 +892,8 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
           optim::InitState(spec_.optimizer, dim(),
                            absl::MakeSpan(u.state.data() + i * ss, ss));
           u.headers[i] = RowHeader{};
-        }));
+        },
+        /*refusable=*/true));
   }
   out->Resize(dim(), state_size_, n);
   for (size_t i = 0; i < n; ++i) {
@@ -936,9 +1001,32 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
     MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
     mem_.Touch(slot);
   };
+  // Misses first (the only part that can be refused), then the keys that
+  // were resident, so a refused call assigns nothing; one evicted in
+  // between is materialized again.
   std::vector<uint64_t> mkeys;
-  std::vector<uint32_t> mocc, mu;
+  std::vector<uint32_t> mocc, mu, hits;
   for (size_t u = 0; u < nu; ++u) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    absl::MutexLock l(&st.mu);
+    if (st.index.contains(ukeys[u])) {
+      hits.push_back(static_cast<uint32_t>(u));
+    } else {
+      mkeys.push_back(ukeys[u]);
+      mocc.push_back(1);
+      mu.push_back(static_cast<uint32_t>(u));
+    }
+  }
+  if (!mkeys.empty()) {
+    PSDB_RETURN_IF_ERROR(Materialize(
+        mkeys, mocc, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {},
+        /*refusable=*/true));
+  }
+  mkeys.clear();
+  mocc.clear();
+  mu.clear();
+  for (uint32_t u : hits) {
     Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
     absl::MutexLock l(&st.mu);
     auto it = st.index.find(ukeys[u]);
@@ -947,7 +1035,7 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
     } else {
       mkeys.push_back(ukeys[u]);
       mocc.push_back(1);
-      mu.push_back(static_cast<uint32_t>(u));
+      mu.push_back(u);
     }
   }
   absl::Status s;
@@ -1016,6 +1104,7 @@ TableStats Table::Stats() const {
   t.disk_compaction_pending =
       disk_->IntProperty(cf_, "rocksdb.compaction-pending") > 0;
   t.dirty_writes = dirty_writes_.load(std::memory_order_relaxed);
+  t.disk_write_errors = write_errors_.load(std::memory_order_relaxed);
   t.not_admitted = not_admitted_.load(std::memory_order_relaxed);
   t.step = step();
   return t;

@@ -84,8 +84,12 @@ class BudgetArbiter {
       : budget_(budget), reserve_(reserve) {}
   virtual ~BudgetArbiter() = default;
   // Called (with no table lock held) before `requester` inserts rows that
-  // need `bytes` more; evicts rows of some table(s) so they fit, best effort.
-  virtual void MakeRoom(Table* requester, uint64_t bytes) = 0;
+  // need `bytes` more; evicts rows of some table(s) so they fit. OK when
+  // they fit, or when nothing more could be evicted without a write error
+  // (the caller may then run over the budget by its batch); the write
+  // error when rows could not be written (the disk refuses) and the
+  // budget is still short of `bytes`.
+  virtual absl::Status MakeRoom(Table* requester, uint64_t bytes) = 0;
   // Called (with no table lock held) after rows were inserted: wakes the
   // background evictor once fewer than reserve() bytes are free. Cheap.
   void AfterInsert() {
@@ -160,10 +164,15 @@ class Table {
   absl::Status ReplayDeleteRows(uint64_t lsn, absl::Span<const uint64_t> keys);
 
   // Evicts up to n resident rows (dirty ones are written first); returns
-  // how many left memory. `background`: for statistics only.
-  absl::StatusOr<size_t> Evict(size_t n, bool background = false);
+  // how many left memory. A dirty row leaves only once its write succeeded:
+  // if the disk refuses (DiskTier::RoomFor, or the write fails), the dirty
+  // victims stay resident and dirty, *write_error gets the cause, and the
+  // clean victims still leave. `background`: for statistics only.
+  size_t Evict(size_t n, bool background, absl::Status* write_error);
   // Writes every dirty row to RocksDB; returns how many.
   absl::StatusOr<uint64_t> FlushDirty();
+  // Resident rows not yet written to RocksDB (a scan of the index).
+  uint64_t DirtyRows();
   // Deletes rows past their TTL from both tiers (no-op when ttl_steps is 0);
   // returns how many. Call after FlushDirty.
   absl::StatusOr<uint64_t> ExpireRows();
@@ -207,8 +216,12 @@ class Table {
                         absl::Span<const float> grads, int64_t step,
                         uint64_t replay_lsn);
   // The optimizer pass of PushImpl over the de-duplicated batch in the
-  // thread's scratch; `lsn`: the record (0: none).
-  absl::Status ApplyPush(int64_t step, uint64_t lsn, bool replay);
+  // thread's scratch; `lsn`: the record (0: none). `step`: the push's step,
+  // or 0: ResolveStep(step_arg) when the first row is updated (or at the
+  // end), so a refused push leaves the table step as it was. *updated:
+  // whether any row was changed.
+  absl::Status ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
+                         bool replay, bool* updated);
   absl::Status PutRowsImpl(absl::Span<const uint64_t> keys,
                            const RowBatch& rows, uint64_t replay_lsn);
   absl::StatusOr<uint64_t> DeleteRowsImpl(absl::Span<const uint64_t> keys,
@@ -228,10 +241,21 @@ class Table {
   // exactly once for each (under the key's stripe lock for on_resident).
   // occurrences[i] are sightings for admission. Every row read from disk is
   // decoded before the first on_resident call of its round.
+  // `refusable`: the call has changed nothing yet, so when the budget is
+  // full and the disk refuses the evictions that would make room, it fails
+  // (Refused) before changing anything if it would dirty memory: always
+  // for kAssign and `dirties` (a push), for kCreate only when a key has
+  // no row to read. Rows read from disk are then served without being
+  // cached (from scratch slots): reads keep working, within the bound.
   absl::Status Materialize(absl::Span<const uint64_t> keys,
                            absl::Span<const uint32_t> occurrences,
                            MissMode mode, ResidentFn on_resident,
-                           AbsentFn on_absent);
+                           AbsentFn on_absent, bool refusable = false,
+                           bool dirties = false);
+  // The error of a call refused for want of memory while the disk refuses
+  // writes: ResourceExhausted for a full disk, Unavailable for another
+  // I/O error, naming the table and the cause.
+  absl::Status Refused(const absl::Status& cause) const;
   // Locked fallback of Materialize for one key. `admitted` is the
   // admission decision Materialize already made for it (1 / 0), or -1.
   absl::Status MaterializeLocked(uint64_t key, uint32_t occurrences,
@@ -268,6 +292,7 @@ class Table {
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> background_evictions_{0};
   std::atomic<uint64_t> dirty_writes_{0};
+  std::atomic<uint64_t> write_errors_{0};  // refused eviction writes
   std::atomic<uint64_t> not_admitted_{0};
 };
 

@@ -25,7 +25,7 @@ constexpr size_t kWriteBatchBytes = 8 << 20;
 // ---------------------------------------------------------------------------
 // Eviction, flush, TTL
 
-absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
+size_t Table::Evict(size_t n, bool background, absl::Status* write_error) {
   absl::MutexLock el(&evict_mu_);
   std::vector<uint32_t> victims;
   mem_.SelectVictims(n, &victims);
@@ -83,7 +83,18 @@ absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
     }
     // Write-ahead rule: no row on disk holds an update the log lacks.
     if (wal_ != nullptr) write_status = wal_->WaitWritten(max_lsn);
+    // Headroom (DiskTier::RoomFor): the rows that stay in memory after this
+    // write must still fit on the disk at shutdown.
+    const uint64_t written_bytes = pending.size() * mem_.slot_bytes();
+    const uint64_t used = budget_->used().load(std::memory_order_relaxed);
+    if (write_status.ok()) {
+      write_status = disk_->RoomFor(batch.GetDataSize(),
+                                    used - std::min(used, written_bytes));
+    }
     if (write_status.ok()) write_status = disk_->WriteRows(&batch);
+    if (!write_status.ok()) {
+      write_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (write_status.ok()) {
     for (const Pending& p : pending) {
@@ -104,7 +115,9 @@ absl::StatusOr<size_t> Table::Evict(size_t n, bool background) {
   if (background) {
     background_evictions_.fetch_add(freed.size(), std::memory_order_relaxed);
   }
-  if (!write_status.ok()) return write_status;
+  if (!write_status.ok() && write_error != nullptr) {
+    *write_error = std::move(write_status);
+  }
   return freed.size();
 }
 
@@ -182,6 +195,18 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
     total += entries.size();
   }
   return total;
+}
+
+uint64_t Table::DirtyRows() {
+  uint64_t n = 0;
+  for (int s = 0; s < mem_.num_stripes(); ++s) {
+    Stripe& st = mem_.stripe(s);
+    absl::MutexLock l(&st.mu);
+    for (const auto& [key, slot] : st.index) {
+      n += (mem_.LoadFlags(slot) & kDirty) != 0;
+    }
+  }
+  return n;
 }
 
 absl::StatusOr<uint64_t> Table::ExpireRows() {

@@ -22,7 +22,11 @@
 // Prints "listening on HOST:PORT" once it serves (--port=0 picks a free
 // port). SIGTERM or SIGINT: stop accepting, let in-flight requests finish
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
-// flushed). Exit status 0 after a clean shutdown, 1 on a startup error.
+// and memtables flushed). Exit status 0 after a clean shutdown, 1 on a
+// startup error or a shutdown that could not flush (the message says how
+// many rows are not in files; store/store.h, "Disk full and I/O errors").
+// While the disk refuses writes, pushes that need room fail with
+// RESOURCE_EXHAUSTED naming the table and the cause; reads keep working.
 // With --metrics_port (training or serving) it first prints "metrics on
 // HOST:PORT": Prometheus text at /metrics (rpc/server/server_metrics.h).
 //
@@ -96,6 +100,10 @@ ABSL_FLAG(int64_t, malloc_keep_mb, 256,
 ABSL_FLAG(int64_t, memory_budget_mb, 1024,
           "Memory budget of the store, MiB: its rows, RocksDB's memtables "
           "and block cache together (README.md, \"Memory\").");
+ABSL_FLAG(int64_t, disk_reserve_mb, 0,
+          "Disk space, MiB, the store holds back in DATA_DIR/disk-reserve for "
+          "a shutdown on a disk something else filled "
+          "(StoreOptions::disk_reserve_bytes); 0 = none.");
 ABSL_FLAG(std::string, servers, "",
           "All servers of the cluster in rank order, host:port,...; empty = "
           "this server owns every key.");
@@ -384,6 +392,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_max_batch_keys) < 1) {
     return Fail(absl::InvalidArgumentError("--max_batch_keys must be >= 1"));
   }
+  if (absl::GetFlag(FLAGS_disk_reserve_mb) < 0) {
+    return Fail(absl::InvalidArgumentError("--disk_reserve_mb must be >= 0"));
+  }
   options.max_batch_keys =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_batch_keys));
   options.max_dim = absl::GetFlag(FLAGS_max_dim);
@@ -552,6 +563,8 @@ int main(int argc, char** argv) {
   psdb::StoreOptions store_options;
   store_options.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
+  store_options.disk_reserve_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_disk_reserve_mb)) << 20;
   store_options.max_batch_keys = options.max_batch_keys;
   store_options.shard_id = options.shard_id;
   store_options.restore_from = absl::GetFlag(FLAGS_restore_from);
@@ -595,9 +608,12 @@ int main(int argc, char** argv) {
   (*server)->Shutdown(
       absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   server->reset();
-  const absl::Status flushed = (*store)->Flush();
+  const absl::Status closed = (*store)->Close();
   store->reset();
-  if (!flushed.ok()) return Fail(flushed);
+  if (!closed.ok()) {
+    std::fprintf(stderr, "ps-server: shutdown could not flush the store\n");
+    return Fail(closed);
+  }
   std::fprintf(stderr, "ps-server: stopped cleanly\n");
   return 0;
 }

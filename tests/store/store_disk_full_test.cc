@@ -1,0 +1,272 @@
+// Store on a disk that fills up (store/store.h, "Disk full and I/O errors"),
+// on a real small tmpfs: pushes that need eviction are refused with
+// RESOURCE_EXHAUSTED and change nothing, memory stays within its bound,
+// reads keep working, writes resume without a reopen once space returns
+// (both through the headroom rule and through RocksDB's stopped writes and
+// DiskTier's Resume), and a clean close keeps every acknowledged push.
+// Exact checks use a counting-gradient table: SGD, learning rate 1, zero
+// init, every push of gradient -1 adds exactly 1 to each value of its row.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/store.h"
+#include "tests/store/store_test_util.h"
+#include "tests/testing/small_tmpfs.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb {
+namespace {
+
+using ::psdb::testing::MakeSpec;
+using ::psdb::testing::SmallOptions;
+using ::psdb::testing::SmallTmpfs;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 64;
+// dim 64, SGD: 256 B values + 24 B header + 24 B slot metadata.
+constexpr uint64_t kSlotBytes = 304;
+constexpr size_t kBatch = 256;
+constexpr uint64_t kBudget = 1 << 20;
+
+#define MOUNT_OR_SKIP(var, bytes)                    \
+  auto var##_or = SmallTmpfs::Mount(bytes);          \
+  if (absl::IsPermissionDenied(var##_or.status())) { \
+    GTEST_SKIP() << var##_or.status().message();     \
+  }                                                  \
+  ASSERT_OK(var##_or);                               \
+  std::unique_ptr<SmallTmpfs> var = *std::move(var##_or)
+
+// Acknowledged pushes per key: the value every element of its row must have.
+using Counts = std::map<uint64_t, int>;
+
+std::vector<uint64_t> BatchKeys(uint64_t first, size_t n) {
+  std::vector<uint64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = first + i * 7919;  // scattered
+  return keys;
+}
+
+absl::Status PushOnes(Store& store, const std::vector<uint64_t>& keys,
+                      Counts* counts) {
+  const std::vector<float> grads(keys.size() * kDim, -1.0f);
+  absl::Status s = store.Push("emb", keys, grads);
+  if (s.ok()) {
+    for (uint64_t k : keys) ++(*counts)[k];
+  }
+  return s;
+}
+
+// Every acknowledged push is there exactly once: each row's values equal
+// its count (pulled kBatch keys at a time).
+void ExpectCounts(Store& store, const Counts& counts) {
+  std::vector<uint64_t> keys;
+  for (const auto& [k, n] : counts) keys.push_back(k);
+  for (size_t b = 0; b < keys.size(); b += kBatch) {
+    const std::vector<uint64_t> chunk(
+        keys.begin() + b, keys.begin() + std::min(keys.size(), b + kBatch));
+    std::vector<float> out(chunk.size() * kDim);
+    ASSERT_OK(store.Pull("emb", chunk, absl::MakeSpan(out)));
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      for (int j = 0; j < kDim; ++j) {
+        ASSERT_EQ(out[i * kDim + j], static_cast<float>(counts.at(chunk[i])))
+            << "key " << chunk[i];
+      }
+    }
+  }
+}
+
+// No row exists for any of `keys` (ReadRows creates nothing).
+void ExpectAbsent(Store& store, const std::vector<uint64_t>& keys) {
+  RowBatch rows;
+  std::vector<uint8_t> present;
+  ASSERT_OK(store.ReadRows("emb", keys, &rows, &present));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(present[i], 0) << "key " << keys[i];
+  }
+}
+
+uint64_t MemoryBound() { return kBudget + kBatch * kSlotBytes; }
+
+// Pushes batches of new keys until one is refused; returns the refused
+// batch (empty if none was within `max_batches`).
+std::vector<uint64_t> PushUntilRefused(Store& store, uint64_t* next_key,
+                                       Counts* counts, int max_batches,
+                                       absl::Status* refusal) {
+  for (int b = 0; b < max_batches; ++b) {
+    std::vector<uint64_t> keys = BatchKeys(*next_key, kBatch);
+    *next_key += 1;
+    const absl::Status s = PushOnes(store, keys, counts);
+    EXPECT_LE(store.Stats().memory_used_bytes, MemoryBound());
+    if (!s.ok()) {
+      *refusal = s;
+      return keys;
+    }
+  }
+  return {};
+}
+
+int64_t TableStep(const Store& store) { return store.Stats().tables[0].step; }
+
+TEST(StoreDiskFullTest, FullDiskRefusesPushesKeepsReadsAndResumesWithSpace) {
+  MOUNT_OR_SKIP(fs, 40 << 20);
+  // Room to give back later.
+  ASSERT_OK_AND_ASSIGN(uint64_t filler, fs->Fill("filler", 8 << 20));
+  ASSERT_EQ(filler, 8u << 20);
+  const std::string path = fs->Sub("store");
+  const StoreOptions opts = SmallOptions(kBudget);
+  Counts counts;
+  uint64_t next_key = 1;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    absl::Status refusal;
+    std::vector<uint64_t> refused =
+        PushUntilRefused(*store, &next_key, &counts, 2000, &refusal);
+    ASSERT_FALSE(refused.empty()) << "the disk never filled";
+    EXPECT_EQ(refusal.code(), absl::StatusCode::kResourceExhausted) << refusal;
+    EXPECT_THAT(refusal.message(),
+                HasSubstr("table emb: memory tier full and the disk refuses "
+                          "writes"));
+    EXPECT_THAT(refusal.message(), HasSubstr("bytes free"));
+    EXPECT_GT(store->Stats().tables[0].disk_write_errors, 0u);
+    // The refused push changed nothing: no row, no step.
+    const int64_t step = TableStep(*store);
+    const absl::Status again = PushOnes(*store, refused, &counts);
+    EXPECT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
+    EXPECT_EQ(TableStep(*store), step);
+    ExpectAbsent(*store, refused);
+    // A pull that would create rows is refused too; one of rows that exist
+    // works (reads keep working), within the memory bound.
+    std::vector<float> out(refused.size() * kDim);
+    EXPECT_EQ(store->Pull("emb", refused, absl::MakeSpan(out)).code(),
+              absl::StatusCode::kResourceExhausted);
+    ExpectCounts(*store, counts);
+    EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound());
+    ExpectAbsent(*store, refused);
+
+    // Space comes back: the same push goes through, no reopen.
+    ASSERT_OK(fs->Remove("filler"));
+    ASSERT_OK(PushOnes(*store, refused, &counts));
+    // And pushes go on until the disk is full again.
+    refused = PushUntilRefused(*store, &next_key, &counts, 2000, &refusal);
+    ASSERT_FALSE(refused.empty()) << "the disk never filled again";
+    EXPECT_EQ(refusal.code(), absl::StatusCode::kResourceExhausted) << refusal;
+    // Updates of resident rows need no room: they are accepted, and the
+    // close below must keep them too.
+    std::vector<uint64_t> resident;
+    ASSERT_OK_AND_ASSIGN(resident, store->ResidentKeys("emb", 64));
+    ASSERT_FALSE(resident.empty());
+    ASSERT_OK(PushOnes(*store, resident, &counts));
+    // A clean close on the full disk keeps everything: the headroom rule
+    // left room for the dirty rows and the memtables.
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+  ExpectCounts(*store, counts);
+}
+
+// After a memtable flush failed with ENOSPC and DB::Resume() succeeded,
+// RocksDB 7.8 keeps its "DB stopped" flag, and a waited DB::Flush returns
+// before the flush ran: without DiskTier's own wait (AwaitFlushed), the
+// close below stopped RocksDB mid-flush and the reopen found the rows
+// written after the resume gone (zeros: created fresh by the pull).
+TEST(StoreDiskFullTest, WritesStoppedByRocksDbResumeWhenSpaceReturns) {
+  MOUNT_OR_SKIP(fs, 32 << 20);
+  const std::string path = fs->Sub("store");
+  const StoreOptions opts = SmallOptions(kBudget);
+  Counts counts;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+  ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+  // Three budgets of rows: most are evicted into RocksDB's memtable.
+  for (uint64_t b = 0; b < 3 * kBudget / kSlotBytes / kBatch; ++b) {
+    ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
+  }
+  // Something else fills the disk: the memtable flush fails with ENOSPC
+  // and RocksDB stops every write.
+  ASSERT_OK(fs->Fill("filler").status());
+  const absl::Status flushed = store->Flush();
+  EXPECT_EQ(flushed.code(), absl::StatusCode::kResourceExhausted) << flushed;
+  EXPECT_THAT(flushed.message(), HasSubstr("No space left on device"));
+  // Reads work (rows in memory and in the memtable).
+  ExpectCounts(*store, counts);
+  // Every resident row is made dirty (updates of resident rows need no
+  // room): a push of new keys now needs a write, and is refused.
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> resident,
+                       store->ResidentKeys("emb", 1 << 20));
+  ASSERT_OK(PushOnes(*store, resident, &counts));
+  const std::vector<uint64_t> fresh = BatchKeys(1000, kBatch);
+  const absl::Status refused = PushOnes(*store, fresh, &counts);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("table emb"));
+  ExpectAbsent(*store, fresh);
+  // Space returns: the next push that needs room resumes RocksDB (its
+  // memtable reaches a file) and goes through; so does a flush.
+  ASSERT_OK(fs->Remove("filler"));
+  ASSERT_TRUE(::psdb::testing::WaitFor(
+      [&] { return PushOnes(*store, fresh, &counts).ok(); },
+      absl::Seconds(10)));
+  ASSERT_OK(store->Flush());
+  for (uint64_t b = 0; b < 8; ++b) {
+    ASSERT_OK(PushOnes(*store, BatchKeys(2000 + b, kBatch), &counts));
+  }
+  ExpectCounts(*store, counts);
+  ASSERT_OK(store->Close());
+  ASSERT_OK_AND_ASSIGN(store, Store::Open(opts, path));
+  ExpectCounts(*store, counts);
+}
+
+// The close of a store whose disk something else filled: without a reserve
+// it says so and loses exactly what was not in files; with one, it deletes
+// the ballast, flushes and keeps every push.
+TEST(StoreDiskFullTest, CloseOnADiskFilledByOthers) {
+  for (const uint64_t reserve : {uint64_t{0}, uint64_t{4} << 20}) {
+    SCOPED_TRACE(absl::StrCat("disk_reserve_bytes ", reserve));
+    MOUNT_OR_SKIP(fs, 24 << 20);
+    const std::string path = fs->Sub("store");
+    StoreOptions opts = SmallOptions(kBudget);
+    opts.disk_reserve_bytes = reserve;
+    Counts counts;
+    const std::vector<uint64_t> keys = BatchKeys(1, kBatch);
+    {
+      ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+      ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+      ASSERT_OK(PushOnes(*store, keys, &counts));
+      ASSERT_OK(store->Flush());                   // in files: counts 1
+      ASSERT_OK(PushOnes(*store, keys, &counts));  // resident: dirty only
+      ASSERT_OK(fs->Fill("filler").status());
+      const absl::Status closed = store->Close();
+      if (reserve == 0) {
+        EXPECT_FALSE(closed.ok());
+        EXPECT_THAT(closed.message(), HasSubstr("could not flush"));
+        EXPECT_THAT(closed.message(), HasSubstr(path));
+        for (auto& [k, n] : counts) n = 1;  // the stated loss, exactly
+      } else {
+        EXPECT_OK(closed);
+      }
+      EXPECT_EQ(store->Close().code(), closed.code());  // idempotent
+      EXPECT_EQ(
+          store->Push("emb", keys, std::vector<float>(kBatch * kDim)).code(),
+          absl::StatusCode::kFailedPrecondition);
+    }
+    if (reserve > 0) {
+      // The ballast cannot be written again while the disk is full (what
+      // the close left free is taken too).
+      ASSERT_OK(fs->Fill("filler2").status());
+      const auto full = Store::Open(opts, path);
+      EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted)
+          << full.status();
+      EXPECT_THAT(full.status().message(), HasSubstr("disk-reserve"));
+      ASSERT_OK(fs->Remove("filler2"));
+    }
+    ASSERT_OK(fs->Remove("filler"));
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    ExpectCounts(*store, counts);
+  }
+}
+
+}  // namespace
+}  // namespace psdb

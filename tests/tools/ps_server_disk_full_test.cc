@@ -1,0 +1,123 @@
+// Issue 16's disk-full report, scaled to test time, against a real
+// ps-server process on a real small tmpfs: a server with a 2 MiB memory
+// budget is sent pushes of new dim-256 rows until the disk is full. Pushes
+// that need eviction then fail with RESOURCE_EXHAUSTED naming the table,
+// the memory tier stays within its bound, pushes resume without a restart
+// once space returns, SIGTERM exits 0 with everything flushed, and a
+// restarted server has every acknowledged push exactly once (SGD, learning
+// rate 1, zero init: each push of gradient -1 adds exactly 1).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/client/client_url.h"
+#include "tests/store/store_test_util.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/small_tmpfs.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb {
+namespace {
+
+using ::psdb::testing::MakeSpec;
+using ::psdb::testing::SmallTmpfs;
+using ::psdb::testing::StartPsServer;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 256;
+constexpr size_t kBatch = 256;
+constexpr uint64_t kBudget = 2 << 20;
+// dim 256, SGD: 1 KiB values + 24 B header + 24 B slot metadata.
+constexpr uint64_t kSlotBytes = 1072;
+
+std::vector<uint64_t> BatchKeys(uint64_t first) {
+  std::vector<uint64_t> keys(kBatch);
+  for (size_t i = 0; i < kBatch; ++i) keys[i] = first + i * 104729;
+  return keys;
+}
+
+std::vector<std::string> ServerArgs(const std::string& data_dir) {
+  return {absl::StrCat("--data_dir=", data_dir), "--threads=2",
+          absl::StrCat("--memory_budget_mb=", kBudget >> 20)};
+}
+
+absl::StatusOr<std::unique_ptr<ParameterClient>> Connect(
+    const std::string& address) {
+  rpc::RemoteClientOptions ro;
+  ro.call_timeout = absl::Seconds(30);
+  return rpc::OpenParameterClient(absl::StrCat("servers:", address), ro);
+}
+
+TEST(PsServerDiskFullTest, AcknowledgedPushesSurviveAFullDiskAndRestart) {
+  auto mounted = SmallTmpfs::Mount(40 << 20);
+  if (absl::IsPermissionDenied(mounted.status())) {
+    GTEST_SKIP() << mounted.status().message();
+  }
+  ASSERT_OK(mounted);
+  std::unique_ptr<SmallTmpfs> fs = *std::move(mounted);
+  ASSERT_OK(fs->Fill("filler", 8 << 20).status());
+  const std::string data_dir = fs->Sub("data");
+  std::map<uint64_t, int> counts;
+  const std::vector<float> ones(kBatch * kDim, -1.0f);
+  {
+    ASSERT_OK_AND_ASSIGN(auto server, StartPsServer(ServerArgs(data_dir)));
+    ASSERT_OK_AND_ASSIGN(auto client, Connect(server->ready_value()));
+    ASSERT_OK(client->CreateTable(MakeSpec("emb", kDim)));
+    uint64_t next = 1;
+    // Pushes until one is refused; returns it (empty: never refused).
+    auto push_until_refused = [&]() -> std::vector<uint64_t> {
+      for (int b = 0; b < 400; ++b) {
+        std::vector<uint64_t> keys = BatchKeys(next++);
+        const absl::Status s = client->Push("emb", keys, ones, PushOptions{});
+        if (!s.ok()) {
+          EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+          EXPECT_THAT(s.message(),
+                      HasSubstr("table emb: memory tier full and the disk "
+                                "refuses writes"));
+          return keys;
+        }
+        for (uint64_t k : keys) ++counts[k];
+      }
+      return {};
+    };
+    std::vector<uint64_t> refused = push_until_refused();
+    ASSERT_FALSE(refused.empty()) << "the disk never filled";
+    ASSERT_OK_AND_ASSIGN(StoreStats stats, client->Stats());
+    EXPECT_LE(stats.memory_used_bytes, kBudget + kBatch * kSlotBytes);
+    EXPECT_GT(stats.tables.at(0).disk_write_errors, 0u);
+    // Space comes back: the refused push goes through, no restart.
+    ASSERT_OK(fs->Remove("filler"));
+    ASSERT_OK(client->Push("emb", refused, ones, PushOptions{}));
+    for (uint64_t k : refused) ++counts[k];
+    refused = push_until_refused();
+    ASSERT_FALSE(refused.empty()) << "the disk never filled again";
+    // SIGTERM on the full disk: a clean shutdown, exit 0.
+    ASSERT_OK(server->Stop());
+    EXPECT_THAT(server->Stderr(), HasSubstr("stopped cleanly"));
+  }
+  ASSERT_OK_AND_ASSIGN(auto server, StartPsServer(ServerArgs(data_dir)));
+  ASSERT_OK_AND_ASSIGN(auto client, Connect(server->ready_value()));
+  std::vector<uint64_t> keys;
+  for (const auto& [k, n] : counts) keys.push_back(k);
+  ASSERT_GT(keys.size(), 8000u);
+  for (size_t b = 0; b < keys.size(); b += kBatch) {
+    const std::vector<uint64_t> chunk(
+        keys.begin() + b, keys.begin() + std::min(keys.size(), b + kBatch));
+    std::vector<float> out(chunk.size() * kDim);
+    ASSERT_OK(client->Pull("emb", chunk, absl::MakeSpan(out), PullOptions{}));
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      ASSERT_EQ(out[i * kDim], static_cast<float>(counts[chunk[i]]))
+          << "key " << chunk[i];
+      ASSERT_EQ(out[i * kDim + kDim - 1], static_cast<float>(counts[chunk[i]]))
+          << "key " << chunk[i];
+    }
+  }
+  ASSERT_OK(server->Stop());
+}
+
+}  // namespace
+}  // namespace psdb
