@@ -38,7 +38,7 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
   ExpectRatioBlocks(
       out, {"mem_vs_limit_pull", "mem_vs_limit_push", "tiered_vs_rocksdb_pull",
             "tiered_vs_rocksdb_push", "incremental_vs_full_checkpoint",
-            "wal_vs_checkpoint_push"});
+            "wal_vs_checkpoint_push", "tiered_peak_rss_vs_budget_bound"});
   // One round: the median is the only value.
   const std::string ratios = JsonObject(out, "ratios");
   for (const char* name : {"mem_vs_limit_pull", "tiered_vs_rocksdb_push"}) {
@@ -52,7 +52,8 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
             "0.5\",\"tiered_vs_rocksdb_pull\":\">= 3\","
             "\"tiered_vs_rocksdb_push\":\">= 3\","
             "\"incremental_vs_full_checkpoint\":\"<= 0.1\","
-            "\"wal_vs_checkpoint_push\":\">= 0.5\"}");
+            "\"wal_vs_checkpoint_push\":\">= 0.5\","
+            "\"tiered_peak_rss_vs_budget_bound\":\"<= 1\"}");
   EXPECT_THAT(JsonObject(out, "targets_met"),
               HasSubstr("\"incremental_vs_full_checkpoint\":"));
   EXPECT_TRUE(std::isfinite(

@@ -100,7 +100,8 @@ TEST_F(ServerBenchTest, RatiosAreMediansOverAlternatingRounds) {
   expect_ratio("psdb_vs_tcp_limit_pull", psdb, limit, "pull_keys_per_s_rounds");
   EXPECT_EQ(JsonObject(out, "targets"),
             "{\"psdb_vs_redis_pull\":\">= 2\",\"psdb_vs_redis_push\":\">= "
-            "1.5\",\"psdb_vs_tcp_limit_pull\":\">= 0.5\"}");
+            "1.5\",\"psdb_vs_tcp_limit_pull\":\">= 0.5\","
+            "\"psdb_peak_rss_vs_budget_bound\":\"<= 1\"}");
 }
 
 TEST_F(ServerBenchTest, EachPhaseRunsAtLeastMinSeconds) {
