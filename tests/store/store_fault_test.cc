@@ -1,0 +1,387 @@
+// The disk-full / I/O-error contract (store/store.h, "Disk full and I/O
+// errors") checked through the fault-injecting file system
+// (tests/store/fault_file_system.h): ENOSPC and EIO on writes and syncs,
+// a close with the fault still on, and an unreadable SST file. Exact checks
+// use a counting-gradient table: SGD, learning rate 1, zero init, every
+// push of gradient -1 adds exactly 1 to each value of its row, so a lost or
+// doubled update shows as an exact difference.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/store.h"
+#include "tests/store/fault_file_system.h"
+#include "tests/store/store_test_util.h"
+#include "tests/testing/test_util.h"
+
+namespace psdb {
+namespace {
+
+using ::psdb::testing::FaultFileSystem;
+using ::psdb::testing::MakeSpec;
+using ::psdb::testing::ScratchDir;
+using ::psdb::testing::SmallOptions;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 64;
+// dim 64, SGD: 256 B values + 24 B header + 24 B slot metadata.
+constexpr uint64_t kSlotBytes = 304;
+constexpr size_t kBatch = 256;
+constexpr uint64_t kBudget = 1 << 20;
+
+// Acknowledged pushes per key: the value every element of its row must have.
+using Counts = std::map<uint64_t, int>;
+
+std::vector<uint64_t> BatchKeys(uint64_t first, size_t n) {
+  std::vector<uint64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = first + i * 7919;  // scattered
+  return keys;
+}
+
+absl::Status PushOnes(Store& store, const std::vector<uint64_t>& keys,
+                      Counts* counts) {
+  const std::vector<float> grads(keys.size() * kDim, -1.0f);
+  absl::Status s = store.Push("emb", keys, grads);
+  if (s.ok()) {
+    for (uint64_t k : keys) ++(*counts)[k];
+  }
+  return s;
+}
+
+// Every acknowledged push is there exactly once.
+void ExpectCounts(Store& store, const Counts& counts) {
+  std::vector<uint64_t> keys;
+  for (const auto& [k, n] : counts) keys.push_back(k);
+  for (size_t b = 0; b < keys.size(); b += kBatch) {
+    const std::vector<uint64_t> chunk(
+        keys.begin() + b, keys.begin() + std::min(keys.size(), b + kBatch));
+    std::vector<float> out(chunk.size() * kDim);
+    ASSERT_OK(store.Pull("emb", chunk, absl::MakeSpan(out)));
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      for (int j = 0; j < kDim; ++j) {
+        ASSERT_EQ(out[i * kDim + j], static_cast<float>(counts.at(chunk[i])))
+            << "key " << chunk[i];
+      }
+    }
+  }
+}
+
+// No row exists for any of `keys` (ReadRows creates nothing).
+void ExpectAbsent(Store& store, const std::vector<uint64_t>& keys) {
+  RowBatch rows;
+  std::vector<uint8_t> present;
+  ASSERT_OK(store.ReadRows("emb", keys, &rows, &present));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(present[i], 0) << "key " << keys[i];
+  }
+}
+
+// The memory tier's rows: its share of the budget plus the rows of the one
+// call in flight (a refused eviction must not grow it).
+uint64_t RowsBound() { return kBudget + kBatch * kSlotBytes; }
+uint64_t RowBytes(const Store& store) {
+  return store.Stats().tables[0].memory_bytes;
+}
+
+// The stated bound on Stats().memory_used_bytes: the whole budget (rows,
+// memtables, block cache) plus the rows of the one call in flight.
+uint64_t MemoryBound() {
+  return SmallOptions(kBudget).memory_budget_bytes + kBatch * kSlotBytes;
+}
+
+int64_t TableStep(const Store& store) { return store.Stats().tables[0].step; }
+
+std::set<std::string> SstFiles(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".sst") out.insert(e.path().filename());
+  }
+  return out;
+}
+
+struct FaultCase {
+  const char* name;
+  FaultFileSystem::Error error;
+  FaultFileSystem::Ops ops;
+  absl::StatusCode refusal;  // What the contract says a refusal is.
+};
+
+class StoreFaultTest : public ::testing::TestWithParam<FaultCase> {
+ protected:
+  StoreOptions Options() const {
+    StoreOptions o = SmallOptions(kBudget);
+    o.file_system = fs_;
+    return o;
+  }
+  FaultFileSystem::Fault StickyFault() const {
+    FaultFileSystem::Fault f;
+    f.ops = GetParam().ops;
+    f.error = GetParam().error;
+    f.sticky = true;
+    return f;
+  }
+
+  // Fills the memory tier (two budgets of rows, flushed), injects the
+  // sticky fault and pushes new rows until one push is refused; checks
+  // the refusal (stated code, naming the table), that it changed nothing
+  // (no row, no step), that reads of existing rows are exact and the
+  // memory tier within its bound. Returns the refused keys.
+  std::vector<uint64_t> FillAndRefuse(Store& store, Counts* counts,
+                                      uint64_t* next_key) {
+    for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+      EXPECT_OK(PushOnes(store, BatchKeys((*next_key)++, kBatch), counts));
+      EXPECT_LE(RowBytes(store), RowsBound());
+    }
+    EXPECT_OK(store.Flush());
+
+    fs_->InjectFault(StickyFault());
+    // New rows need eviction; the evicted rows fill RocksDB's memtable
+    // whose flush the disk refuses, which stops RocksDB's writes.
+    absl::Status refusal;
+    std::vector<uint64_t> refused;
+    for (int b = 0; b < 400 && refused.empty(); ++b) {
+      std::vector<uint64_t> keys = BatchKeys((*next_key)++, kBatch);
+      const absl::Status s = PushOnes(store, keys, counts);
+      EXPECT_LE(RowBytes(store), RowsBound());
+      if (!s.ok()) {
+        refusal = s;
+        refused = keys;
+      }
+    }
+    if (refused.empty()) {
+      ADD_FAILURE() << "no push was refused";
+      return refused;
+    }
+    EXPECT_TRUE(fs_->fault_fired());
+    EXPECT_EQ(refusal.code(), GetParam().refusal) << refusal;
+    EXPECT_THAT(refusal.message(),
+                HasSubstr("table emb: memory tier full and the disk refuses "
+                          "writes"));
+    EXPECT_THAT(refusal.message(), HasSubstr("injected fault"));
+    EXPECT_GT(store.Stats().tables[0].disk_write_errors, 0u);
+    // Changed nothing: no row, no step; refused again.
+    const int64_t step = TableStep(store);
+    const absl::Status again = PushOnes(store, refused, counts);
+    EXPECT_EQ(again.code(), GetParam().refusal) << again;
+    EXPECT_EQ(TableStep(store), step);
+    ExpectAbsent(store, refused);
+    // A pull that would create rows is refused too.
+    std::vector<float> out(refused.size() * kDim);
+    EXPECT_EQ(store.Pull("emb", refused, absl::MakeSpan(out)).code(),
+              GetParam().refusal);
+    // Reads of existing rows work and are exact, within the bound.
+    ExpectCounts(store, *counts);
+    EXPECT_LE(RowBytes(store), RowsBound());
+    EXPECT_EQ(TableStep(store), step);
+    ExpectAbsent(store, refused);
+    return refused;
+  }
+
+  ScratchDir dir_;
+  std::shared_ptr<FaultFileSystem> fs_ = std::make_shared<FaultFileSystem>();
+};
+
+// Writes (or syncs) refused: pushes that need eviction are refused with the
+// stated code naming the table and change nothing; reads are exact; the
+// memory tier keeps its bound (FillAndRefuse).
+TEST_P(StoreFaultTest, RefusedPushesChangeNothingAndReadsWork) {
+  Counts counts;
+  uint64_t next_key = 1;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), dir_.Sub("store")));
+  ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+  FillAndRefuse(*store, &counts, &next_key);
+}
+
+class StoreFaultResumeTest : public StoreFaultTest {};
+
+// Then the fault clears: the same push goes through without a reopen, and
+// a close and reopen keep every acknowledged push exactly once.
+TEST_P(StoreFaultResumeTest, WritesResumeWhenTheFaultClears) {
+  const std::string path = dir_.Sub("store");
+  Counts counts;
+  uint64_t next_key = 1;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    const std::vector<uint64_t> refused =
+        FillAndRefuse(*store, &counts, &next_key);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    const int64_t step = TableStep(*store);
+    // The store's Resume of RocksDB is rate limited, hence the wait.
+    fs_->ClearFaults();
+    absl::Status last;
+    ASSERT_TRUE(::psdb::testing::WaitFor(
+        [&] {
+          last = PushOnes(*store, refused, &counts);
+          return last.ok();
+        },
+        absl::Seconds(10)))
+        << last;
+    EXPECT_EQ(TableStep(*store), step + 1);
+    for (int b = 0; b < 8; ++b) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(next_key++, kBatch), &counts));
+    }
+    ExpectCounts(*store, counts);
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+  ExpectCounts(*store, counts);
+}
+
+// A close with the fault still on says it could not flush; the directory
+// then opens (without faults) as after a crash: every row is exactly as at
+// the last successful Flush(); the updates since (dirty resident rows,
+// never in a file) are the stated loss.
+TEST_P(StoreFaultTest, CloseThatCannotFlushSaysSoAndKeepsFlushedRows) {
+  const std::string path = dir_.Sub("store");
+  Counts counts;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
+    }
+    ASSERT_OK(store->Flush());  // Every row in files: the expected state.
+    // Updates of resident rows only: no eviction, nothing written before
+    // the close.
+    ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> resident,
+                         store->ResidentKeys("emb", 512));
+    ASSERT_FALSE(resident.empty());
+    Counts after = counts;
+    ASSERT_OK(PushOnes(*store, resident, &after));
+    ASSERT_OK(PushOnes(*store, resident, &after));
+    ExpectCounts(*store, after);
+    fs_->InjectFault(StickyFault());
+    const absl::Status closed = store->Close();
+    EXPECT_FALSE(closed.ok());
+    EXPECT_THAT(closed.message(), HasSubstr("could not flush"));
+    EXPECT_THAT(closed.message(), HasSubstr(path));
+    EXPECT_TRUE(fs_->fault_fired());
+    EXPECT_EQ(store->Close().code(), closed.code());  // idempotent
+  }
+  fs_->ClearFaults();
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+  ExpectCounts(*store, counts);
+}
+
+const FaultCase kNoSpaceOnWrites{
+    "NoSpaceOnWrites", FaultFileSystem::Error::kNoSpace,
+    FaultFileSystem::Ops::kWrites, absl::StatusCode::kResourceExhausted};
+const FaultCase kIoErrorOnWrites{"IoErrorOnWrites", FaultFileSystem::Error::kIo,
+                                 FaultFileSystem::Ops::kWrites,
+                                 absl::StatusCode::kUnavailable};
+const FaultCase kIoErrorOnSyncs{"IoErrorOnSyncs", FaultFileSystem::Error::kIo,
+                                FaultFileSystem::Ops::kSyncs,
+                                absl::StatusCode::kUnavailable};
+
+std::string CaseName(const ::testing::TestParamInfo<FaultCase>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, StoreFaultTest,
+                         ::testing::Values(kNoSpaceOnWrites, kIoErrorOnWrites,
+                                           kIoErrorOnSyncs),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(NoSpace, StoreFaultResumeTest,
+                         ::testing::Values(kNoSpaceOnWrites), CaseName);
+// DISABLED: reveals a bug. An EIO in a memtable flush is never recovered
+// from without a reopen, and the close after the fault cleared loses
+// acknowledged rows. RocksDB 7.8 classifies a flush IOError that is not
+// NoSpace as Severity::kFatalError (paranoid_checks), and DB::Resume()
+// refuses anything above kHardError, so DiskTier::Resume() fails forever:
+// every push needing eviction stays UNAVAILABLE after the fault is gone
+// (10 s), and Close() returns INTERNAL "could not flush: 3341 dirty rows
+// ... and 584856 bytes of RocksDB memtables are not in files and are
+// lost"; on reopen 4608 of 11264 acknowledged rows are wrong. store/store.h
+// promises every acknowledged update survives a clean close when the disk
+// can take what the close writes, which it could here.
+INSTANTIATE_TEST_SUITE_P(DISABLED_IoErrors, StoreFaultResumeTest,
+                         ::testing::Values(kIoErrorOnWrites, kIoErrorOnSyncs),
+                         CaseName);
+
+// An unreadable SST file. RocksDB opens every SST file at Open
+// (max_open_files = -1, see store/restore_check.h), so a file that cannot be
+// opened for read refuses the whole store at Open, with an error naming the
+// file and the cause: no crash, no row silently re-created, nothing
+// changed. Once the file reads again the store opens with every row exact.
+// (A read fault on a file already open cannot be injected: FailReadsOf acts
+// on opens; so "a pull of a row stored there fails and the other rows are
+// served" has no case to test with this store.)
+TEST(StoreReadFaultTest, UnreadableSstRefusesOpenAndChangesNothing) {
+  ScratchDir dir;
+  auto fs = std::make_shared<FaultFileSystem>();
+  StoreOptions opts = SmallOptions(kBudget);
+  opts.file_system = fs;
+  const std::string path = dir.Sub("store");
+  Counts counts;
+  const std::vector<uint64_t> a = BatchKeys(1, kBatch);
+  const std::vector<uint64_t> b = BatchKeys(2, kBatch);
+  std::vector<std::string> first_files;  // What the first flush wrote.
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    const std::set<std::string> before = SstFiles(path);
+    ASSERT_OK(PushOnes(*store, a, &counts));
+    ASSERT_OK(PushOnes(*store, a, &counts));
+    ASSERT_OK(store->Flush());
+    const std::set<std::string> with_a = SstFiles(path);
+    std::set_difference(with_a.begin(), with_a.end(), before.begin(),
+                        before.end(), std::back_inserter(first_files));
+    ASSERT_FALSE(first_files.empty());
+    ASSERT_OK(PushOnes(*store, b, &counts));
+    ASSERT_OK(store->Flush());
+    ASSERT_OK(store->Close());
+  }
+  for (const std::string& f : first_files) {
+    SCOPED_TRACE(f);
+    fs->FailReadsOf(f);
+    const auto refused = Store::Open(opts, path);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_THAT(refused.status().message(), HasSubstr(f));
+    EXPECT_THAT(refused.status().message(), HasSubstr("Input/output error"));
+    fs->ClearFaults();
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+  ExpectCounts(*store, counts);
+  ASSERT_OK(store->Close());
+}
+
+// DISABLED: reveals that Stats().memory_used_bytes exceeds the bound
+// store/store.h states ("memory_used <= budget + the rows of the calls in
+// flight") by up to about one memtable, with or without a fault: at
+// memory_budget_bytes 2 MiB (1 MiB rows, 1 MiB RocksDB) it reaches
+// 2,619,450 B against 2,097,152 + 77,824 (one batch of 256 dim-64 rows).
+// RocksDB's share is an LRU cache without strict capacity, and the
+// WriteBufferManager's memtable charges go over it.
+TEST(StoreFaultMemoryTest, DISABLED_MemoryUsedWithinStatedBound) {
+  ScratchDir dir;
+  auto fs = std::make_shared<FaultFileSystem>();
+  StoreOptions opts = SmallOptions(kBudget);
+  opts.file_system = fs;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, dir.Sub("store")));
+  ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+  Counts counts;
+  uint64_t next_key = 1;
+  for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+    ASSERT_OK(PushOnes(*store, BatchKeys(next_key++, kBatch), &counts));
+    EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound()) << "no fault";
+  }
+  FaultFileSystem::Fault fault;
+  fault.ops = FaultFileSystem::Ops::kWrites;
+  fs->InjectFault(fault);
+  for (int b = 0; b < 100; ++b) {
+    if (!PushOnes(*store, BatchKeys(next_key++, kBatch), &counts).ok()) break;
+    EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound()) << "ENOSPC";
+  }
+  EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound()) << "refused";
+}
+
+}  // namespace
+}  // namespace psdb
