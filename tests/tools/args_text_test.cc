@@ -61,6 +61,27 @@ TEST(ArgsTest, KeyList) {
   EXPECT_THAT(keys, ElementsAre(3u, 18446744073709551615u, 1u));
 }
 
+TEST(ArgsTest, ChoiceList) {
+  const std::vector<std::string> choices = {"a", "bb", "c"};
+  ASSERT_OK_AND_ASSIGN(Args none, ParseWords({"prog"}));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> all,
+                       none.GetChoiceList("systems", choices));
+  EXPECT_THAT(all, ElementsAre("a", "bb", "c"));
+  ASSERT_OK_AND_ASSIGN(Args some, ParseWords({"prog", "--systems=c,a"}));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> picked,
+                       some.GetChoiceList("systems", choices));
+  EXPECT_THAT(picked, ElementsAre("c", "a"));
+  ASSERT_OK_AND_ASSIGN(Args bad, ParseWords({"prog", "--systems=a,b"}));
+  absl::StatusOr<std::vector<std::string>> got =
+      bad.GetChoiceList("systems", choices);
+  EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(got.status().message(),
+            "--systems: unknown value 'b' (one of a, bb, c)");
+  ASSERT_OK_AND_ASSIGN(Args empty, ParseWords({"prog", "--systems=,"}));
+  EXPECT_THAT(empty.GetChoiceList("systems", choices),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(TextTest, FloatsRoundTripShortest) {
   std::string s;
   AppendFloat(0.1f, false, &s);

@@ -145,17 +145,7 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
                         args.GetInt("psdb_memory_budget_mb", 0, 0, 1ll << 24));
   PSDB_ASSIGN_OR_RETURN(p.rss_base_mb,
                         args.GetInt("rss_base_mb", p.rss_base_mb, 0, 1 << 20));
-  if (args.Has("systems")) {
-    const std::vector<std::string> all = p.systems;
-    p.systems =
-        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
-    for (const std::string& id : p.systems) {
-      if (std::find(all.begin(), all.end(), id) == all.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--systems: unknown system '", id, "'"));
-      }
-    }
-  }
+  PSDB_ASSIGN_OR_RETURN(p.systems, args.GetChoiceList("systems", p.systems));
   return p;
 }
 

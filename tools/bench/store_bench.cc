@@ -140,17 +140,7 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   p.psdb_background_eviction = background == 1;
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
-  if (args.Has("systems")) {
-    const std::vector<std::string> all = p.systems;
-    p.systems =
-        absl::StrSplit(args.GetString("systems", ""), ',', absl::SkipEmpty());
-    for (const std::string& id : p.systems) {
-      if (std::find(all.begin(), all.end(), id) == all.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--systems: unknown system '", id, "'"));
-      }
-    }
-  }
+  PSDB_ASSIGN_OR_RETURN(p.systems, args.GetChoiceList("systems", p.systems));
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -130,6 +131,25 @@ absl::StatusOr<std::vector<uint64_t>> Args::GetUint64List(
           "--", name, ": '", part, "' is not an unsigned 64-bit integer"));
     }
     out.push_back(v);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Args::GetChoiceList(
+    absl::string_view name, const std::vector<std::string>& choices) const {
+  auto it = flags_.find(name);
+  if (it == flags_.end()) return choices;
+  std::vector<std::string> out =
+      absl::StrSplit(it->second, ',', absl::SkipEmpty());
+  for (const std::string& word : out) {
+    if (std::find(choices.begin(), choices.end(), word) == choices.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": unknown value '", word, "' (one of ",
+                       absl::StrJoin(choices, ", "), ")"));
+    }
   }
   if (out.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " is empty"));

@@ -55,6 +55,11 @@ class Args {
   // Comma-separated unsigned 64-bit integers (`--keys=1,2,3`).
   absl::StatusOr<std::vector<uint64_t>> GetUint64List(
       absl::string_view name) const;
+  // Comma-separated words, each one of `choices` (`--systems=a,b`); all of
+  // `choices` when the flag is absent. InvalidArgument naming an unknown
+  // word, or an empty list.
+  absl::StatusOr<std::vector<std::string>> GetChoiceList(
+      absl::string_view name, const std::vector<std::string>& choices) const;
 
  private:
   std::vector<std::string> positional_;
