@@ -94,8 +94,8 @@
 //    unless something else filled the disk, and the reserve extends to that
 //    case up to its size. The rule does not count a running compaction's
 //    temporary output: a close racing one on a disk the store filled can
-//    fail (about one run in four in tests/store/store_disk_full_test.cc
-//    without a reserve), so set disk_reserve_bytes. KNOWN GAP: an I/O error
+//    fail (seen in a CI run of tests/store/store_disk_full_test.cc), so
+//    set disk_reserve_bytes. KNOWN GAP: an I/O error
 //    other than "no space" (EIO) during a memtable flush is fatal to
 //    RocksDB 7.8 and DB::Resume() refuses it, so writes do not resume until a
 //    reopen and a clean close then loses the rows evicted into memtables since
