@@ -51,7 +51,9 @@ absl::Status CheckOpen(
   for (auto& [key, json] : disk->ScanMeta(kMetaTable)) {
     specs[key.substr(kMetaTable.size())] = std::move(json);
   }
-  for (const auto& [name, json] : specs) {
+  for (const auto& entry : specs) {
+    const std::string& name = entry.first;  // a lambda may not capture a
+                                            // structured binding (clang 14)
     const bool listed = std::any_of(
         manifest.tables().begin(), manifest.tables().end(),
         [&](const v1::TableManifest& t) { return t.spec().name() == name; });
