@@ -28,7 +28,7 @@ std::vector<TableSpec> SmallTables() {
 
 absl::StatusOr<std::string> WriteSmallCheckpoint(absl::string_view work_dir) {
   StoreOptions options;
-  options.memory_budget_bytes = 1 << 20;
+  options.memory_budget_bytes = 2 << 20;  // rows + RocksDB's 1 MiB
   options.background_eviction = false;
   options.rocksdb_block_cache_bytes = 1 << 20;
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
