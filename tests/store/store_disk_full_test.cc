@@ -6,7 +6,6 @@
 // DiskTier's Resume), and a clean close keeps every acknowledged push.
 // Exact checks use a counting-gradient table: SGD, learning rate 1, zero
 // init, every push of gradient -1 adds exactly 1 to each value of its row.
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/store.h"
+#include "tests/store/counting_table.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/small_tmpfs.h"
 #include "tests/testing/test_util.h"
@@ -22,16 +22,21 @@
 namespace psdb {
 namespace {
 
+using ::psdb::testing::BatchKeys;
+using ::psdb::testing::Counts;
+using ::psdb::testing::ExpectAbsent;
+using ::psdb::testing::ExpectCounts;
+using ::psdb::testing::kBatch;
+using ::psdb::testing::kBudget;
+using ::psdb::testing::kDim;
+using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
+using ::psdb::testing::PushOnes;
+using ::psdb::testing::RowBytes;
+using ::psdb::testing::RowsBound;
 using ::psdb::testing::SmallOptions;
 using ::psdb::testing::SmallTmpfs;
 using ::testing::HasSubstr;
-
-constexpr int kDim = 64;
-// dim 64, SGD: 256 B values + 24 B header + 24 B slot metadata.
-constexpr uint64_t kSlotBytes = 304;
-constexpr size_t kBatch = 256;
-constexpr uint64_t kBudget = 1 << 20;
 
 #define MOUNT_OR_SKIP(var, bytes)                    \
   auto var##_or = SmallTmpfs::Mount(bytes);          \
@@ -40,66 +45,6 @@ constexpr uint64_t kBudget = 1 << 20;
   }                                                  \
   ASSERT_OK(var##_or);                               \
   std::unique_ptr<SmallTmpfs> var = *std::move(var##_or)
-
-// Acknowledged pushes per key: the value every element of its row must have.
-using Counts = std::map<uint64_t, int>;
-
-std::vector<uint64_t> BatchKeys(uint64_t first, size_t n) {
-  std::vector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) keys[i] = first + i * 7919;  // scattered
-  return keys;
-}
-
-absl::Status PushOnes(Store& store, const std::vector<uint64_t>& keys,
-                      Counts* counts) {
-  const std::vector<float> grads(keys.size() * kDim, -1.0f);
-  absl::Status s = store.Push("emb", keys, grads);
-  if (s.ok()) {
-    for (uint64_t k : keys) ++(*counts)[k];
-  }
-  return s;
-}
-
-// Every acknowledged push is there exactly once: each row's values equal
-// its count (pulled kBatch keys at a time).
-void ExpectCounts(Store& store, const Counts& counts) {
-  std::vector<uint64_t> keys;
-  for (const auto& [k, n] : counts) keys.push_back(k);
-  for (size_t b = 0; b < keys.size(); b += kBatch) {
-    const std::vector<uint64_t> chunk(
-        keys.begin() + b, keys.begin() + std::min(keys.size(), b + kBatch));
-    std::vector<float> out(chunk.size() * kDim);
-    ASSERT_OK(store.Pull("emb", chunk, absl::MakeSpan(out)));
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      for (int j = 0; j < kDim; ++j) {
-        ASSERT_EQ(out[i * kDim + j], static_cast<float>(counts.at(chunk[i])))
-            << "key " << chunk[i];
-      }
-    }
-  }
-}
-
-// No row exists for any of `keys` (ReadRows creates nothing).
-void ExpectAbsent(Store& store, const std::vector<uint64_t>& keys) {
-  RowBatch rows;
-  std::vector<uint8_t> present;
-  ASSERT_OK(store.ReadRows("emb", keys, &rows, &present));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(present[i], 0) << "key " << keys[i];
-  }
-}
-
-// The memory tier's bound: its row budget (SmallOptions adds RocksDB's
-// share on top) plus the rows of the batch in flight.
-uint64_t MemoryBound() { return kBudget + kBatch * kSlotBytes; }
-
-// Bytes the memory tier's rows use (Stats().memory_used_bytes also counts
-// RocksDB's cache, whose memtable charge the budget bounds separately).
-uint64_t RowBytes(const Store& store) {
-  uint64_t bytes = 0;
-  for (const TableStats& t : store.Stats().tables) bytes += t.memory_bytes;
-  return bytes;
-}
 
 // Pushes batches of new keys until one is refused; returns the refused
 // batch (empty if none was within `max_batches`).
@@ -110,7 +55,7 @@ std::vector<uint64_t> PushUntilRefused(Store& store, uint64_t* next_key,
     std::vector<uint64_t> keys = BatchKeys(*next_key, kBatch);
     *next_key += 1;
     const absl::Status s = PushOnes(store, keys, counts);
-    EXPECT_LE(RowBytes(store), MemoryBound());
+    EXPECT_LE(RowBytes(store), RowsBound());
     if (!s.ok()) {
       *refusal = s;
       return keys;
@@ -163,7 +108,7 @@ TEST(StoreDiskFullTest,
     EXPECT_EQ(store->Pull("emb", refused, absl::MakeSpan(out)).code(),
               absl::StatusCode::kResourceExhausted);
     ExpectCounts(*store, counts);
-    EXPECT_LE(RowBytes(*store), MemoryBound());
+    EXPECT_LE(RowBytes(*store), RowsBound());
     ExpectAbsent(*store, refused);
 
     // Space comes back: the same push goes through, no reopen.

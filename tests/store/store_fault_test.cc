@@ -7,7 +7,6 @@
 // doubled update shows as an exact difference.
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/store.h"
+#include "tests/store/counting_table.h"
 #include "tests/store/fault_file_system.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
@@ -24,71 +24,22 @@
 namespace psdb {
 namespace {
 
+using ::psdb::testing::BatchKeys;
+using ::psdb::testing::Counts;
+using ::psdb::testing::ExpectAbsent;
+using ::psdb::testing::ExpectCounts;
 using ::psdb::testing::FaultFileSystem;
+using ::psdb::testing::kBatch;
+using ::psdb::testing::kBudget;
+using ::psdb::testing::kDim;
+using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
+using ::psdb::testing::PushOnes;
+using ::psdb::testing::RowBytes;
+using ::psdb::testing::RowsBound;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::SmallOptions;
 using ::testing::HasSubstr;
-
-constexpr int kDim = 64;
-// dim 64, SGD: 256 B values + 24 B header + 24 B slot metadata.
-constexpr uint64_t kSlotBytes = 304;
-constexpr size_t kBatch = 256;
-constexpr uint64_t kBudget = 1 << 20;
-
-// Acknowledged pushes per key: the value every element of its row must have.
-using Counts = std::map<uint64_t, int>;
-
-std::vector<uint64_t> BatchKeys(uint64_t first, size_t n) {
-  std::vector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) keys[i] = first + i * 7919;  // scattered
-  return keys;
-}
-
-absl::Status PushOnes(Store& store, const std::vector<uint64_t>& keys,
-                      Counts* counts) {
-  const std::vector<float> grads(keys.size() * kDim, -1.0f);
-  absl::Status s = store.Push("emb", keys, grads);
-  if (s.ok()) {
-    for (uint64_t k : keys) ++(*counts)[k];
-  }
-  return s;
-}
-
-// Every acknowledged push is there exactly once.
-void ExpectCounts(Store& store, const Counts& counts) {
-  std::vector<uint64_t> keys;
-  for (const auto& [k, n] : counts) keys.push_back(k);
-  for (size_t b = 0; b < keys.size(); b += kBatch) {
-    const std::vector<uint64_t> chunk(
-        keys.begin() + b, keys.begin() + std::min(keys.size(), b + kBatch));
-    std::vector<float> out(chunk.size() * kDim);
-    ASSERT_OK(store.Pull("emb", chunk, absl::MakeSpan(out)));
-    for (size_t i = 0; i < chunk.size(); ++i) {
-      for (int j = 0; j < kDim; ++j) {
-        ASSERT_EQ(out[i * kDim + j], static_cast<float>(counts.at(chunk[i])))
-            << "key " << chunk[i];
-      }
-    }
-  }
-}
-
-// No row exists for any of `keys` (ReadRows creates nothing).
-void ExpectAbsent(Store& store, const std::vector<uint64_t>& keys) {
-  RowBatch rows;
-  std::vector<uint8_t> present;
-  ASSERT_OK(store.ReadRows("emb", keys, &rows, &present));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(present[i], 0) << "key " << keys[i];
-  }
-}
-
-// The memory tier's rows: its share of the budget plus the rows of the one
-// call in flight (a refused eviction must not grow it).
-uint64_t RowsBound() { return kBudget + kBatch * kSlotBytes; }
-uint64_t RowBytes(const Store& store) {
-  return store.Stats().tables[0].memory_bytes;
-}
 
 // The stated bound on Stats().memory_used_bytes: the whole budget (rows,
 // memtables, block cache) plus the rows of the one call in flight.
