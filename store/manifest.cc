@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
 #include "util/status_macros.h"
 
@@ -13,6 +17,58 @@ namespace psdb {
 namespace {
 
 constexpr absl::string_view kCkptPrefix = "ckpt-";
+
+// Turns every -0.0 float or double of `m` (nested messages too) into +0.0:
+// protobuf prints -0.0 as "-0", which its JSON parser reads back as the
+// integer 0, so written JSON would not read back to the same text.
+void PositiveZeros(google::protobuf::Message* m) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(*m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const int n = f->is_repeated() ? r->FieldSize(*m, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      switch (f->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_FLOAT:
+          if (f->is_repeated()) {
+            if (r->GetRepeatedFloat(*m, f, i) == 0.0f) {
+              r->SetRepeatedFloat(m, f, i, 0.0f);
+            }
+          } else if (r->GetFloat(*m, f) == 0.0f) {
+            r->SetFloat(m, f, 0.0f);
+          }
+          break;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          if (f->is_repeated()) {
+            if (r->GetRepeatedDouble(*m, f, i) == 0.0) {
+              r->SetRepeatedDouble(m, f, i, 0.0);
+            }
+          } else if (r->GetDouble(*m, f) == 0.0) {
+            r->SetDouble(m, f, 0.0);
+          }
+          break;
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          PositiveZeros(f->is_repeated() ? r->MutableRepeatedMessage(m, f, i)
+                                         : r->MutableMessage(m, f));
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+// The JSON psdb writes: every primitive field printed, zeros positive.
+std::string PrintJson(google::protobuf::Message* m, bool whitespace) {
+  PositiveZeros(m);
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  opts.add_whitespace = whitespace;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(*m, &out, opts);
+  return out;
+}
 
 absl::string_view InitKindName(InitKind k) {
   switch (k) {
@@ -162,12 +218,8 @@ absl::StatusOr<TableSpec> TableSpecFromProto(const v1::TableSpec& p) {
 }
 
 std::string TableSpecToJson(const TableSpec& spec) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(TableSpecToProto(spec),
-                                                    &out, opts);
-  return out;
+  v1::TableSpec p = TableSpecToProto(spec);
+  return PrintJson(&p, /*whitespace=*/false);
 }
 
 absl::StatusOr<TableSpec> TableSpecFromJson(absl::string_view json) {
@@ -184,12 +236,8 @@ absl::StatusOr<TableSpec> TableSpecFromJson(absl::string_view json) {
 }
 
 std::string ManifestToJson(const v1::Manifest& manifest) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.always_print_primitive_fields = true;
-  opts.add_whitespace = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(manifest, &out, opts);
-  return out;
+  v1::Manifest copy = manifest;
+  return PrintJson(&copy, /*whitespace=*/true);
 }
 
 absl::StatusOr<v1::Manifest> ManifestFromJson(absl::string_view json,

@@ -72,8 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PSDB_FUZZ_CHECK(again.ok(), again.status().ToString() + "\n" + json);
   PSDB_FUZZ_CHECK(Same(*again, *parsed),
                   "manifest changed in a JSON round trip:\n" + json);
-  PSDB_FUZZ_CHECK(psdb::ManifestToJson(*again) == json,
-                  "ManifestToJson is not stable");
+  const std::string json_again = psdb::ManifestToJson(*again);
+  PSDB_FUZZ_CHECK(json_again == json, "ManifestToJson is not stable:\n" + json +
+                                          "\nthen\n" + json_again);
   for (const auto& table : parsed->tables()) CheckSpecRoundTrip(table.spec());
   return 0;
 }
