@@ -26,6 +26,7 @@ StoreStats MergeStoreStats(absl::Span<const StoreStats> parts) {
       m.disk_compaction_pending |= t.disk_compaction_pending;
       m.dirty_writes += t.dirty_writes;
       m.disk_write_errors += t.disk_write_errors;
+      m.non_finite_updates += t.non_finite_updates;
       m.not_admitted += t.not_admitted;
       m.step = std::max(m.step, t.step);
     }

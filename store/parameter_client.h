@@ -79,6 +79,9 @@ struct TableStats {
   // Eviction writes the disk refused (no headroom, ENOSPC, EIO): their
   // dirty rows stayed in memory.
   uint64_t disk_write_errors = 0;
+  // Row updates undone because they would have made the row's value or
+  // optimizer state non-finite (table_spec.h, NonFinitePolicy).
+  uint64_t non_finite_updates = 0;
   uint64_t not_admitted = 0;  // sightings of keys below the admission threshold
   int64_t step = 0;           // the table's current step
   // RocksDB wants to compact the table's column family.

@@ -1,6 +1,7 @@
 #include "store/row_codec.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -148,6 +149,14 @@ absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size) {
     return absl::DataLossError("row checksum mismatch");
   }
   return absl::OkStatus();
+}
+
+bool VerifiedRowIsFinite(absl::string_view bytes, int dim, int state_size) {
+  const char* p = bytes.data() + kRowHeaderBytes;
+  const size_t n = static_cast<size_t>(dim) + static_cast<size_t>(state_size);
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) ok &= std::isfinite(Get<float>(p));
+  return ok;
 }
 
 void CopyVerifiedRow(absl::string_view bytes, int dim, int state_size,

@@ -57,6 +57,9 @@ absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
 // The checks of DecodeRow (length, version, shape, checksum) without
 // copying anything out.
 absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size);
+// Whether every value and state float of a row VerifyRow accepted (with the
+// same dim and state_size) is finite.
+bool VerifiedRowIsFinite(absl::string_view bytes, int dim, int state_size);
 // Copies out a row that VerifyRow accepted with the same dim and
 // state_size: the header, dim values and state_size state floats.
 // REQUIRES: VerifyRow(bytes, dim, state_size).ok().

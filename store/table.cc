@@ -68,12 +68,19 @@ struct Scratch {
   std::vector<uint8_t> skip;
   std::vector<uint32_t> slots;
   std::vector<uint32_t> work;
+  std::vector<float> undo;  // a row's values and state before its update
 };
 thread_local Scratch tls;
 // The payload of the record being appended (kWal).
 thread_local std::string tls_payload;
 
 std::string KeyString(uint64_t key) { return absl::StrCat(key); }
+
+bool AllFinite(const float* x, size_t n) {
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
+  return ok;
+}
 
 }  // namespace
 
@@ -654,15 +661,23 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   sc.occ.clear();
   sc.skip.clear();
   sc.gsum.resize(n * d);
+  // In range: finite and |g| <= kMaxGradient (false for NaN).
+  auto in_range = [d](const float* g) {
+    bool ok = true;
+    for (size_t j = 0; j < d; ++j) ok &= std::abs(g[j]) <= kMaxGradient;
+    return ok;
+  };
+  auto refuse = [&](size_t i, absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": non-finite or out-of-range ", what,
+                     " for key ", KeyString(keys[i]), " at position ", i,
+                     " (|g| must be <= ", kMaxGradient, "; nothing applied)"));
+  };
+  const bool reject = spec_.non_finite == NonFinitePolicy::kReject;
   for (size_t i = 0; i < n; ++i) {
     const float* g = grads.data() + i * d;
-    bool finite = true;
-    for (size_t j = 0; j < d; ++j) finite &= std::isfinite(g[j]);
-    if (!finite && spec_.non_finite == NonFinitePolicy::kReject) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table ", name(), ": non-finite gradient for key ",
-          KeyString(keys[i]), " at position ", i, " (nothing applied)"));
-    }
+    const bool ok = in_range(g);
+    if (!ok && reject) return refuse(i, "gradient");
     bool inserted;
     const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
     float* acc = sc.gsum.data() + u * d;
@@ -671,12 +686,17 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
     // Partitioner::GatherSum sums a remote push the same way: keep them equal.
     if (inserted) {
       sc.occ.push_back(1);
-      sc.skip.push_back(!finite);
+      sc.skip.push_back(!ok);
       std::memcpy(acc, g, 4 * d);
     } else {
       ++sc.occ[u];
-      sc.skip[u] |= !finite;
+      sc.skip[u] |= !ok;
       for (size_t j = 0; j < d; ++j) acc[j] += g[j];
+      // The sum of a key's duplicates must be in range too.
+      if (!sc.skip[u] && !in_range(acc)) {
+        if (reject) return refuse(i, "sum of the gradients");
+        sc.skip[u] = 1;
+      }
     }
   }
   bool updated = false;
@@ -749,9 +769,23 @@ absl::Status Table::ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
       if (replay && *mem_.lsn(slot) >= lsn) return;
       *mem_.lsn(slot) = lsn;
     }
-    optim::Apply(spec_.optimizer, absl::MakeSpan(mem_.values(slot), d),
-                 absl::MakeSpan(mem_.state(slot), state_size_),
+    // An update that would leave a non-finite value or state (an
+    // accumulator overflowing float after many huge gradients) is undone:
+    // a stored row is always finite (what a checkpoint must hold).
+    float* values = mem_.values(slot);
+    float* state = mem_.state(slot);
+    sc.undo.assign(values, values + d);
+    sc.undo.insert(sc.undo.end(), state, state + state_size_);
+    optim::Apply(spec_.optimizer, absl::MakeSpan(values, d),
+                 absl::MakeSpan(state, state_size_),
                  absl::MakeConstSpan(gsum + u * d, d), step);
+    if (!AllFinite(values, d) || !AllFinite(state, state_size_)) {
+      std::memcpy(values, sc.undo.data(), 4 * d);
+      std::memcpy(state, sc.undo.data() + d, 4 * state_size_);
+      non_finite_updates_.fetch_add(1, std::memory_order_relaxed);
+      mem_.Touch(slot);
+      return;
+    }
     RowHeader* h = mem_.header(slot);
     h->last_update_step = std::max(h->last_update_step, step);
     ++h->update_count;
@@ -953,13 +987,8 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
                      " values and ", rows.state.size(), " state floats"));
   }
   for (size_t i = 0; i < n; ++i) {
-    bool finite = true;
-    for (size_t j = 0; j < d; ++j)
-      finite &= std::isfinite(rows.values[i * d + j]);
-    for (size_t j = 0; j < ss; ++j) {
-      finite &= std::isfinite(rows.state[i * ss + j]);
-    }
-    if (!finite) {
+    if (!AllFinite(rows.values.data() + i * d, d) ||
+        !AllFinite(rows.state.data() + i * ss, ss)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table ", name(), ": PutRows row for key ", KeyString(keys[i]),
           " at position ", i, " is not finite (nothing written)"));
@@ -1105,6 +1134,7 @@ TableStats Table::Stats() const {
       disk_->IntProperty(cf_, "rocksdb.compaction-pending") > 0;
   t.dirty_writes = dirty_writes_.load(std::memory_order_relaxed);
   t.disk_write_errors = write_errors_.load(std::memory_order_relaxed);
+  t.non_finite_updates = non_finite_updates_.load(std::memory_order_relaxed);
   t.not_admitted = not_admitted_.load(std::memory_order_relaxed);
   t.step = step();
   return t;

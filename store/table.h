@@ -292,7 +292,8 @@ class Table {
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> background_evictions_{0};
   std::atomic<uint64_t> dirty_writes_{0};
-  std::atomic<uint64_t> write_errors_{0};  // refused eviction writes
+  std::atomic<uint64_t> write_errors_{0};        // refused eviction writes
+  std::atomic<uint64_t> non_finite_updates_{0};  // updates undone
   std::atomic<uint64_t> not_admitted_{0};
 };
 

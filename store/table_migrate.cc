@@ -94,6 +94,11 @@ absl::Status Table::IngestRows(absl::Span<const uint64_t> keys,
           "table ", name(), ": IngestRows row for key ", keys[i],
           " at position ", i, ": ", s.message(), " (nothing written)"));
     }
+    if (!VerifiedRowIsFinite(row(i), dim(), state_size_)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", name(), ": IngestRows row for key ", keys[i],
+                       " at position ", i, " is not finite (nothing written)"));
+    }
   }
   if (wal_ != nullptr) {
     // The write-ahead log records PutRows, not ingests: in wal mode the

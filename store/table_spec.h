@@ -40,7 +40,17 @@ struct InitializerSpec {
   float b = 0.05f;
 };
 
-// What a pushed gradient containing NaN or Inf does.
+// The largest gradient magnitude a push may carry, per element and for the
+// sum of a key's duplicates in one push: beyond it the square that Adagrad,
+// Adam and FTRL accumulate overflows float (sqrt(FLT_MAX) is 1.8e19).
+// Larger gradients count as non-finite (NonFinitePolicy).
+inline constexpr float kMaxGradient = 1e18f;
+
+// What a pushed gradient containing NaN, Inf or an element beyond
+// kMaxGradient does. Either way a stored row stays finite: an update that
+// would still make a row's value or optimizer state non-finite (an
+// accumulator overflowing after many huge pushes) is undone for that row
+// and counted in TableStats::non_finite_updates.
 enum class NonFinitePolicy : int {
   kReject = 0,  // the whole request fails with InvalidArgument, nothing applied
   kSkipRow = 1,  // rows with a non-finite gradient are left untouched

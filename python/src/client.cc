@@ -337,7 +337,8 @@ get the table's serving_default.)doc")
 (len(ids), dim) or (len(ids) * dim,); rows of duplicate ids are summed and
 the optimizer runs once per id. step: the trainer's global step (>= 1;
 None = the table's step + 1). worker_id: for synchronous clusters. A
-non-finite gradient is a ValueError and changes nothing (table option
+non-finite gradient, or one beyond 1e18 in magnitude (alone or summed over
+an id's duplicates), is a ValueError and changes nothing (table option
 non_finite="reject").)doc")
       .def(
           "pull_rows",

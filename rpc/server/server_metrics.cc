@@ -102,6 +102,10 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
         {"psdb_store_disk_write_errors_total",
          "Eviction writes the disk refused (rows stayed in memory).",
          &TableStats::disk_write_errors},
+        {"psdb_store_non_finite_updates_total",
+         "Row updates undone because they would have made the row "
+         "non-finite.",
+         &TableStats::non_finite_updates},
         {"psdb_store_not_admitted_total",
          "Sightings of keys below the admission threshold.",
          &TableStats::not_admitted},

@@ -23,7 +23,8 @@
 //      psdb_store_rows_created_total, psdb_store_evictions_total,
 //      psdb_store_background_evictions_total, psdb_store_dirty_writes_total,
 //      psdb_store_not_admitted_total,
-//      psdb_store_disk_write_errors_total             counters
+//      psdb_store_disk_write_errors_total,
+//      psdb_store_non_finite_updates_total            counters
 //      psdb_store_rows{tier}, psdb_store_bytes{tier}  gauges, tier = memory
 //                                                     | disk (RocksDB's
 //                                                     estimate)

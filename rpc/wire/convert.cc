@@ -117,6 +117,7 @@ void ToProto(const StoreStats& stats, v1::StatsResponse* out) {
     p->set_evictions(t.evictions);
     p->set_dirty_writes(t.dirty_writes);
     p->set_disk_write_errors(t.disk_write_errors);
+    p->set_non_finite_updates(t.non_finite_updates);
     p->set_not_admitted(t.not_admitted);
     p->set_step(t.step);
     p->set_background_evictions(t.background_evictions);
@@ -147,6 +148,7 @@ StoreStats FromProto(const v1::StatsResponse& proto) {
     t.evictions = p.evictions();
     t.dirty_writes = p.dirty_writes();
     t.disk_write_errors = p.disk_write_errors();
+    t.non_finite_updates = p.non_finite_updates();
     t.not_admitted = p.not_admitted();
     t.step = p.step();
     t.background_evictions = p.background_evictions();

@@ -331,9 +331,16 @@ TEST(StoreTest, BadInputChangesNothing) {
   expect(store->Push("t", {1, 2}, {1, 1, 1}),
          absl::StatusCode::kInvalidArgument, "gradient floats");
   expect(store->Push("t", {2, 1}, {1, 1, nan, 1}),
-         absl::StatusCode::kInvalidArgument, "non-finite gradient for key 1");
+         absl::StatusCode::kInvalidArgument,
+         "non-finite or out-of-range gradient for key 1 at position 1");
   expect(store->Push("t", {2, 3}, {1, 1, 1, inf}),
          absl::StatusCode::kInvalidArgument, "key 3");
+  // Finite but beyond kMaxGradient, alone or as the sum of duplicates.
+  expect(store->Push("t", {2, 4}, {1, 1, 2e18f, 0}),
+         absl::StatusCode::kInvalidArgument, "gradient for key 4");
+  expect(store->Push("t", {4, 2, 4}, {6e17f, 0, 1, 1, 6e17f, 0}),
+         absl::StatusCode::kInvalidArgument,
+         "sum of the gradients for key 4 at position 2");
   expect(store->Push("t", {}, {}), absl::StatusCode::kInvalidArgument,
          "empty batch");
   expect(store->Pull("t", {}, {}), absl::StatusCode::kInvalidArgument,
@@ -378,6 +385,48 @@ TEST(StoreTest, BadInputChangesNothing) {
   ASSERT_OK(store->Push("skip", {2, 3}, {1, inf, 2, 2}));
   EXPECT_EQ(PullAll(*store, "skip", {2, 3}, 2),
             (std::vector<float>{0, 0, -2, -2}));
+  // Out of range (a duplicate sum beyond kMaxGradient): skipped the same way.
+  ASSERT_OK(store->Push("skip", {3, 4, 3}, {6e17f, 0, 1, 1, 6e17f, 0}));
+  EXPECT_EQ(PullAll(*store, "skip", {3, 4}, 2),
+            (std::vector<float>{-2, -2, -1, -1}));
+}
+
+// Gradients within kMaxGradient whose squares pile up in Adagrad's
+// accumulator until it would overflow float: from then on each update of
+// the row is undone (counted), so the stored row stays finite and exactly
+// what the last finite update left.
+TEST(StoreTest, UpdateThatWouldOverflowIsUndone) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(SmallOptions(), dir.path()));
+  TableSpec spec = MakeSpec("ada", 2);
+  spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
+  ASSERT_OK(store->CreateTable(spec));
+  const std::vector<float> huge = {kMaxGradient, 1};
+  RowBatch last;
+  uint64_t undone = 0;
+  int finite_updates = 0;
+  for (int i = 0; i < 400 && undone == 0; ++i) {
+    ASSERT_OK(store->Push("ada", {7}, huge));
+    undone = store->Stats().tables[0].non_finite_updates;
+    RowBatch row;
+    ASSERT_OK(store->PullRows("ada", {7}, &row));
+    for (float v : row.values) ASSERT_TRUE(std::isfinite(v));
+    for (float v : row.state) ASSERT_TRUE(std::isfinite(v));
+    if (undone == 0) {
+      ++finite_updates;
+      last = row;
+      continue;
+    }
+    // The undone update left values, state and header as they were.
+    EXPECT_EQ(row.values, last.values);
+    EXPECT_EQ(row.state, last.state);
+    EXPECT_EQ(row.headers[0].update_count, last.headers[0].update_count);
+  }
+  EXPECT_EQ(undone, 1u);
+  // 0.1 + n * 1e36 stays below FLT_MAX (3.4e38) for n <= 340 pushes.
+  EXPECT_GE(finite_updates, 300);
+  EXPECT_EQ(last.headers[0].update_count,
+            static_cast<uint64_t>(finite_updates));
 }
 
 TEST(StoreTest, LocalClientServesTheStore) {

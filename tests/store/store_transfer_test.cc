@@ -2,6 +2,7 @@
 // IngestRows) and the background deletes of a resharding source
 // (DeleteRowsLater, WaitForDeletes).
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,6 +183,16 @@ TEST_F(StoreTransferTest, BadIngestChangesNothing) {
               StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(dst_->IngestRows("nope", found, bytes),
               StatusIs(absl::StatusCode::kNotFound));
+  // A well-formed row (valid checksum) holding a NaN in its state.
+  std::string nan_row;
+  std::vector<float> state(kDim, 0.1f);
+  state[1] = std::numeric_limits<float>::quiet_NaN();
+  EncodeRow(RowHeader{}, std::vector<float>(kDim), state, &nan_row);
+  const absl::Status nan = dst_->IngestRows(
+      "ada", {found[0], 9}, bytes.substr(0, nan_row.size()) + nan_row);
+  EXPECT_THAT(nan, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(nan.message()),
+              HasSubstr("key 9 at position 1 is not finite"));
   EXPECT_TRUE(AllKeys(*dst_, "ada").empty());
 }
 
