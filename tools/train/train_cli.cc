@@ -33,8 +33,9 @@ namespace {
 
 // --wide_lr's default for --model lr (the others': WideDeepConfig's 0.05).
 constexpr double kLrWideLr = 1.0;
-// --model's default: DeepFwFM, the one model within 0.0003 of the best on
-// every kind of ps-bench train's data (BENCHMARKS.md, issue 18).
+// --model's default: DeepFwFM, within 0.0003 of the best model on the
+// additive and longtail kinds of ps-bench train's data and the best on
+// pairs by 0.011 (BENCHMARKS.md, issue 18).
 constexpr char kDefaultModel[] = "deepfwfm";
 // --min_count's default for the models with deep embeddings: ids seen once
 // share their field's row instead of each getting a random one (+0.0016
