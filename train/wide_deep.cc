@@ -388,8 +388,10 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   if (config.kind == ModelKind::kDeepFwFm) {
     // Every pair starts at pair_weight_init (header comment).
     DenseTensor pairs(kFwFmTable, FwFmPairs(kNumCatFeatures), config.block_dim);
+    optim::OptimizerSpec pair_adam = adam;
+    pair_adam.learning_rate = config.pair_lr;
     specs.push_back(
-        pairs.Spec({InitKind::kConstant, config.pair_weight_init, 0}, adam,
+        pairs.Spec({InitKind::kConstant, config.pair_weight_init, 0}, pair_adam,
                    seed + 3 + sizes.size()));
   }
   if (config.kind != ModelKind::kDcn) return specs;

@@ -20,7 +20,7 @@
 //           embeddings, sum over field pairs f < g of r_fg <v_f, v_g>
 //           with one learned weight r_fg per pair (train/fm.h; FwFM, Pan
 //           et al. 2018; DeepFwFM, Deng et al. 2021); the 325 weights are
-//           a dense table ("fwfm.r", Adam) that starts at
+//           a dense table ("fwfm.r", Adam at pair_lr) that starts at
 //           pair_weight_init for every pair and learns which pairs the
 //           data rewards (DeepFM is r = 1, fixed); ps-train's default;
 //   lr      no deep part: logistic regression on hashed one-hot features
@@ -92,12 +92,17 @@ struct WideDeepConfig {
   // The model (ps-train --model, whose default is kDeepFwFm:
   // tools/train/train_cli.cc). Default: kWideDeep
   ModelKind kind = ModelKind::kWideDeep;
-  // kDeepFwFm's pair weights at start, every pair alike (0 = start as
-  // Wide&Deep, 1 = start as DeepFM): 0.3 kept the additive data's AUC
-  // within 0.0003 of Wide&Deep's and gained 0.005 on the pairs data;
-  // 1.0 gained 0.010 there but lost 0.002 on additive (BENCHMARKS.md,
-  // issue 18). Default: 0.3
-  float pair_weight_init = 0.3f;
+  // kDeepFwFm's pair weights at start, every pair alike (ps-train
+  // --pair_init; 0 = start as Wide&Deep, 1 = start as DeepFM). With
+  // pair_lr 0.01, 0.1 keeps the additive and longtail data's AUC at 0.3's
+  // (within 0.0001) and gains 0.018 on the pairs data (BENCHMARKS.md,
+  // issue 18). Default: 0.1
+  float pair_weight_init = 0.1f;
+  // Adam learning rate of kDeepFwFm's pair weights (ps-train --pair_lr):
+  // 10 x the MLP's dense_lr, so that in one epoch the pairs that interact
+  // grow and the others fade (at dense_lr's 0.001 they barely move from
+  // their start). Default: 0.01
+  float pair_lr = 0.01f;
   // Cross layers of kDcn (--cross_layers). Default: 2
   int cross_layers = 2;
   // Width of the deep embeddings. Default: 16

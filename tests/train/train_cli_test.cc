@@ -233,7 +233,8 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
 }
 
 // The default model is deepfwfm: its pair weights are a table of the
-// checkpoint, 325 of them at 0.3; new deep rows start in [-0.002, 0.002].
+// checkpoint, 325 of them at 0.1 learning at 0.01 (--pair_init, --pair_lr
+// set them); new deep rows start in [-0.002, 0.002].
 TEST_F(TrainCliTest, DefaultModelIsDeepFwFm) {
   std::vector<std::string> args = TrainArgs("ckpt-fwfm");
   args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0"});
@@ -249,7 +250,22 @@ TEST_F(TrainCliTest, DefaultModelIsDeepFwFm) {
     if (t.spec.name != "fwfm.r") continue;
     found = true;
     EXPECT_EQ(t.spec.initializer.kind, InitKind::kConstant);
-    EXPECT_EQ(t.spec.initializer.a, 0.3f);
+    EXPECT_EQ(t.spec.initializer.a, 0.1f);
+    EXPECT_EQ(t.spec.optimizer.learning_rate, 0.01f);
+  }
+  EXPECT_TRUE(found);
+  args = TrainArgs("ckpt-pairs");
+  args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0", "--pair_lr",
+                           "0.03", "--pair_init", "0.5"});
+  ASSERT_EQ(RunPsTrain(args), 0);
+  reader = ckpt::CheckpointReader::Open(dir_.Sub("ckpt-pairs"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  found = false;
+  for (const ckpt::TableInfo& t : (*reader)->tables()) {
+    if (t.spec.name != "fwfm.r") continue;
+    found = true;
+    EXPECT_EQ(t.spec.initializer.a, 0.5f);
+    EXPECT_EQ(t.spec.optimizer.learning_rate, 0.03f);
   }
   EXPECT_TRUE(found);
   std::string err;
@@ -273,6 +289,20 @@ TEST_F(TrainCliTest, RejectsBadModelFlags) {
   args = TrainArgs("ckpt-model");
   args.insert(args.end(), {"--model", "dcn", "--cross_layers", "0"});
   EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  // The pair-weight flags belong to deepfwfm, and its rate must be > 0.
+  for (const char* model : {"wide_deep", "deepfm", "dcn", "lr"}) {
+    for (const char* flag : {"--pair_lr", "--pair_init"}) {
+      args = TrainArgs("ckpt-model");
+      args.insert(args.end(), {"--model", model, flag, "0.1"});
+      EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2) << model << " " << flag;
+      EXPECT_THAT(err, ::testing::HasSubstr(
+                           absl::StrCat(flag, " is for --model deepfwfm")));
+    }
+  }
+  args = TrainArgs("ckpt-model");
+  args.insert(args.end(), {"--pair_lr", "0"});
+  EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr("pair_lr"));
   // Nothing was created.
   EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-model")));
   std::string out;
@@ -286,6 +316,7 @@ TEST_F(TrainCliTest, RejectsBadModelFlags) {
   EXPECT_THAT(out,
               ::testing::HasSubstr("--model deepfwfm|wide_deep|deepfm|dcn|lr"));
   EXPECT_THAT(out, ::testing::HasSubstr("[--deep_init F]"));
+  EXPECT_THAT(out, ::testing::HasSubstr("[--pair_lr F] [--pair_init F]"));
 }
 
 // The built ps-train binary's stdout: each loss line is followed by seed

@@ -415,12 +415,24 @@ TEST(ModelTableSpecsTest, EachModelHasItsTables) {
   std::vector<std::string> fwfm = wd;
   fwfm.push_back("fwfm.r");
   EXPECT_EQ(names(ModelKind::kDeepFwFm), fwfm);
-  // Its 325 pair weights start at pair_weight_init, every one.
+  // Its 325 pair weights start at pair_weight_init, every one, and learn
+  // with Adam at pair_lr while the MLP's tensors keep dense_lr.
   WideDeepConfig fwfm_config;
   fwfm_config.kind = ModelKind::kDeepFwFm;
   const TableSpec r = ModelTableSpecs(fwfm_config).back();
   EXPECT_EQ(r.initializer.kind, InitKind::kConstant);
-  EXPECT_EQ(r.initializer.a, 0.3f);
+  EXPECT_EQ(r.initializer.a, 0.1f);
+  EXPECT_EQ(r.optimizer.kind, optim::OptimizerKind::kAdam);
+  EXPECT_EQ(r.optimizer.learning_rate, 0.01f);
+  fwfm_config.pair_lr = 0.02f;
+  fwfm_config.pair_weight_init = 0.5f;
+  fwfm_config.dense_lr = 0.003f;
+  const std::vector<TableSpec> tuned = ModelTableSpecs(fwfm_config);
+  EXPECT_EQ(tuned.back().name, "fwfm.r");
+  EXPECT_EQ(tuned.back().optimizer.learning_rate, 0.02f);
+  EXPECT_EQ(tuned.back().initializer.a, 0.5f);
+  EXPECT_EQ(tuned[3].name, "mlp.w0");
+  EXPECT_EQ(tuned[3].optimizer.learning_rate, 0.003f);
   // New deep rows are uniform in [-deep_init, deep_init].
   EXPECT_EQ(ModelTableSpecs(fwfm_config)[1].initializer.a, -0.002f);
   EXPECT_EQ(ModelTableSpecs(fwfm_config)[1].initializer.b, 0.002f);

@@ -33,8 +33,9 @@ namespace {
 
 // --wide_lr's default for --model lr (the others': WideDeepConfig's 0.05).
 constexpr double kLrWideLr = 1.0;
-// --model's default: DeepFwFM, the one model within 0.0003 of the best on
-// every kind of ps-bench train's data (BENCHMARKS.md, issue 18).
+// --model's default: DeepFwFM, within 0.0003 of the best model on the
+// additive and longtail kinds of ps-bench train's data and the best on
+// pairs by 0.011 (BENCHMARKS.md, issue 18).
 constexpr char kDefaultModel[] = "deepfwfm";
 // --min_count's default for the models with deep embeddings: ids seen once
 // share their field's row instead of each getting a random one (+0.0016
@@ -102,6 +103,9 @@ constexpr char kUsage[] =
     "  field's learned fallback row; 0 = off; default 2, 0 for lr)\n"
     "           [--dense_lr F] [--deep_dim N] [--hidden "
     "64,32]\n"
+    "           [--pair_lr F] [--pair_init F]\n"
+    "  (deepfwfm's pair weights: Adam rate, default 0.01, and the value every\n"
+    "  pair starts at, default 0.1)\n"
     "           [--block_dim N] [--seed N] [--memory_budget_mb N]\n"
     "           [--durability checkpoint|wal]\n"
     "  (--durability wal, local: store only: a write-ahead log under the\n"
@@ -240,6 +244,8 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "deep_init",
                                         "wide_lr",
                                         "dense_lr",
+                                        "pair_lr",
+                                        "pair_init",
                                         "deep_dim",
                                         "hidden",
                                         "block_dim",
@@ -370,6 +376,18 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("dense_lr", o->model.dense_lr, 1e-9, 100));
   o->model.dense_lr = static_cast<float>(lr);
+  for (absl::string_view flag : {"pair_lr", "pair_init"}) {
+    if (args.Has(flag) && o->model.kind != ModelKind::kDeepFwFm) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " is for --model deepfwfm"));
+    }
+  }
+  PSDB_ASSIGN_OR_RETURN(lr,
+                        args.GetDouble("pair_lr", o->model.pair_lr, 1e-9, 100));
+  o->model.pair_lr = static_cast<float>(lr);
+  PSDB_ASSIGN_OR_RETURN(
+      lr, args.GetDouble("pair_init", o->model.pair_weight_init, -10, 10));
+  o->model.pair_weight_init = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("deep_dim", o->model.deep_dim, 1, 4096));
   o->model.deep_dim = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(v,
