@@ -280,7 +280,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     //    anything.
     if (!to_read.empty()) {
       const size_t m = to_read.size();
-      if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
+      // kOverwrite needs no scratch rows: the caller writes the whole slot.
+      if (mode != MissMode::kOverwrite && rows.size() < n * row_floats_) {
+        rows.resize(n * row_floats_);
+      }
       // Key order (big-endian bytes = numeric order) lets RocksDB skip its
       // own sort and walk blocks in order.
       std::sort(to_read.begin(), to_read.end(),
@@ -308,13 +311,19 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
       for (size_t j = 0; j < m; ++j) {
         const uint32_t i = to_read[j];
-        float* row = rows.data() + i * row_floats_;
-        if (statuses[j].ok() && mode == MissMode::kOverwrite) {
-          has_row[i] = 1;  // exists; on_resident overwrites all of it
-          created[i] = 0;
+        if (mode == MissMode::kOverwrite) {
+          if (!statuses[j].ok() && !statuses[j].IsNotFound()) {
+            return FromRocks(
+                statuses[j],
+                absl::StrCat("table ", name(), " key ", KeyString(keys[i])));
+          }
+          // Exists or is created; on_resident overwrites all of it.
+          has_row[i] = 1;
+          created[i] = statuses[j].IsNotFound() ? 1 : 0;
           headers[i] = RowHeader{};
           continue;
         }
+        float* row = rows.data() + i * row_floats_;
         if (statuses[j].ok()) {
           absl::Status s =
               DecodeRow(absl::string_view(values[j].data(), values[j].size()),
@@ -334,12 +343,6 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                                      KeyString(keys[i])));
         }
         if (mode == MissMode::kServing) continue;  // stays absent
-        if (mode == MissMode::kOverwrite) {
-          has_row[i] = 1;  // created; on_resident overwrites all of it
-          created[i] = 1;
-          headers[i] = RowHeader{};
-          continue;
-        }
         if (mode == MissMode::kCreate && admission_.enabled()) {
           if (admitted[i] < 0) {
             admitted[i] = admission_.Record(keys[i], occurrences[i]) ? 1 : 0;
@@ -397,8 +400,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         }
         const uint32_t slot = free_slots.back();
         free_slots.pop_back();
-        const float* row = rows.data() + i * row_floats_;
-        std::memcpy(mem_.values(slot), row, 4 * row_floats_);
+        if (mode != MissMode::kOverwrite) {
+          const float* row = rows.data() + i * row_floats_;
+          std::memcpy(mem_.values(slot), row, 4 * row_floats_);
+        }
         *mem_.header(slot) = headers[i];
         if (mem_.has_lsn()) *mem_.lsn(slot) = read_tags ? tags[i] : 0;
         mem_.StoreKey(slot, keys[i]);

@@ -106,8 +106,11 @@ TEST_F(StoreTransferTest, EncodedRowsOfBothTiersArriveBitIdentical) {
     EXPECT_EQ(h.frequency + 1, expect.headers[i].frequency);
   }
 
+  const uint64_t created_before = dst_->Stats().tables[0].created;
   ASSERT_OK(dst_->IngestRows("ada", found, bytes));
   EXPECT_EQ(AllKeys(*dst_, "ada"), sorted_found);
+  // The destination held none of them: each ingested row is a new row.
+  EXPECT_EQ(dst_->Stats().tables[0].created, created_before + found.size());
   RowBatch got, want;
   ASSERT_OK(dst_->PullRows("ada", found, &got));
   ASSERT_OK(src_->PullRows("ada", found, &want));
@@ -146,7 +149,10 @@ TEST_F(StoreTransferTest, IngestOverwritesRowsOfBothTiersAndSurvivesReopen) {
   std::vector<uint64_t> keys = found;
   keys.push_back(found[0]);
   std::string twice = bytes + bytes.substr(0, EncodedRowSize(kDim, kDim));
+  const uint64_t created_before = dst_->Stats().tables[0].created;
   ASSERT_OK(dst_->IngestRows("ada", keys, twice));
+  // Both rows existed (5 only on disk): overwritten, neither created.
+  EXPECT_EQ(dst_->Stats().tables[0].created, created_before);
   RowBatch want;
   ASSERT_OK(src_->PullRows("ada", found, &want));
   dst_.reset();  // the ingested rows are dirty: closing writes them
