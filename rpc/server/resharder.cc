@@ -436,8 +436,14 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
     }
   }
   // Up to kInFlight Migrate calls at once (reading and encoding the next
-  // batch while the last ones travel and are applied).
-  constexpr int kInFlight = 16;
+  // batch while the last ones travel and are applied). 4 batches of 1024
+  // dim-64 Adagrad rows are 2.2 MB per source, more than a 10 Gb/s link
+  // with 1 ms of round trip holds. More is not faster: every batch in
+  // flight is a request buffer here and a receive buffer and a parsed
+  // copy at the destination, fresh memory the first time, and with 16 per
+  // source a destination fed by 3 sources took ~25k page faults over one
+  // ps-bench migrate add against ~17k with 4 (BENCHMARKS.md, run 9).
+  constexpr int kInFlight = 4;
   struct Flight {
     grpc::ClientContext ctx;
     v1::MigrateRequest req;
