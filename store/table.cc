@@ -203,6 +203,11 @@ absl::Status Table::Refused(const absl::Status& cause) const {
   return absl::UnavailableError(msg);
 }
 
+absl::Status Table::WriteRowsToDisk(rocksdb::WriteBatch* batch) {
+  disk_may_hold_rows_.store(true, std::memory_order_release);
+  return disk_->WriteRows(batch);
+}
+
 absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                 absl::Span<const uint32_t> occurrences,
                                 MissMode mode, ResidentFn on_resident,
@@ -284,19 +289,25 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       if (mode != MissMode::kOverwrite && rows.size() < n * row_floats_) {
         rows.resize(n * row_floats_);
       }
-      // Key order (big-endian bytes = numeric order) lets RocksDB skip its
-      // own sort and walk blocks in order.
-      std::sort(to_read.begin(), to_read.end(),
-                [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
-      std::vector<char> kbuf(8 * m);
-      std::vector<rocksdb::Slice> slices(m);
-      for (size_t j = 0; j < m; ++j) {
-        EncodeKey(keys[to_read[j]], &kbuf[8 * j]);
-        slices[j] = rocksdb::Slice(&kbuf[8 * j], 8);
+      // An overwrite only asks whether each row exists; with no row ever
+      // written to disk (read after the probe above), none does.
+      const bool look = mode != MissMode::kOverwrite ||
+                        disk_may_hold_rows_.load(std::memory_order_acquire);
+      std::vector<rocksdb::PinnableSlice> values(look ? m : 0);
+      std::vector<rocksdb::Status> statuses(m, rocksdb::Status::NotFound());
+      if (look) {
+        // Key order (big-endian bytes = numeric order) lets RocksDB skip its
+        // own sort and walk blocks in order.
+        std::sort(to_read.begin(), to_read.end(),
+                  [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+        std::vector<char> kbuf(8 * m);
+        std::vector<rocksdb::Slice> slices(m);
+        for (size_t j = 0; j < m; ++j) {
+          EncodeKey(keys[to_read[j]], &kbuf[8 * j]);
+          slices[j] = rocksdb::Slice(&kbuf[8 * j], 8);
+        }
+        disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
       }
-      std::vector<rocksdb::PinnableSlice> values(m);
-      std::vector<rocksdb::Status> statuses(m);
-      disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
       if (!refused.ok() && mode == MissMode::kCreate) {
         for (size_t j = 0; j < m; ++j) {
           if (statuses[j].IsNotFound()) return refused;  // before admission
