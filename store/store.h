@@ -371,8 +371,8 @@ class Store {
   // wins; the row is resident and dirty afterwards), from `rows` =
   // keys.size() encodings back to back. Each encoding's length, version,
   // shape and checksum are checked before anything is written (DataLoss
-  // naming the key otherwise); the values are not checked again (finite):
-  // they were a stored row where they were encoded. A table created by
+  // naming the key otherwise), and so is that its values and state are
+  // finite (InvalidArgument otherwise). A table created by
   // CreateTable in this process looks nothing up on disk for IngestRows
   // until it has written a row there (no row can exist there before).
   // IngestRows waits for the background deletes (DeleteRowsLater) first.
