@@ -473,8 +473,10 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
     disk_->DestroyCf(cf);
     return s;
   }
-  tables_[spec.name] = std::make_shared<Table>(
-      spec, cf, disk_.get(), this, options_, 0, 0, wal_.get(), wal_lsn_slots());
+  auto table = std::make_shared<Table>(spec, cf, disk_.get(), this, options_, 0,
+                                       0, wal_.get(), wal_lsn_slots());
+  table->MarkDiskEmpty();  // the column family was just created
+  tables_[spec.name] = std::move(table);
   return absl::OkStatus();
 }
 

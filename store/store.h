@@ -371,10 +371,12 @@ class Store {
   // wins; the row is resident and dirty afterwards), from `rows` =
   // keys.size() encodings back to back. Each encoding's length, version,
   // shape and checksum are checked before anything is written (DataLoss
-  // naming the key otherwise); the values are not checked again (finite):
-  // they were a stored row where they were encoded. IngestRows waits for
-  // the background deletes (DeleteRowsLater) first. NotFound for an
-  // unknown table.
+  // naming the key otherwise), and so is that its values and state are
+  // finite (InvalidArgument otherwise). A table created by
+  // CreateTable in this process looks nothing up on disk for IngestRows
+  // until it has written a row there (no row can exist there before).
+  // IngestRows waits for the background deletes (DeleteRowsLater) first.
+  // NotFound for an unknown table.
   absl::Status ReadEncodedRows(absl::string_view table,
                                absl::Span<const uint64_t> keys,
                                std::vector<uint64_t>* found, std::string* out);

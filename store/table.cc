@@ -203,6 +203,11 @@ absl::Status Table::Refused(const absl::Status& cause) const {
   return absl::UnavailableError(msg);
 }
 
+absl::Status Table::WriteRowsToDisk(rocksdb::WriteBatch* batch) {
+  disk_may_hold_rows_.store(true, std::memory_order_release);
+  return disk_->WriteRows(batch);
+}
+
 absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                 absl::Span<const uint32_t> occurrences,
                                 MissMode mode, ResidentFn on_resident,
@@ -280,20 +285,29 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
     //    anything.
     if (!to_read.empty()) {
       const size_t m = to_read.size();
-      if (rows.size() < n * row_floats_) rows.resize(n * row_floats_);
-      // Key order (big-endian bytes = numeric order) lets RocksDB skip its
-      // own sort and walk blocks in order.
-      std::sort(to_read.begin(), to_read.end(),
-                [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
-      std::vector<char> kbuf(8 * m);
-      std::vector<rocksdb::Slice> slices(m);
-      for (size_t j = 0; j < m; ++j) {
-        EncodeKey(keys[to_read[j]], &kbuf[8 * j]);
-        slices[j] = rocksdb::Slice(&kbuf[8 * j], 8);
+      // kOverwrite needs no scratch rows: the caller writes the whole slot.
+      if (mode != MissMode::kOverwrite && rows.size() < n * row_floats_) {
+        rows.resize(n * row_floats_);
       }
-      std::vector<rocksdb::PinnableSlice> values(m);
-      std::vector<rocksdb::Status> statuses(m);
-      disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
+      // An overwrite only asks whether each row exists; with no row ever
+      // written to disk (read after the probe above), none does.
+      const bool look = mode != MissMode::kOverwrite ||
+                        disk_may_hold_rows_.load(std::memory_order_acquire);
+      std::vector<rocksdb::PinnableSlice> values(look ? m : 0);
+      std::vector<rocksdb::Status> statuses(m, rocksdb::Status::NotFound());
+      if (look) {
+        // Key order (big-endian bytes = numeric order) lets RocksDB skip its
+        // own sort and walk blocks in order.
+        std::sort(to_read.begin(), to_read.end(),
+                  [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+        std::vector<char> kbuf(8 * m);
+        std::vector<rocksdb::Slice> slices(m);
+        for (size_t j = 0; j < m; ++j) {
+          EncodeKey(keys[to_read[j]], &kbuf[8 * j]);
+          slices[j] = rocksdb::Slice(&kbuf[8 * j], 8);
+        }
+        disk_->MultiGet(cf_, m, slices.data(), values.data(), statuses.data());
+      }
       if (!refused.ok() && mode == MissMode::kCreate) {
         for (size_t j = 0; j < m; ++j) {
           if (statuses[j].IsNotFound()) return refused;  // before admission
@@ -308,13 +322,19 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
       }
       for (size_t j = 0; j < m; ++j) {
         const uint32_t i = to_read[j];
-        float* row = rows.data() + i * row_floats_;
-        if (statuses[j].ok() && mode == MissMode::kOverwrite) {
-          has_row[i] = 1;  // exists; on_resident overwrites all of it
-          created[i] = 0;
+        if (mode == MissMode::kOverwrite) {
+          if (!statuses[j].ok() && !statuses[j].IsNotFound()) {
+            return FromRocks(
+                statuses[j],
+                absl::StrCat("table ", name(), " key ", KeyString(keys[i])));
+          }
+          // Exists or is created; on_resident overwrites all of it.
+          has_row[i] = 1;
+          created[i] = statuses[j].IsNotFound() ? 1 : 0;
           headers[i] = RowHeader{};
           continue;
         }
+        float* row = rows.data() + i * row_floats_;
         if (statuses[j].ok()) {
           absl::Status s =
               DecodeRow(absl::string_view(values[j].data(), values[j].size()),
@@ -334,12 +354,6 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
                                                      KeyString(keys[i])));
         }
         if (mode == MissMode::kServing) continue;  // stays absent
-        if (mode == MissMode::kOverwrite) {
-          has_row[i] = 1;  // created; on_resident overwrites all of it
-          created[i] = 1;
-          headers[i] = RowHeader{};
-          continue;
-        }
         if (mode == MissMode::kCreate && admission_.enabled()) {
           if (admitted[i] < 0) {
             admitted[i] = admission_.Record(keys[i], occurrences[i]) ? 1 : 0;
@@ -397,8 +411,10 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
         }
         const uint32_t slot = free_slots.back();
         free_slots.pop_back();
-        const float* row = rows.data() + i * row_floats_;
-        std::memcpy(mem_.values(slot), row, 4 * row_floats_);
+        if (mode != MissMode::kOverwrite) {
+          const float* row = rows.data() + i * row_floats_;
+          std::memcpy(mem_.values(slot), row, 4 * row_floats_);
+        }
         *mem_.header(slot) = headers[i];
         if (mem_.has_lsn()) *mem_.lsn(slot) = read_tags ? tags[i] : 0;
         mem_.StoreKey(slot, keys[i]);

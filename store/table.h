@@ -191,6 +191,14 @@ class Table {
   absl::Status IngestRows(absl::Span<const uint64_t> keys,
                           absl::string_view rows);
 
+  // Store::CreateTable calls this on a table whose column family it has
+  // just created, before anyone else can see the table: until a row is
+  // written to disk, a key absent from memory has no row at all, and
+  // IngestRows looks nothing up on disk.
+  void MarkDiskEmpty() {
+    disk_may_hold_rows_.store(false, std::memory_order_release);
+  }
+
   // Up to `max` keys resident in the memory tier, stripe by stripe.
   std::vector<uint64_t> ResidentKeys(size_t max);
   uint64_t resident_rows() const;
@@ -210,6 +218,9 @@ class Table {
   using AbsentFn = absl::FunctionRef<void(size_t i)>;
 
   absl::Status CheckBatch(size_t n) const;
+  // Writes a batch that puts rows into this table's column family (every
+  // such write goes through here: see disk_may_hold_rows_).
+  absl::Status WriteRowsToDisk(rocksdb::WriteBatch* batch);
   // Push / PutRows / DeleteRows, logged when wal_ is set and `replay_lsn`
   // is 0; a replay when it is not.
   absl::Status PushImpl(absl::Span<const uint64_t> keys,
@@ -279,6 +290,11 @@ class Table {
   AdmissionCounter admission_;
   std::atomic<int64_t> step_;
   std::atomic<uint64_t> rows_;
+  // False only from MarkDiskEmpty() until the first row written to disk
+  // (WriteRowsToDisk sets it before the write, and rows leave memory only
+  // after they are written, so a key that a probe finds absent while this
+  // is false has no row on disk).
+  std::atomic<bool> disk_may_hold_rows_{true};
   absl::Mutex evict_mu_;  // one evictor / flusher at a time per table
   Wal* const wal_;
   // Held from a record's Append to the end of its apply (kWal).

@@ -91,7 +91,7 @@ size_t Table::Evict(size_t n, bool background, absl::Status* write_error) {
       write_status = disk_->RoomFor(batch.GetDataSize(),
                                     used - std::min(used, written_bytes));
     }
-    if (write_status.ok()) write_status = disk_->WriteRows(&batch);
+    if (write_status.ok()) write_status = WriteRowsToDisk(&batch);
     if (!write_status.ok()) {
       write_errors_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -174,7 +174,7 @@ absl::StatusOr<uint64_t> Table::FlushDirty() {
     if (entries.empty()) continue;
     absl::Status w;
     if (wal_ != nullptr) w = wal_->WaitWritten(max_lsn);  // write-ahead rule
-    if (w.ok()) w = disk_->WriteRows(&batch);
+    if (w.ok()) w = WriteRowsToDisk(&batch);
     // Entries are in stripe order: lock each stripe once.
     for (size_t j = 0; j < entries.size();) {
       const uint32_t sid = mem_.StripeOf(entries[j].key);

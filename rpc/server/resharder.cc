@@ -35,7 +35,10 @@ bool LeavesUnder(const ClusterMap& current, const ClusterMap& target,
 
 // Appends to *out the keys of `keys` that LeavesUnder(current, target,
 // self, key): the same test a batch at a time, so the ring lookups'
-// memory accesses overlap (Ring::OwnerIndices), each ring once per key.
+// memory accesses overlap (Ring::OwnerIndicesOfHashes). The target ring
+// is asked first, since few keys leave: the current ring only for those,
+// each key hashed once when both rings hash alike (they do unless the ring
+// options changed).
 void AppendLeaving(const ClusterMap& current, const ClusterMap& target,
                    ServerId self, absl::Span<const uint64_t> keys,
                    std::vector<uint64_t>* out) {
@@ -43,21 +46,33 @@ void AppendLeaving(const ClusterMap& current, const ClusterMap& target,
   const Ring& next = target.ring();
   const std::optional<size_t> self_now = now.IndexOf(self);
   if (now.empty() || !self_now.has_value()) return;  // owns nothing now
-  std::vector<uint32_t> owner(keys.size());
-  now.OwnerIndices(keys, absl::MakeSpan(owner));
-  std::vector<uint64_t> owned;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (owner[i] == *self_now) owned.push_back(keys[i]);
-  }
   const std::optional<size_t> self_next = next.IndexOf(self);
+  std::vector<uint64_t> hashes(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = next.KeyHash(keys[i]);
+  std::vector<uint32_t> owner(keys.size());
+  // Keys (and their hashes) that are not self's under the target.
+  std::vector<uint64_t> moving;
+  size_t n_moving = 0;
   if (next.empty() || !self_next.has_value()) {  // owns nothing after
-    out->insert(out->end(), owned.begin(), owned.end());
-    return;
+    moving.assign(keys.begin(), keys.end());
+    n_moving = keys.size();
+  } else {
+    next.OwnerIndicesOfHashes(hashes, absl::MakeSpan(owner));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (owner[i] == *self_next) continue;
+      moving.push_back(keys[i]);
+      hashes[n_moving++] = hashes[i];
+    }
   }
-  owner.resize(owned.size());
-  next.OwnerIndices(owned, absl::MakeSpan(owner));
-  for (size_t i = 0; i < owned.size(); ++i) {
-    if (owner[i] != *self_next) out->push_back(owned[i]);
+  owner.resize(n_moving);
+  if (now.options().hash_seed == next.options().hash_seed) {
+    now.OwnerIndicesOfHashes(absl::MakeConstSpan(hashes.data(), n_moving),
+                             absl::MakeSpan(owner));
+  } else {
+    now.OwnerIndices(moving, absl::MakeSpan(owner));
+  }
+  for (size_t i = 0; i < n_moving; ++i) {
+    if (owner[i] == *self_now) out->push_back(moving[i]);
   }
 }
 
@@ -409,12 +424,26 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
   if (target == nullptr) {
     return absl::AbortedError("live resharding aborted while sending rows");
   }
-  // Keys by new owner, in their order.
+  // Keys by new owner, in their order (batched ring lookups).
   absl::flat_hash_map<ServerId, std::vector<uint64_t>> by_owner;
-  for (uint64_t key : keys) by_owner[target->Owner(key)].push_back(key);
+  {
+    const Ring& ring = target->ring();
+    if (ring.empty()) return absl::InternalError("target map has no servers");
+    std::vector<uint32_t> owner(keys.size());
+    ring.OwnerIndices(keys, absl::MakeSpan(owner));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      by_owner[ring.server_id(owner[i])].push_back(keys[i]);
+    }
+  }
   // Up to kInFlight Migrate calls at once (reading and encoding the next
-  // batch while the last ones travel and are applied).
-  constexpr int kInFlight = 16;
+  // batch while the last ones travel and are applied). 4 batches of 1024
+  // dim-64 Adagrad rows are 2.2 MB per source, more than a 10 Gb/s link
+  // with 1 ms of round trip holds. More is not faster: every batch in
+  // flight is a request buffer here and a receive buffer and a parsed
+  // copy at the destination, fresh memory the first time, and with 16 per
+  // source a destination fed by 3 sources took ~25k page faults over one
+  // ps-bench migrate add against ~17k with 4 (BENCHMARKS.md, run 9).
+  constexpr int kInFlight = 4;
   struct Flight {
     grpc::ClientContext ctx;
     v1::MigrateRequest req;

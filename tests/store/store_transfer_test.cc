@@ -106,8 +106,11 @@ TEST_F(StoreTransferTest, EncodedRowsOfBothTiersArriveBitIdentical) {
     EXPECT_EQ(h.frequency + 1, expect.headers[i].frequency);
   }
 
+  const uint64_t created_before = dst_->Stats().tables[0].created;
   ASSERT_OK(dst_->IngestRows("ada", found, bytes));
   EXPECT_EQ(AllKeys(*dst_, "ada"), sorted_found);
+  // The destination held none of them: each ingested row is a new row.
+  EXPECT_EQ(dst_->Stats().tables[0].created, created_before + found.size());
   RowBatch got, want;
   ASSERT_OK(dst_->PullRows("ada", found, &got));
   ASSERT_OK(src_->PullRows("ada", found, &want));
@@ -146,7 +149,10 @@ TEST_F(StoreTransferTest, IngestOverwritesRowsOfBothTiersAndSurvivesReopen) {
   std::vector<uint64_t> keys = found;
   keys.push_back(found[0]);
   std::string twice = bytes + bytes.substr(0, EncodedRowSize(kDim, kDim));
+  const uint64_t created_before = dst_->Stats().tables[0].created;
   ASSERT_OK(dst_->IngestRows("ada", keys, twice));
+  // Both rows existed (5 only on disk): overwritten, neither created.
+  EXPECT_EQ(dst_->Stats().tables[0].created, created_before);
   RowBatch want;
   ASSERT_OK(src_->PullRows("ada", found, &want));
   dst_.reset();  // the ingested rows are dirty: closing writes them
@@ -156,6 +162,44 @@ TEST_F(StoreTransferTest, IngestOverwritesRowsOfBothTiersAndSurvivesReopen) {
   EXPECT_EQ(got.values, want.values);
   EXPECT_EQ(got.state, want.state);
   EXPECT_EQ(AllKeys(*dst_, "ada"), (std::vector<uint64_t>{5, 25}));
+}
+
+// A table created in this session skips IngestRows's disk lookups only
+// until its first row goes to disk: rows it evicted since still count as
+// existing (overwritten, not created) and keep their keys.
+TEST(StoreIngestTest, RowsEvictedFromANewTableAreOverwrittenNotCreated) {
+  ScratchDir dir;
+  // Room for about a thousand of these rows in memory.
+  ASSERT_OK_AND_ASSIGN(auto store,
+                       Store::Open(SmallOptions(64 << 10), dir.path()));
+  ASSERT_OK(store->CreateTable(Spec()));
+  constexpr uint64_t kKeys = 3000;
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= kKeys; ++k) {
+    keys.push_back(k);
+    // One call each: a call may exceed the budget by its own rows.
+    ASSERT_OK(store->Push("ada", {k}, {static_cast<float>(k), 1, -1}));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> resident,
+                       store->ResidentKeys("ada", kKeys));
+  ASSERT_LT(resident.size(), kKeys / 2);  // most rows are on disk only
+  const uint64_t created = store->Stats().tables[0].created;
+  ASSERT_EQ(created, kKeys);
+
+  // Every row, read and ingested back: all existed.
+  std::vector<uint64_t> found;
+  std::string bytes;
+  ASSERT_OK(store->ReadEncodedRows("ada", keys, &found, &bytes));
+  ASSERT_EQ(found.size(), kKeys);
+  RowBatch before;
+  ASSERT_OK(store->PullRows("ada", found, &before));
+  ASSERT_OK(store->IngestRows("ada", found, bytes));
+  EXPECT_EQ(store->Stats().tables[0].created, created);
+  RowBatch after;
+  ASSERT_OK(store->PullRows("ada", found, &after));
+  EXPECT_EQ(after.values, before.values);
+  EXPECT_EQ(after.state, before.state);
+  EXPECT_EQ(AllKeys(*store, "ada"), keys);
 }
 
 TEST_F(StoreTransferTest, BadIngestChangesNothing) {
