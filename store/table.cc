@@ -1,6 +1,7 @@
 #include "store/table.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -76,10 +77,32 @@ thread_local std::string tls_payload;
 
 std::string KeyString(uint64_t key) { return absl::StrCat(key); }
 
+// On the bits, so that the compiler vectorizes it (std::isfinite is a quiet
+// float comparison, which it must not vectorize without -fno-trapping-math):
+// a float is finite unless its exponent is all ones, and adding 1 to such an
+// exponent carries into bit 31.
 bool AllFinite(const float* x, size_t n) {
-  bool ok = true;
-  for (size_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
-  return ok;
+  uint32_t carry = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) == 0;
+}
+
+// Whether every |x[i]| <= kMaxGradient (false for NaN), on the bits for the
+// same reason: a non-negative float's bits order as its value does, and
+// kMaxGradient's bits minus a larger |x|'s (both below 2^31) set bit 31.
+bool AllInRange(const float* x, size_t n) {
+  constexpr uint32_t kMaxBits = std::bit_cast<uint32_t>(kMaxGradient);
+  uint32_t borrow = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    borrow |= kMaxBits - (bits & 0x7fffffffu);
+  }
+  return (borrow & 0x80000000u) == 0;
 }
 
 }  // namespace
@@ -678,11 +701,7 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   sc.skip.clear();
   sc.gsum.resize(n * d);
   // In range: finite and |g| <= kMaxGradient (false for NaN).
-  auto in_range = [d](const float* g) {
-    bool ok = true;
-    for (size_t j = 0; j < d; ++j) ok &= std::abs(g[j]) <= kMaxGradient;
-    return ok;
-  };
+  auto in_range = [d](const float* g) { return AllInRange(g, d); };
   auto refuse = [&](size_t i, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("table ", name(), ": non-finite or out-of-range ", what,
@@ -790,8 +809,8 @@ absl::Status Table::ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
     // a stored row is always finite (what a checkpoint must hold).
     float* values = mem_.values(slot);
     float* state = mem_.state(slot);
-    sc.undo.assign(values, values + d);
-    sc.undo.insert(sc.undo.end(), state, state + state_size_);
+    std::memcpy(sc.undo.data(), values, 4 * d);
+    std::memcpy(sc.undo.data() + d, state, 4 * state_size_);
     optim::Apply(spec_.optimizer, absl::MakeSpan(values, d),
                  absl::MakeSpan(state, state_size_),
                  absl::MakeConstSpan(gsum + u * d, d), step);
@@ -809,6 +828,8 @@ absl::Status Table::ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
     MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
     mem_.Touch(slot);
   };
+
+  sc.undo.resize(d + state_size_);
 
   // Pass 1: look up (no change yet).
   mem_.AdvanceTick();
