@@ -491,7 +491,7 @@ absl::Status Store::Impl::DropTable(absl::string_view name) {
     if (it == tables_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown table ", name));
     }
-    PSDB_RETURN_IF_ERROR(disk_->DropCf(it->second->cf()));
+    PSDB_RETURN_IF_ERROR(it->second->DropFamily());
     t = std::move(it->second);
     tables_.erase(it);
     (void)disk_->DeleteMeta(absl::StrCat(kMetaTable, name));

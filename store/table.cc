@@ -227,8 +227,17 @@ absl::Status Table::Refused(const absl::Status& cause) const {
 }
 
 absl::Status Table::WriteRowsToDisk(rocksdb::WriteBatch* batch) {
+  absl::ReaderMutexLock l(&disk_write_mu_);
+  if (dropped_) return absl::OkStatus();
   disk_may_hold_rows_.store(true, std::memory_order_release);
   return disk_->WriteRows(batch);
+}
+
+absl::Status Table::DropFamily() {
+  absl::MutexLock l(&disk_write_mu_);
+  PSDB_RETURN_IF_ERROR(disk_->DropCf(cf_));
+  dropped_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status Table::Materialize(absl::Span<const uint64_t> keys,

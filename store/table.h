@@ -199,6 +199,14 @@ class Table {
     disk_may_hold_rows_.store(false, std::memory_order_release);
   }
 
+  // Drops the table's column family (Store::DropTable), after the table's
+  // writes in flight; from then on the table writes nothing to disk (its
+  // rows are discarded with it). A write to a dropped column family would
+  // fail, and RocksDB fails every write of the same write group with it
+  // (another table's, the store's metadata). If the drop fails, nothing
+  // changed.
+  absl::Status DropFamily();
+
   // Up to `max` keys resident in the memory tier, stripe by stripe.
   std::vector<uint64_t> ResidentKeys(size_t max);
   uint64_t resident_rows() const;
@@ -218,8 +226,9 @@ class Table {
   using AbsentFn = absl::FunctionRef<void(size_t i)>;
 
   absl::Status CheckBatch(size_t n) const;
-  // Writes a batch that puts rows into this table's column family (every
-  // such write goes through here: see disk_may_hold_rows_).
+  // Writes a batch of this table's column family (every row write, delete
+  // and tag goes through here: see disk_may_hold_rows_ and dropped_); OK
+  // without writing once the table is dropped.
   absl::Status WriteRowsToDisk(rocksdb::WriteBatch* batch);
   // Push / PutRows / DeleteRows, logged when wal_ is set and `replay_lsn`
   // is 0; a replay when it is not.
@@ -295,6 +304,10 @@ class Table {
   // after they are written, so a key that a probe finds absent while this
   // is false has no row on disk).
   std::atomic<bool> disk_may_hold_rows_{true};
+  // Writers hold it shared around their RocksDB write; DropFamily
+  // exclusively.
+  absl::Mutex disk_write_mu_;
+  bool dropped_ ABSL_GUARDED_BY(disk_write_mu_) = false;
   absl::Mutex evict_mu_;  // one evictor / flusher at a time per table
   Wal* const wal_;
   // Held from a record's Append to the end of its apply (kWal).

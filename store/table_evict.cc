@@ -247,7 +247,7 @@ absl::StatusOr<uint64_t> Table::ExpireRows() {
         st.NoteRemoved(key);
       }
       if (batch.Count() == 0) continue;
-      PSDB_RETURN_IF_ERROR(disk_->WriteRows(&batch));
+      PSDB_RETURN_IF_ERROR(WriteRowsToDisk(&batch));
       expired += batch.Count();
     }
     chunk.clear();
@@ -415,7 +415,7 @@ absl::StatusOr<uint64_t> Table::DeleteRowsImpl(absl::Span<const uint64_t> keys,
       st.NoteRemoved(key);
       ++deleted;
     }
-    if (status.ok() && batch.Count() > 0) status = disk_->WriteRows(&batch);
+    if (status.ok() && batch.Count() > 0) status = WriteRowsToDisk(&batch);
   }
   mem_.Free(freed.data(), freed.size());
   uint64_t cur = rows_.load(std::memory_order_relaxed);
