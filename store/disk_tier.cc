@@ -94,6 +94,9 @@ std::shared_ptr<rocksdb::Logger> NewDiscardLogger() {
   return std::make_shared<DiscardLogger>();
 }
 
+// How long AwaitFlushed waits without any flush progress.
+constexpr absl::Duration kFlushStall = absl::Seconds(30);
+
 // What AwaitFlushed waits on: a count of flush completions and background
 // errors, and the last background error.
 struct DiskTier::FlushEvents {
@@ -337,11 +340,34 @@ absl::Status DiskTier::Resume(bool force) {
         "attempt pending");
   }
   last_resume_ = now;
+  // RocksDB 7.8's Resume() flushes the memtables and can wait forever for
+  // a flush that fails again (seen with a file system that refuses every
+  // write: DBImpl::WaitForFlushMemTables never returned). So it is called
+  // only once the file system takes a small synced write again.
+  PSDB_RETURN_IF_ERROR(ProbeWritable());
   // Cleared first: an error during the attempt sets it again.
   bg_error_->store(false, std::memory_order_release);
   const rocksdb::Status s = db_->Resume();
   if (!s.ok()) bg_error_->store(true, std::memory_order_release);
   return FromRocks(s, "resume writes after a disk error");
+}
+
+absl::Status DiskTier::ProbeWritable() {
+  const std::string probe = path_ + "/RESUME_PROBE";
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s =
+      fs_->NewWritableFile(probe, rocksdb::FileOptions(), &file, nullptr);
+  if (s.ok())
+    s = file->Append(rocksdb::Slice("probe\n"), rocksdb::IOOptions(), nullptr);
+  if (s.ok()) s = file->Sync(rocksdb::IOOptions(), nullptr);
+  if (file != nullptr) {
+    const rocksdb::IOStatus c = file->Close(rocksdb::IOOptions(), nullptr);
+    if (s.ok()) s = c;
+  }
+  (void)fs_->DeleteFile(probe, rocksdb::IOOptions(), nullptr);
+  return FromRocks(s,
+                   "resume writes after a disk error: the disk still "
+                   "refuses writes");
 }
 
 absl::Status DiskTier::RoomFor(uint64_t write_bytes, uint64_t keep_bytes) {
@@ -411,18 +437,38 @@ absl::Status DiskTier::FlushMeta() {
 
 absl::Status DiskTier::AwaitFlushed(
     const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
+  // Progress: a flush completed or errored (the listener's count), or fewer
+  // immutable memtables are left. None for kFlushStall fails the wait
+  // rather than hanging a close forever.
+  absl::Time progress_at = absl::Now();
+  uint64_t last_seen = 0;
+  uint64_t last_pending = ~uint64_t{0};
   while (true) {
     uint64_t seen;
     {
       absl::MutexLock l(&flush_events_->mu);
       seen = flush_events_->count;
     }
-    bool pending = false;
+    uint64_t pending = 0;
     for (rocksdb::ColumnFamilyHandle* cf : cfs) {
-      pending =
-          pending || IntProperty(cf, "rocksdb.num-immutable-mem-table") > 0;
+      pending += IntProperty(cf, "rocksdb.num-immutable-mem-table");
     }
-    if (!pending) return absl::OkStatus();
+    if (pending == 0) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (seen != last_seen || pending < last_pending) progress_at = now;
+    last_seen = seen;
+    last_pending = pending;
+    if (now - progress_at > kFlushStall) {
+      // Seen as a background error, so the next Flush() calls Resume():
+      // RocksDB 7.8 can leave its background work stopped after a resume
+      // (the header comment) and then never runs the flush.
+      bg_error_->store(true, std::memory_order_release);
+      return absl::UnavailableError(absl::StrCat(
+          "flush memtables: ", pending,
+          " memtables not flushed and no "
+          "progress for ",
+          absl::FormatDuration(kFlushStall), " (RocksDB reported no error)"));
+    }
     absl::MutexLock l(&flush_events_->mu);
     if (bg_error()) {
       const rocksdb::Status& e = flush_events_->last_error;

@@ -170,9 +170,13 @@ class DiskTier {
   // After a waited DB::Flush of `cfs` that returned OK: waits until no
   // immutable memtable of `cfs` is left to flush (see the header comment:
   // RocksDB 7.8 may not have waited), or fails with the background error
-  // that stopped a flush.
+  // that stopped a flush, or with Unavailable after 30 s without any flush
+  // progress (no completion, no error, no fewer memtables).
   absl::Status AwaitFlushed(
       const std::vector<rocksdb::ColumnFamilyHandle*>& cfs);
+  // Writes, syncs and deletes a small file next to the database: whether
+  // the file system takes writes again (Resume's precondition).
+  absl::Status ProbeWritable();
   // Whether RocksDB reported a background error not yet cleared.
   bool bg_error() const { return bg_error_->load(std::memory_order_acquire); }
 
