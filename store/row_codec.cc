@@ -1,7 +1,6 @@
 #include "store/row_codec.h"
 
 #include <bit>
-#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -152,11 +151,8 @@ absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size) {
 }
 
 bool VerifiedRowIsFinite(absl::string_view bytes, int dim, int state_size) {
-  const char* p = bytes.data() + kRowHeaderBytes;
-  const size_t n = static_cast<size_t>(dim) + static_cast<size_t>(state_size);
-  bool ok = true;
-  for (size_t i = 0; i < n; ++i) ok &= std::isfinite(Get<float>(p));
-  return ok;
+  return AllFinite(bytes.data() + kRowHeaderBytes,
+                   static_cast<size_t>(dim) + static_cast<size_t>(state_size));
 }
 
 void CopyVerifiedRow(absl::string_view bytes, int dim, int state_size,

@@ -17,6 +17,7 @@
 #define PSDB_STORE_ROW_CODEC_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
@@ -57,6 +58,22 @@ absl::Status DecodeRow(absl::string_view bytes, int dim, int state_size,
 // The checks of DecodeRow (length, version, shape, checksum) without
 // copying anything out.
 absl::Status VerifyRow(absl::string_view bytes, int dim, int state_size);
+// Whether each of the n floats at `floats` (any alignment) is finite. On
+// the bits, so that the compiler vectorizes it (std::isfinite is a quiet
+// float comparison, which it must not vectorize without -fno-trapping-math):
+// a float is finite unless its exponent is all ones, and adding 1 to such an
+// exponent carries into bit 31. The store checks every updated row with it.
+inline bool AllFinite(const void* floats, size_t n) {
+  const char* p = static_cast<const char*>(floats);
+  uint32_t carry = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, 4);
+    carry |= (bits & 0x7f800000u) + 0x00800000u;
+  }
+  return (carry & 0x80000000u) == 0;
+}
+
 // Whether every value and state float of a row VerifyRow accepted (with the
 // same dim and state_size) is finite.
 bool VerifiedRowIsFinite(absl::string_view bytes, int dim, int state_size);

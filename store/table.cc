@@ -77,23 +77,10 @@ thread_local std::string tls_payload;
 
 std::string KeyString(uint64_t key) { return absl::StrCat(key); }
 
-// On the bits, so that the compiler vectorizes it (std::isfinite is a quiet
-// float comparison, which it must not vectorize without -fno-trapping-math):
-// a float is finite unless its exponent is all ones, and adding 1 to such an
-// exponent carries into bit 31.
-bool AllFinite(const float* x, size_t n) {
-  uint32_t carry = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    carry |= (bits & 0x7f800000u) + 0x00800000u;
-  }
-  return (carry & 0x80000000u) == 0;
-}
-
 // Whether every |x[i]| <= kMaxGradient (false for NaN), on the bits for the
-// same reason: a non-negative float's bits order as its value does, and
-// kMaxGradient's bits minus a larger |x|'s (both below 2^31) set bit 31.
+// reason AllFinite (store/row_codec.h) is: a non-negative float's bits order as
+// its value does, and kMaxGradient's bits minus a larger |x|'s (both below
+// 2^31) set bit 31.
 bool AllInRange(const float* x, size_t n) {
   constexpr uint32_t kMaxBits = std::bit_cast<uint32_t>(kMaxGradient);
   uint32_t borrow = 0;
@@ -709,8 +696,6 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   sc.occ.clear();
   sc.skip.clear();
   sc.gsum.resize(n * d);
-  // In range: finite and |g| <= kMaxGradient (false for NaN).
-  auto in_range = [d](const float* g) { return AllInRange(g, d); };
   auto refuse = [&](size_t i, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("table ", name(), ": non-finite or out-of-range ", what,
@@ -720,7 +705,7 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   const bool reject = spec_.non_finite == NonFinitePolicy::kReject;
   for (size_t i = 0; i < n; ++i) {
     const float* g = grads.data() + i * d;
-    const bool ok = in_range(g);
+    const bool ok = AllInRange(g, d);
     if (!ok && reject) return refuse(i, "gradient");
     bool inserted;
     const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
@@ -737,7 +722,7 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
       sc.skip[u] |= !ok;
       for (size_t j = 0; j < d; ++j) acc[j] += g[j];
       // The sum of a key's duplicates must be in range too.
-      if (!sc.skip[u] && !in_range(acc)) {
+      if (!sc.skip[u] && !AllInRange(acc, d)) {
         if (reject) return refuse(i, "sum of the gradients");
         sc.skip[u] = 1;
       }
