@@ -14,6 +14,7 @@
 #include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
+#include "store/shard_files.h"
 #include "util/status_macros.h"
 
 namespace psdb::ckpt {
@@ -105,6 +106,11 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenImpl(
     shard.path =
         absl::StartsWith(rel, "/") ? rel : absl::StrCat(r->dir_, "/", rel);
 
+    // Before RocksDB parses any byte of them (store/shard_files.h).
+    PSDB_RETURN_IF_ERROR(CheckShardFiles(
+        *internal::FileSystemOr(file_system), r->manifest_.format_version(), s,
+        shard.path,
+        absl::StrCat("checkpoint ", r->dir_, " shard ", shard.shard_id)));
     rocksdb::DBOptions db_options;
     db_options.info_log = internal::NewDiscardLogger();  // writes nothing
     if (r->env_ != nullptr) db_options.env = r->env_.get();

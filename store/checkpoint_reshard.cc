@@ -10,6 +10,7 @@
 #include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
+#include "store/shard_files.h"
 #include "store/shard_writer.h"
 #include "util/status_macros.h"
 
@@ -107,6 +108,12 @@ absl::StatusOr<ReshardResult> WriteShards(const CheckpointReader& source,
   }
   for (auto& w : writers) PSDB_RETURN_IF_ERROR(w->Finish(steps));
   writers.clear();
+  const std::shared_ptr<rocksdb::FileSystem> fs =
+      internal::FileSystemOr(options.file_system);
+  for (v1::ShardManifest& shard : *manifest.mutable_shards()) {
+    PSDB_RETURN_IF_ERROR(
+        RecordShardFiles(*fs, absl::StrCat(tmp, "/", shard.dir()), {}, &shard));
+  }
   PSDB_RETURN_IF_ERROR(WriteManifestAtomic(
       tmp, manifest, *internal::FileIoOver(options.file_system)));
   return result;

@@ -1,7 +1,5 @@
 #include "store/checkpoint_verify.h"
 
-#include <algorithm>
-#include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
 #include "store/manifest.h"
+#include "store/row_codec.h"
 #include "util/status_macros.h"
 
 namespace psdb::ckpt {
@@ -126,11 +125,8 @@ absl::StatusOr<VerifyReport> Verify(const CheckpointReader& reader,
           error(std::string(st.message()));
           continue;
         }
-        const auto finite = [](const std::vector<float>& xs) {
-          return std::all_of(xs.begin(), xs.end(),
-                             [](float x) { return std::isfinite(x); });
-        };
-        if (!finite(row.values) || !finite(row.state)) {
+        if (!AllFinite(row.values.data(), row.values.size()) ||
+            !AllFinite(row.state.data(), row.state.size())) {
           error(absl::StrCat(reader.Where(shard, name), " key ", row.key,
                              ": non-finite value or state"));
         }

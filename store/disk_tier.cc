@@ -13,14 +13,17 @@
 #include "absl/time/time.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
+#include "rocksdb/file_checksum.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
+#include "rocksdb/metadata.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_buffer_manager.h"
 #include "store/file_io_rocksdb.h"
 #include "store/memory_budget.h"
+#include "store/shard_files.h"
 #include "util/status_macros.h"
 
 namespace psdb::internal {
@@ -204,9 +207,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   rocksdb::DBOptions db_options;
   t->env_ = EnvOver(options.file_system);
   if (t->env_ != nullptr) db_options.env = t->env_.get();
-  t->fs_ = options.file_system != nullptr
-               ? options.file_system.get()
-               : rocksdb::FileSystem::Default().get();
+  t->fs_ = FileSystemOr(options.file_system).get();
   const std::shared_ptr<const FileIo> io = FileIoOver(options.file_system);
   db_options.write_buffer_manager = t->write_buffer_manager_;
   if (!read_only) {
@@ -215,6 +216,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   }
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
+  // Each SST file's whole-file checksum, computed as RocksDB writes it: a
+  // checkpoint lists it without reading the file (store/shard_files.h).
+  db_options.file_checksum_gen_factory =
+      rocksdb::GetFileChecksumGenCrc32cFactory();
   db_options.max_background_jobs = 2;
   // Off by default: mapped SST pages count in RSS, outside the memory
   // budget (StoreOptions::rocksdb_mmap_reads).
@@ -539,6 +544,25 @@ absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {
   std::unique_ptr<rocksdb::Checkpoint> ckpt(raw);
   return FromRocks(ckpt->CreateCheckpoint(dir, /*log_size_for_flush=*/0),
                    absl::StrCat("rocksdb checkpoint into ", dir));
+}
+
+absl::flat_hash_map<std::string, v1::ShardFile> DiskTier::LiveFileChecksums()
+    const {
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db_->GetLiveFilesMetaData(&files);
+  absl::flat_hash_map<std::string, v1::ShardFile> out;
+  for (const rocksdb::LiveFileMetaData& f : files) {
+    if (f.file_checksum_func_name != rocksdb::kStandardDbFileChecksumFuncName ||
+        f.file_checksum.empty()) {
+      continue;  // written before the store computed them
+    }
+    const std::string& path = f.relative_filename;
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    v1::ShardFile& file = out[name];
+    file.set_size(f.size);
+    file.set_crc32c(ShardFileChecksumHex(f.file_checksum));
+  }
+  return out;
 }
 
 uint64_t DiskTier::CacheUsage() const { return cache_->GetUsage(); }

@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -62,6 +63,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
+#include "store/manifest.pb.h"
 #include "store/store.h"
 
 namespace psdb::internal {
@@ -147,6 +149,10 @@ class DiskTier {
   absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
+  // The live SST files' sizes and checksums by file name, as RocksDB
+  // recorded them when it wrote each (files written without one are left
+  // out): what RecordShardFiles (store/shard_files.h) need not read.
+  absl::flat_hash_map<std::string, v1::ShardFile> LiveFileChecksums() const;
 
   // Bytes now charged to RocksDB's cache: blocks and memtables
   // (store/memory_budget.h).

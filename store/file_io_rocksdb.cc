@@ -173,10 +173,14 @@ class RocksDbFileIo final : public FileIo {
 
 }  // namespace
 
+std::shared_ptr<rocksdb::FileSystem> FileSystemOr(
+    std::shared_ptr<rocksdb::FileSystem> fs) {
+  return fs != nullptr ? fs : rocksdb::FileSystem::Default();
+}
+
 std::shared_ptr<const FileIo> FileIoOver(
     std::shared_ptr<rocksdb::FileSystem> fs) {
-  if (fs == nullptr) fs = rocksdb::FileSystem::Default();
-  return std::make_shared<RocksDbFileIo>(std::move(fs));
+  return std::make_shared<RocksDbFileIo>(FileSystemOr(std::move(fs)));
 }
 
 std::unique_ptr<rocksdb::Env> EnvOver(

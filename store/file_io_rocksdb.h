@@ -18,8 +18,12 @@
 
 namespace psdb::internal {
 
-// psdb's file operations over `fs`; nullptr means the local file system
-// (rocksdb::FileSystem::Default()). The FileIo keeps `fs` alive.
+// `fs`, or the local file system (rocksdb::FileSystem::Default()) when it
+// is nullptr: what StoreOptions::file_system's nullptr means.
+std::shared_ptr<rocksdb::FileSystem> FileSystemOr(
+    std::shared_ptr<rocksdb::FileSystem> fs);
+
+// psdb's file operations over FileSystemOr(fs). The FileIo keeps it alive.
 std::shared_ptr<const FileIo> FileIoOver(
     std::shared_ptr<rocksdb::FileSystem> fs);
 

@@ -37,7 +37,12 @@
 namespace psdb {
 
 // The newest manifest format this build reads and the one it writes.
-inline constexpr uint32_t kManifestFormatVersion = 1;
+// Format 2 lists each shard's files with their checksums, which readers
+// check (store/shard_files.h); format 1 manifests, written before, are read
+// without that check.
+inline constexpr uint32_t kManifestFormatVersion = 2;
+// The first format whose shards list their files.
+inline constexpr uint32_t kManifestShardFilesVersion = 2;
 inline constexpr char kManifestFileName[] = "MANIFEST.json";
 
 // TableSpec <-> proto. Enum fields use the stable lower-case names of

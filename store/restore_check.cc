@@ -8,7 +8,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "store/disk_tier.h"
+#include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
+#include "store/shard_files.h"
 #include "store/store_meta.h"
 #include "util/status_macros.h"
 
@@ -108,6 +110,9 @@ absl::Status CheckRestoredShard(const std::string& db_dir,
   const std::string where =
       absl::StrCat("checkpoint ", checkpoint_dir, " shard ",
                    manifest.shards(shard_index).shard_id());
+  PSDB_RETURN_IF_ERROR(CheckShardFiles(
+      *FileSystemOr(options.file_system), manifest.format_version(),
+      manifest.shards(shard_index), db_dir, where));
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   absl::StatusOr<std::unique_ptr<DiskTier>> disk =
       DiskTier::Open(db_dir, options, &cfs, /*read_only=*/true);

@@ -3,8 +3,10 @@
 // the manifest is a claim about the files, and nothing it claims that can
 // be checked is trusted. Internal to psdb_store.
 //
-// CheckRestoredShard opens the copy read-only (writing nothing into it) and
-// requires:
+// CheckRestoredShard first checks the copy's files against the manifest's
+// list (CheckShardFiles, store/shard_files.h: sizes and checksums, before
+// RocksDB parses any of them), then opens the copy read-only (writing
+// nothing into it) and requires:
 //  - its column families (the default one aside) are exactly the tables
 //    the manifest lists (CheckShardTables, store/manifest.h);
 //  - its metadata holds a spec for each of them, equal to the manifest's,

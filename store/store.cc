@@ -9,6 +9,7 @@
 #include "store/manifest.h"
 #include "store/memory_budget.h"
 #include "store/row_codec.h"
+#include "store/shard_files.h"
 #include "store/store_impl.h"
 #include "store/store_meta.h"
 #include "util/status_macros.h"
@@ -72,7 +73,8 @@ Store::Impl::Impl(const StoreOptions& options, std::string path)
                               EvictorReserve(options)),
       options_(options),
       path_(std::move(path)),
-      io_(internal::FileIoOver(options.file_system)) {}
+      fs_(internal::FileSystemOr(options.file_system)),
+      io_(internal::FileIoOver(fs_)) {}
 
 Store::Impl::~Impl() { (void)Close(); }
 
@@ -155,11 +157,9 @@ absl::Status Store::Impl::Open() {
         "cannot remove ", RestoreTmpPath(path_), ": ", s.message()));
   }
   if (options_.disk_reserve_bytes > 0) {
-    PSDB_ASSIGN_OR_RETURN(reserve_, internal::DiskReserve::Create(
-                                        options_.file_system != nullptr
-                                            ? options_.file_system
-                                            : rocksdb::FileSystem::Default(),
-                                        path_, options_.disk_reserve_bytes));
+    PSDB_ASSIGN_OR_RETURN(
+        reserve_,
+        internal::DiskReserve::Create(fs_, path_, options_.disk_reserve_bytes));
   }
   const std::string db_path = DbPath(path_);
   const bool had_db = io_->Exists(db_path + "/CURRENT");
@@ -313,6 +313,9 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   const std::string db_path =
       absl::StartsWith(rel, "/") ? rel : absl::StrCat(path_, "/", rel);
   read_only_ = true;
+  PSDB_RETURN_IF_ERROR(
+      CheckShardFiles(*fs_, manifest.format_version(), shard, db_path,
+                      absl::StrCat("checkpoint ", path_, " shard ", shard_id)));
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_, internal::DiskTier::Open(db_path, options_, &cfs,
                                                         /*read_only=*/true));

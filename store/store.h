@@ -320,12 +320,21 @@ class Store {
 
   // Writes only this store's shard (the rocksdb::Checkpoint) into
   // `shard_dir`, which must not exist, and returns the per-table row counts
-  // for a manifest written by the caller (cluster checkpoints).
+  // and the shard's files for a manifest written by the caller (cluster
+  // checkpoints).
   struct ShardCheckpoint {
     std::vector<std::pair<TableSpec, uint64_t>> tables;  // spec, rows
     int64_t step = 0;
     uint64_t rows_flushed = 0;
     uint64_t rows_expired = 0;
+    // Every file of shard_dir: the manifest's ShardManifest.files
+    // (store/shard_files.h).
+    struct File {
+      std::string name;
+      uint64_t size = 0;
+      std::string crc32c;  // 8 lower-case hex digits
+    };
+    std::vector<File> files;
   };
   absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
 

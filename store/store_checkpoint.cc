@@ -19,6 +19,7 @@
 #include "store/file_io.h"
 #include "store/manifest.h"
 #include "store/restore_check.h"
+#include "store/shard_files.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 #include "store/store_testing.h"
@@ -146,6 +147,12 @@ absl::StatusOr<Store::ShardCheckpoint> Store::Impl::CheckpointShardLocked(
   PSDB_RETURN_IF_ERROR(WalTruncate(cut));
   PSDB_RETURN_IF_ERROR(disk_->CreateCheckpoint(shard_dir));
   RunCheckpointHook("rocksdb_checkpoint_done");
+  v1::ShardManifest listed;
+  PSDB_RETURN_IF_ERROR(
+      RecordShardFiles(*fs_, shard_dir, disk_->LiveFileChecksums(), &listed));
+  for (const v1::ShardFile& f : listed.files()) {
+    out.files.push_back({f.name(), f.size(), f.crc32c()});
+  }
   for (const auto& t : tables) {
     out.tables.emplace_back(t->spec(), t->rows());
     out.step = std::max(out.step, t->step());
@@ -240,6 +247,7 @@ absl::StatusOr<CheckpointInfo> Store::Impl::Checkpoint(
   v1::ShardManifest* sm = m.add_shards();
   sm->set_shard_id(options_.shard_id);
   sm->set_dir(shard_rel);
+  AppendShardFiles(shard.files, sm->mutable_files());
   PSDB_RETURN_IF_ERROR(WriteManifestAtomic(dir, m, *io_));
   RunCheckpointHook("manifest_written");
 

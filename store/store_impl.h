@@ -145,12 +145,13 @@ class Store::Impl : public internal::BudgetArbiter {
 
   const StoreOptions options_;
   const std::string path_;
-  // psdb's own file operations, over options_.file_system.
+  // FileSystemOr(options_.file_system): every file goes through it.
+  const std::shared_ptr<rocksdb::FileSystem> fs_;
+  // psdb's own file operations, over fs_.
   const std::shared_ptr<const FileIo> io_;
   std::unique_ptr<internal::DiskTier> disk_;
   // The write-ahead log's writer (Durability::kWal); outlives the tables.
   std::unique_ptr<internal::Wal> wal_;
-  std::shared_ptr<rocksdb::FileSystem> wal_fs_;
   std::string wal_dir_;
   uint64_t wal_id_ = 0;
   uint64_t wal_records_ = 0;  // records found at open, to replay

@@ -47,8 +47,6 @@ uint64_t NewWalId() {
 }  // namespace
 
 absl::Status Store::Impl::PrepareWal(bool fresh) {
-  wal_fs_ = options_.file_system != nullptr ? options_.file_system
-                                            : rocksdb::FileSystem::Default();
   wal_dir_ = absl::StrCat(path_, "/wal");
   wal_id_ = ParseU64(disk_->GetMeta(kMetaWalId));
   const bool want = options_.durability == Durability::kWal;
@@ -56,7 +54,7 @@ absl::Status Store::Impl::PrepareWal(bool fresh) {
     // A log belongs to one database: one just created or restored starts
     // without one, and tags that came with a checkpoint mean nothing here.
     PSDB_RETURN_IF_ERROR(
-        internal::RemoveWalSegments(wal_fs_.get(), wal_dir_, UINT64_MAX));
+        internal::RemoveWalSegments(fs_.get(), wal_dir_, UINT64_MAX));
     PSDB_RETURN_IF_ERROR(disk_->DeleteMetaPrefix(kMetaWalTag));
     wal_id_ = want ? NewWalId() : 0;
     if (want) {
@@ -67,16 +65,16 @@ absl::Status Store::Impl::PrepareWal(bool fresh) {
       std::max<uint64_t>(1, ParseU64(disk_->GetMeta(kMetaWalNextLsn)));
   internal::WalReadStats stats;
   if (wal_id_ != 0) {
-    PSDB_ASSIGN_OR_RETURN(
-        stats, internal::ReadWal(
-                   wal_fs_.get(), wal_dir_, wal_id_,
-                   [](const WalRecordView&) { return absl::OkStatus(); }));
+    PSDB_ASSIGN_OR_RETURN(stats, internal::ReadWal(fs_.get(), wal_dir_, wal_id_,
+                                                   [](const WalRecordView&) {
+                                                     return absl::OkStatus();
+                                                   }));
   }
   wal_records_ = stats.records;
   next_lsn = std::max(next_lsn, stats.last_lsn + 1);
   if (want) {
     Wal::Options o;
-    o.fs = wal_fs_;
+    o.fs = fs_;
     o.dir = wal_dir_;
     o.wal_id = wal_id_;
     o.sync = options_.wal_sync;
@@ -91,14 +89,14 @@ absl::Status Store::Impl::ReplayWal() {
   if (wal_records_ == 0) {
     // Nothing to replay; a checkpoint-mode store keeps no segments.
     if (wal_ == nullptr) {
-      return internal::RemoveWalSegments(wal_fs_.get(), wal_dir_, UINT64_MAX);
+      return internal::RemoveWalSegments(fs_.get(), wal_dir_, UINT64_MAX);
     }
     return absl::OkStatus();
   }
   absl::flat_hash_set<uint64_t> aborted;
   absl::flat_hash_map<std::string, uint64_t> created;
   PSDB_RETURN_IF_ERROR(
-      internal::ReadWal(wal_fs_.get(), wal_dir_, wal_id_,
+      internal::ReadWal(fs_.get(), wal_dir_, wal_id_,
                         [&](const WalRecordView& r) {
                           if (r.type == WalRecordType::kAbort &&
                               r.payload.size() == 8) {
@@ -115,7 +113,7 @@ absl::Status Store::Impl::ReplayWal() {
   for (const auto& t : tables) t->set_replaying(true);
   uint64_t applied = 0;
   absl::StatusOr<internal::WalReadStats> read = internal::ReadWal(
-      wal_fs_.get(), wal_dir_, wal_id_,
+      fs_.get(), wal_dir_, wal_id_,
       [&](const WalRecordView& r) -> absl::Status {
         if (r.type != WalRecordType::kPush &&
             r.type != WalRecordType::kPutRows &&
@@ -177,7 +175,7 @@ absl::Status Store::Impl::ReplayWal() {
   PSDB_RETURN_IF_ERROR(Flush());
   if (wal_ == nullptr) {
     PSDB_RETURN_IF_ERROR(
-        internal::RemoveWalSegments(wal_fs_.get(), wal_dir_, UINT64_MAX));
+        internal::RemoveWalSegments(fs_.get(), wal_dir_, UINT64_MAX));
   }
   wal_records_ = 0;
   return absl::OkStatus();
@@ -190,7 +188,7 @@ std::optional<Wal::Cut> Store::Impl::WalCut() {
 
 absl::Status Store::Impl::WalTruncate(const std::optional<Wal::Cut>& cut) {
   if (!cut.has_value()) return absl::OkStatus();
-  return internal::RemoveWalSegments(wal_fs_.get(), wal_dir_, cut->keep_seq);
+  return internal::RemoveWalSegments(fs_.get(), wal_dir_, cut->keep_seq);
 }
 
 }  // namespace psdb

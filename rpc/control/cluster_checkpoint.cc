@@ -101,6 +101,7 @@ absl::StatusOr<ClusterCheckpointInfo> WriteClusterCheckpoint(
     shard->set_shard_id(server.id);
     shard->set_dir(ShardDirName(server.id));
     shard->set_server(server.address);
+    *shard->mutable_files() = resp[r].shard_files();
     max_step = std::max(max_step, resp[r].step());
     for (int t = 0; t < resp[r].shard_tables_size(); ++t) {
       v1::TableManifest& table = tables[resp[r].shard_tables(t).name()];
@@ -113,6 +114,13 @@ absl::StatusOr<ClusterCheckpointInfo> WriteClusterCheckpoint(
     }
   }
   manifest.set_step(max_step);
+  // A server of an older build lists no files; the manifest is then the
+  // format before file lists, which readers take unchecked.
+  for (const v1::ShardManifest& shard : manifest.shards()) {
+    if (shard.files().empty()) {
+      manifest.set_format_version(kManifestShardFilesVersion - 1);
+    }
+  }
   uint64_t rows = 0;
   for (auto& [name, table] : tables) {
     table.set_step(max_step);

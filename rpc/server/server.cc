@@ -28,6 +28,7 @@
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "store/manifest.h"
+#include "store/shard_files.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {
@@ -577,6 +578,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
         *resp->add_shard_tables() = TableSpecToProto(spec);
         resp->add_shard_table_rows(rows);
       }
+      AppendShardFiles(shard.files, resp->mutable_shard_files());
       return absl::OkStatus();
     }
     PSDB_RETURN_IF_ERROR(ValidateRootDir(req.root_dir()));

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
+#include "rocksdb/file_system.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
+#include "store/shard_files.h"
 #include "util/status_macros.h"
 
 namespace psdb::testing {
@@ -65,6 +67,9 @@ absl::Status WriteCheckpoint(const std::string& dir,
     }
     st = db->Close();
     if (!st.ok()) return absl::InternalError(st.ToString());
+    db.reset();
+    PSDB_RETURN_IF_ERROR(
+        RecordShardFiles(*rocksdb::FileSystem::Default(), path, {}, sm));
   }
   for (size_t t = 0; t < tables.size(); ++t) {
     v1::TableManifest* tm = manifest.add_tables();

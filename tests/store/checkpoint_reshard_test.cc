@@ -20,6 +20,7 @@
 #include "store/checkpoint_verify.h"
 #include "store/manifest.h"
 #include "store/row_codec.h"
+#include "store/shard_files.h"
 #include "store/store.h"
 #include "tests/store/checkpoint_fixture.h"
 #include "tests/testing/test_util.h"
@@ -118,6 +119,7 @@ std::string TrainAndCheckpoint(const ScratchDir& dir, const std::string& name,
     sm->set_shard_id(r);
     sm->set_dir(ShardDirName(r));
     sm->set_server(absl::StrCat("127.0.0.1:", 7000 + r));
+    AppendShardFiles(shard->files, sm->mutable_files());
     for (size_t t = 0; t < shard->tables.size(); ++t) {
       v1::TableManifest* tm = manifest.mutable_tables(static_cast<int>(t));
       EXPECT_EQ(tm->spec().name(), shard->tables[t].first.name);

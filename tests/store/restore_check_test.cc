@@ -18,11 +18,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "rocksdb/file_system.h"
 #include "shard/ring.h"
 #include "store/checkpoint_reader.h"
 #include "store/checkpoint_restore.h"
 #include "store/checkpoint_verify.h"
 #include "store/manifest.h"
+#include "store/shard_files.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
@@ -248,6 +250,13 @@ TEST_F(RestoreCheckTest, MetadataSpecOfAnUnlistedTableIsRefused) {
     for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
     ASSERT_TRUE(db->Close().ok());
   }
+  // Listed as the manifest's files, so the check of the files passes and
+  // the metadata's is what refuses it.
+  EditManifest(bad, [&](v1::Manifest* m) {
+    ASSERT_TRUE(RecordShardFiles(*rocksdb::FileSystem::Default(),
+                                 bad + "/shard-0", {}, m->mutable_shards(0))
+                    .ok());
+  });
   ExpectRefused(bad, dir_.Sub("data"), [&](const std::string& msg) {
     EXPECT_EQ(msg, absl::StrCat("restore refused: checkpoint ", bad,
                                 " shard 0: table 'extra' has a spec in the "
@@ -258,12 +267,13 @@ TEST_F(RestoreCheckTest, MetadataSpecOfAnUnlistedTableIsRefused) {
 TEST_F(RestoreCheckTest, TruncatedSstIsRefused) {
   const std::string bad = CopyCheckpoint(good_, dir_.Sub("bad"));
   const std::string sst = LargestSst(bad);
-  fs::resize_file(sst, fs::file_size(sst) / 2);
+  const uintmax_t size = fs::file_size(sst);
+  fs::resize_file(sst, size / 2);
   ExpectRefused(bad, dir_.Sub("data"), [&](const std::string& msg) {
-    EXPECT_THAT(msg, StartsWith(absl::StrCat(
-                         "restore refused: checkpoint ", bad,
-                         " shard 0: its files cannot be opened: ")));
-    EXPECT_THAT(msg, HasSubstr(fs::path(sst).filename().string()));
+    EXPECT_EQ(
+        msg, absl::StrCat("restore refused: checkpoint ", bad,
+                          " shard 0: file '", fs::path(sst).filename().string(),
+                          "': ", size / 2, " bytes, the manifest says ", size));
   });
 }
 
@@ -286,11 +296,10 @@ TEST_F(RestoreCheckTest, DeletedSstIsRefused) {
   const std::string sst = LargestSst(bad);
   fs::remove(sst);
   ExpectRefused(bad, dir_.Sub("data"), [&](const std::string& msg) {
-    EXPECT_THAT(msg, StartsWith(absl::StrCat(
-                         "restore refused: checkpoint ", bad,
-                         " shard 0: its files cannot be opened: ")));
-    // RocksDB names the file number (it tries <n>.sst, then <n>.ldb).
-    EXPECT_THAT(msg, HasSubstr(fs::path(sst).stem().string()));
+    EXPECT_THAT(msg,
+                StartsWith(absl::StrCat(
+                    "restore refused: checkpoint ", bad, " shard 0: file '",
+                    fs::path(sst).filename().string(), "': missing (")));
     EXPECT_THAT(msg, HasSubstr("No such file or directory"));
   });
 }
@@ -368,6 +377,7 @@ std::string TwoShardCheckpoint(const ScratchDir& dir) {
     v1::ShardManifest* sm = m.add_shards();
     sm->set_shard_id(s);
     sm->set_dir(ShardDirName(s));
+    AppendShardFiles(shard->files, sm->mutable_files());
   }
   EXPECT_TRUE(WriteManifestAtomic(ckpt, m).ok());
   return ckpt;
@@ -460,9 +470,9 @@ TEST_F(RingRestoreCheckTest, DeletedSstIsRefused) {
   const absl::Status st = PrepareOntoTwo(bad, data);
   const std::string msg(st.message());
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(msg, StartsWith(absl::StrCat("restore refused: cannot open ", bad,
-                                           "/shard-0: ")));
-  EXPECT_THAT(msg, HasSubstr(fs::path(sst).stem().string()));
+  EXPECT_THAT(msg, StartsWith(absl::StrCat(
+                       "restore refused: checkpoint ", bad, " shard 0: file '",
+                       fs::path(sst).filename().string(), "': missing (")));
   EXPECT_THAT(msg, HasSubstr("No such file or directory"));
   EXPECT_EQ(Listing(data), std::vector<std::string>{"<absent>"});
 }

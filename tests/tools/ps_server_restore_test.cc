@@ -99,7 +99,7 @@ TEST(PsServerRestoreTest, RefusedRestoreLeavesTheDataDirForTheNextStart) {
          const std::string sst = LargestSst(c);
          fs::resize_file(sst, fs::file_size(sst) / 2);
        },
-       "shard 0: its files cannot be opened: "},
+       "shard 0: file '"},
       {"zeroed",
        [](const std::string& c) {
          const std::string sst = LargestSst(c);
@@ -109,7 +109,7 @@ TEST(PsServerRestoreTest, RefusedRestoreLeavesTheDataDirForTheNextStart) {
        },
        "shard 0"},
       {"deleted", [](const std::string& c) { fs::remove(LargestSst(c)); },
-       "shard 0: its files cannot be opened: "},
+       "shard 0: file '"},
       {"miscounted",
        [](const std::string& c) {
          absl::StatusOr<v1::Manifest> m = ReadManifest(c);

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -120,7 +122,22 @@ TEST(ClusterCheckpointTest, AllShardsUnderOneIdManifestLastFailureLeavesNone) {
     EXPECT_EQ(manifest.shards(r).server(), map.servers(r).address());
     EXPECT_TRUE(
         std::filesystem::is_directory(absl::StrCat(info.path, "/shard-", r)));
+    // Each server listed its shard's files for the manifest
+    // (store/shard_files.h): exactly the directory's files.
+    std::vector<std::string> present, listed;
+    for (const auto& e : std::filesystem::directory_iterator(
+             absl::StrCat(info.path, "/shard-", r))) {
+      if (e.is_regular_file()) present.push_back(e.path().filename());
+    }
+    std::sort(present.begin(), present.end());
+    for (const v1::ShardFile& f : manifest.shards(r).files()) {
+      listed.push_back(f.name());
+      EXPECT_EQ(f.crc32c().size(), 8u) << f.name();
+    }
+    EXPECT_THAT(present, ::testing::Contains("CURRENT"));
+    EXPECT_EQ(listed, present);
   }
+  EXPECT_EQ(manifest.format_version(), 2u);
   ASSERT_EQ(manifest.tables_size(), 1);
   EXPECT_EQ(manifest.tables(0).spec().name(), "emb");
   EXPECT_EQ(manifest.tables(0).rows(), 50u);
