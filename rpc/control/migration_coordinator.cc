@@ -105,6 +105,20 @@ v1::MigrationStatus MigrationCoordinator::status() const {
 
 void MigrationCoordinator::SetPhase(absl::string_view phase) {
   absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  const double seconds =
+      phase_start_ < now ? absl::ToDoubleSeconds(now - phase_start_) : 0;
+  const std::string& ended = status_.phase();
+  if (ended == "prepare") {
+    status_.set_prepare_seconds(seconds);
+  } else if (ended == "copy") {
+    status_.set_copy_seconds(seconds);
+  } else if (ended == "handoff") {
+    status_.set_handoff_seconds(seconds);
+  } else if (ended == "commit") {
+    status_.set_commit_seconds(seconds);
+  }
+  phase_start_ = now;
   status_.set_phase(std::string(phase));
 }
 
@@ -223,9 +237,9 @@ absl::Status MigrationCoordinator::Abort(const absl::Status& why) {
                                         status[i].message(), ")"));
     }
   }
+  SetPhase("aborted");
   {
     absl::MutexLock lock(&mu_);
-    status_.set_phase("aborted");
     status_.set_error(std::string(why.message()));
   }
   Log(absl::StrCat("migration ", id_, " (", MembershipKindName(change_.kind),
@@ -247,6 +261,10 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
   const std::vector<const Server*> all = Participants();
   Log(absl::StrCat(name, ": ", sources.size(), " source(s), ", all.size(),
                    " server(s), from epoch ", plan_.current.epoch()));
+  {
+    absl::MutexLock lock(&mu_);
+    phase_start_ = absl::Now();
+  }
 
   for (Server& server : servers_) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
@@ -387,9 +405,9 @@ absl::StatusOr<v1::MigrationStatus> MigrationCoordinator::Run(
     }
   }
   v1::MigrationStatus final_status;
+  SetPhase("done");
   {
     absl::MutexLock lock(&mu_);
-    status_.set_phase("done");
     if (!missing.empty()) {
       status_.set_error(absl::StrCat("the map is published at epoch ",
                                      published->epoch(),

@@ -106,6 +106,8 @@ class MigrationCoordinator {
   };
 
   void Log(absl::string_view line) const;
+  // Ends the phase status_ names (its seconds into status_) and starts
+  // `phase`.
   void SetPhase(absl::string_view phase);
   // One Reshard call to `server`; `resp` may be null.
   absl::Status Call(const Server& server, const v1::ReshardRequest& req,
@@ -130,6 +132,8 @@ class MigrationCoordinator {
 
   mutable absl::Mutex mu_;
   v1::MigrationStatus status_ ABSL_GUARDED_BY(mu_);
+  // When the phase status_ names began (Run's start for "prepare").
+  absl::Time phase_start_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,8 +1,13 @@
-// Tests of ps-bench's shared report (tools/bench/report.h) and timing
-// (tools/bench/timing.h): the median and its range, targets, the exact JSON
-// blocks every scenario writes, the text table, and timed phases.
+// Tests of ps-bench's shared report (tools/bench/report.h), timing
+// (tools/bench/timing.h) and process CPU (tools/bench/process_cpu.h): the
+// median and its range, targets, the exact JSON blocks every scenario
+// writes, the text table, timed phases, CPU time of this and other
+// processes.
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +15,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/bench/process_cpu.h"
 #include "tools/bench/report.h"
 #include "tools/bench/timing.h"
 #include "tools/common/args.h"
@@ -146,6 +152,26 @@ TEST(BenchTimingTest, FirstErrorStopsEveryThread) {
         return absl::OkStatus();
       });
   EXPECT_EQ(t.status(), absl::DataLossError("boom"));
+}
+
+TEST(ProcessCpuTest, CountsThisProcessesWorkAndRefusesNoProcess) {
+  const absl::StatusOr<double> before = ProcessCpuSeconds();
+  ASSERT_TRUE(before.ok()) << before.status();
+  // Spin until the process clock has moved by 50 ms of CPU.
+  volatile uint64_t sink = 0;
+  absl::StatusOr<double> now = before;
+  while (now.ok() && *now - *before < 0.05) {
+    for (int i = 0; i < 100000; ++i) sink = sink + i;
+    now = ProcessCpuSeconds();
+  }
+  ASSERT_TRUE(now.ok()) << now.status();
+  // The same clock read by pid: at least what it read as itself.
+  const absl::StatusOr<double> by_pid = ProcessCpuSeconds(getpid());
+  ASSERT_TRUE(by_pid.ok()) << by_pid.status();
+  EXPECT_GE(*by_pid, *now);
+  // A pid above the kernel's limit (pid_max is at most 2^22) is no process.
+  const absl::StatusOr<double> none = ProcessCpuSeconds(1 << 23);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
 }
 
 }  // namespace

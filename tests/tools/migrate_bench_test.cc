@@ -63,11 +63,11 @@ TEST(MigrateBenchTest, JsonHasEveryFigureAndTheRowsTheRingMoves) {
   const std::string figures = JsonObject(out, "figures");
   for (const char* id :
        {"rows_moved", "migrate_rows_per_s", "migrate_s", "migrate_prepare_s",
-        "migrate_copy_rows_per_s", "migrate_copy_s",
+        "migrate_copy_rows_per_s", "migrate_copy_s", "migrate_cpu_s",
         "pullrows_putrows_rows_per_s", "pullrows_putrows_s",
-        "train_before_samples_per_s", "train_during_samples_per_s",
-        "train_after_samples_per_s", "dip_migrate_s", "dip_rows_moved",
-        "dip_rows_sent"}) {
+        "pullrows_putrows_cpu_s", "train_before_samples_per_s",
+        "train_during_samples_per_s", "train_after_samples_per_s",
+        "dip_migrate_s", "dip_rows_moved", "dip_rows_sent"}) {
     const std::string f = JsonObject(figures, id);
     ASSERT_FALSE(f.empty()) << id << "\n" << out;
     const double median = JsonNumber(f, "median");
@@ -100,13 +100,16 @@ TEST(MigrateBenchTest, JsonHasEveryFigureAndTheRowsTheRingMoves) {
 
   ExpectRatioBlocks(
       out, {"migrate_vs_pullrows_putrows", "migrate_copy_vs_pullrows_putrows",
-            "train_during_vs_before", "train_after_vs_before"});
+            "migrate_cpu_vs_pullrows_putrows", "train_during_vs_before",
+            "train_after_vs_before"});
   EXPECT_EQ(JsonObject(out, "targets"),
             "{\"migrate_vs_pullrows_putrows\":\">= 2\"}");
   const std::string ratios = JsonObject(out, "ratios");
   ExpectClose(
       JsonNumber(ratios, "migrate_vs_pullrows_putrows"),
       median("migrate_rows_per_s") / median("pullrows_putrows_rows_per_s"));
+  ExpectClose(JsonNumber(ratios, "migrate_cpu_vs_pullrows_putrows"),
+              median("pullrows_putrows_cpu_s") / median("migrate_cpu_s"));
   ExpectClose(JsonNumber(ratios, "train_during_vs_before"),
               median("train_during_samples_per_s") /
                   median("train_before_samples_per_s"));

@@ -19,7 +19,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -35,6 +34,7 @@
 #include "store/row.h"
 #include "store/table_spec.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/process_cpu.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/timing.h"
@@ -85,8 +85,6 @@ constexpr int kDim = 64;
 constexpr char kTable[] = "emb";
 // Rows per PutRows call while filling the table (not timed).
 constexpr size_t kFillBatch = 8192;
-// How often GetStatus is asked while a migration runs.
-constexpr absl::Duration kPollEvery = absl::Milliseconds(5);
 
 struct Params {
   uint64_t rows = 300000;
@@ -283,78 +281,41 @@ absl::StatusOr<double> Peer(const Params& p, rpc::RemoteClient& cluster,
   return SinceS(start);
 }
 
-// The coordinator's phases as GetStatus names them, in order (CLOSE runs
-// under "handoff").
-constexpr const char* kPhases[] = {"prepare", "copy", "handoff", "commit"};
+// The coordinator's phases as MigrationStatus times them, in order:
+// prepare, copy, handoff (CLOSE, HANDOFF, publish), commit (COMMIT).
 constexpr int kNumPhases = 4;
 
 struct AddTime {
   double seconds = 0;  // AddServer's call to its return
-  // Per kPhases: from the phase first seen (prepare: from the call) to the
-  // next phase first seen (or the return); NaN for a phase that went by
-  // between two polls.
+  // Per phase: the coordinator's MigrationStatus.*_seconds.
   double phase_seconds[kNumPhases] = {NAN, NAN, NAN, NAN};
   uint64_t rows_moved = 0;
   double copy_seconds() const { return phase_seconds[1]; }
 };
 
-// 2. and 3. One add-server of `node_id`, timed, with its phases seen from
-// GetStatus.
+// 2. and 3. One add-server of `node_id`, timed, with its phases as the
+// coordinator timed them.
 absl::StatusOr<AddTime> AddServer(const Params& p, const std::string& sched,
                                   const std::string& node_id) {
-  PSDB_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                        rpc::MakeChannel(rpc::ClientTlsOptions(), sched));
-  std::unique_ptr<v1::SchedulerService::Stub> stub =
-      v1::SchedulerService::NewStub(channel);
-  absl::Notification done;
-  // When each phase was first seen; unset = not seen.
-  std::optional<Clock::time_point> seen[kNumPhases];
-  std::thread poll([&] {
-    while (!done.WaitForNotificationWithTimeout(kPollEvery)) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-      v1::SchedulerStatus status;
-      if (!stub->GetStatus(&ctx, v1::GetSchedulerStatusRequest(), &status)
-               .ok() ||
-          status.migration().node_id() != node_id) {
-        continue;
-      }
-      for (int i = 0; i < kNumPhases; ++i) {
-        if (status.migration().phase() == kPhases[i] && !seen[i]) {
-          seen[i] = Clock::now();
-        }
-      }
-    }
-  });
   rpc::AdminMembershipOptions o;
   o.scheduler_address = sched;
   o.kind = rpc::MembershipChange::Kind::kAdd;
   o.node_id = node_id;
   o.batch_rows = p.batch_rows;
-  // Progress is read by the poll above, not by the admin call.
+  // No progress polls: they would cost CPU the peer's timing does not pay.
   o.progress_interval = absl::Hours(1);
   const Clock::time_point start = Clock::now();
   absl::StatusOr<v1::MigrationStatus> result =
       rpc::AdminMembershipChange(o, nullptr);
   const Clock::time_point end = Clock::now();
-  done.Notify();
-  poll.join();
   PSDB_RETURN_IF_ERROR(result.status());
   AddTime time;
   time.seconds = SinceS(start, end);
   time.rows_moved = result->rows_moved();
-  seen[0] = start;
-  for (int i = 0; i < kNumPhases; ++i) {
-    if (!seen[i]) continue;
-    Clock::time_point next = end;
-    for (int j = i + 1; j < kNumPhases; ++j) {
-      if (seen[j]) {
-        next = *seen[j];
-        break;
-      }
-    }
-    time.phase_seconds[i] = SinceS(*seen[i], next);
-  }
+  time.phase_seconds[0] = result->prepare_seconds();
+  time.phase_seconds[1] = result->copy_seconds();
+  time.phase_seconds[2] = result->handoff_seconds();
+  time.phase_seconds[3] = result->commit_seconds();
   return time;
 }
 
@@ -438,11 +399,26 @@ absl::StatusOr<DipRates> Dip(const Params& p, const std::string& sched,
   return result;
 }
 
+// CPU seconds used so far by this process and `children`, together.
+absl::StatusOr<double> CpuSeconds(
+    const std::vector<const ChildProcess*>& children) {
+  PSDB_ASSIGN_OR_RETURN(double total, ProcessCpuSeconds());
+  for (const ChildProcess* c : children) {
+    PSDB_ASSIGN_OR_RETURN(const double s, ProcessCpuSeconds(c->pid()));
+    total += s;
+  }
+  return total;
+}
+
 struct RoundResult {
   uint64_t rows_moved = 0;
   // The keys the second add moves (its status counts more: below).
   uint64_t dip_keys = 0;
   double peer_s = 0;
+  // CPU seconds of every process (this one, the scheduler, the servers)
+  // while the peer ran and while the add ran.
+  double peer_cpu_s = 0;
+  double add_cpu_s = 0;
   AddTime add;
   DipRates dip;
 };
@@ -494,8 +470,15 @@ absl::StatusOr<RoundResult> Round(const Params& p, const std::string& root,
     PSDB_ASSIGN_OR_RETURN(std::vector<uint64_t> moved,
                           KeysMovedTo(p, address, joining));
     r.rows_moved = moved.size();
+    std::vector<const ChildProcess*> all = {sched.get(), lone_server.get()};
+    for (int s = 0; s <= kServers; ++s) all.push_back(servers[s].get());
+    PSDB_ASSIGN_OR_RETURN(const double cpu0, CpuSeconds(all));
     PSDB_ASSIGN_OR_RETURN(r.peer_s, Peer(p, *cluster, *lone, moved));
+    PSDB_ASSIGN_OR_RETURN(const double cpu1, CpuSeconds(all));
     PSDB_ASSIGN_OR_RETURN(r.add, AddServer(p, address, joining));
+    PSDB_ASSIGN_OR_RETURN(const double cpu2, CpuSeconds(all));
+    r.peer_cpu_s = cpu1 - cpu0;
+    r.add_cpu_s = cpu2 - cpu1;
     if (r.add.rows_moved != r.rows_moved) {
       return absl::InternalError(absl::StrCat(
           "add-server ", joining, " moved ", r.add.rows_moved,
@@ -503,10 +486,10 @@ absl::StatusOr<RoundResult> Round(const Params& p, const std::string& root,
           " of the ", p.rows, " keys (logs in ", dir, ")"));
     }
     log << absl::StrFormat(
-        "ps-bench migrate: round %d/%d: %d rows: peer %.3f s, add-server "
-        "%.3f s (copy %.3f s)\n",
-        round + 1, p.repeats, r.rows_moved, r.peer_s, r.add.seconds,
-        r.add.copy_seconds());
+        "ps-bench migrate: round %d/%d: %d rows: peer %.3f s (%.3f CPU-s), "
+        "add-server %.3f s (copy %.3f s; %.3f CPU-s)\n",
+        round + 1, p.repeats, r.rows_moved, r.peer_s, r.peer_cpu_s,
+        r.add.seconds, r.add.copy_seconds(), r.add_cpu_s);
 
     const std::string second = absl::StrCat("s", kServers + 1);
     PSDB_ASSIGN_OR_RETURN(
@@ -564,13 +547,19 @@ struct Results {
   Series migrate_s{"migrate_s", "  seconds", 3};
   Series copy{"migrate_copy_rows_per_s", "  COPY, rows/s"};
   Series copy_s{"migrate_copy_s", "  seconds", 3};
-  // The other phases (GetStatus, every 5 ms; NaN: went by between polls).
+  // The other phases (the coordinator's times).
   Series prepare_s{"migrate_prepare_s", "  PREPARE, seconds", 3};
-  Series handoff_s{"migrate_handoff_s", "  CLOSE + HANDOFF, seconds", 3};
-  Series commit_s{"migrate_commit_s", "  publish + COMMIT, seconds", 3};
+  Series handoff_s{"migrate_handoff_s", "  CLOSE + HANDOFF + publish, seconds",
+                   3};
+  Series commit_s{"migrate_commit_s", "  COMMIT, seconds", 3};
+  // Every process of the benchmark (the client, the scheduler, the
+  // servers); with both cores busy, wall time follows it.
+  Series migrate_cpu_s{"migrate_cpu_s", "  CPU-seconds, every process", 3};
   Series peer{"pullrows_putrows_rows_per_s",
               "peer: PullRows from the cluster + PutRows, rows/s"};
   Series peer_s{"pullrows_putrows_s", "  seconds", 3};
+  Series peer_cpu_s{"pullrows_putrows_cpu_s", "  CPU-seconds, every process",
+                    3};
   Series before{"train_before_samples_per_s", "before the second add-server"};
   Series during{"train_during_samples_per_s", "during it"};
   Series after{"train_after_samples_per_s", "after it"};
@@ -580,8 +569,9 @@ struct Results {
                   "  rows sent (its status: HANDOFF's re-sends counted)"};
 
   std::vector<const Series*> Migration() const {
-    return {&rows_moved, &migrate,   &migrate_s, &prepare_s, &copy,
-            &copy_s,     &handoff_s, &commit_s,  &peer,      &peer_s};
+    return {&rows_moved,    &migrate, &migrate_s, &prepare_s,
+            &copy,          &copy_s,  &handoff_s, &commit_s,
+            &migrate_cpu_s, &peer,    &peer_s,    &peer_cpu_s};
   }
   std::vector<const Series*> Training() const {
     return {&before, &during, &after, &dip_s, &dip_rows, &dip_sent};
@@ -595,6 +585,8 @@ std::vector<Ratio> Ratios(const Params& p, const Results& r) {
        .note = "add-server rows/s over PullRows + PutRows"},
       {.name = "migrate_copy_vs_pullrows_putrows",
        .note = "its COPY phase's rows/s over the same"},
+      {.name = "migrate_cpu_vs_pullrows_putrows",
+       .note = "the peer's CPU-seconds over add-server's (every process)"},
       {.name = "train_during_vs_before",
        .note = "training samples/s during a migration over before (the dip)"},
       {.name = "train_after_vs_before", .note = "after it over before"},
@@ -602,8 +594,10 @@ std::vector<Ratio> Ratios(const Params& p, const Results& r) {
   for (int i = 0; i < p.repeats; ++i) {
     ratios[0].rounds.push_back(r.migrate.rounds[i] / r.peer.rounds[i]);
     ratios[1].rounds.push_back(r.copy.rounds[i] / r.peer.rounds[i]);
-    ratios[2].rounds.push_back(r.during.rounds[i] / r.before.rounds[i]);
-    ratios[3].rounds.push_back(r.after.rounds[i] / r.before.rounds[i]);
+    ratios[2].rounds.push_back(r.peer_cpu_s.rounds[i] /
+                               r.migrate_cpu_s.rounds[i]);
+    ratios[3].rounds.push_back(r.during.rounds[i] / r.before.rounds[i]);
+    ratios[4].rounds.push_back(r.after.rounds[i] / r.before.rounds[i]);
   }
   return ratios;
 }
@@ -700,6 +694,8 @@ absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,
     r.prepare_s.rounds.push_back(one.add.phase_seconds[0]);
     r.handoff_s.rounds.push_back(one.add.phase_seconds[2]);
     r.commit_s.rounds.push_back(one.add.phase_seconds[3]);
+    r.migrate_cpu_s.rounds.push_back(one.add_cpu_s);
+    r.peer_cpu_s.rounds.push_back(one.peer_cpu_s);
     r.peer.rounds.push_back(moved / one.peer_s);
     r.peer_s.rounds.push_back(one.peer_s);
     r.before.rounds.push_back(one.dip.before);

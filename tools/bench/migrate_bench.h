@@ -21,10 +21,12 @@
 //     command's code, rpc/control/admin_membership.h) with --batch_rows,
 //     timed from the call to its return (PREPARE to COMMIT). Its
 //     rows_moved must equal the peer's key count (else the round fails).
-//     Its phases are timed apart from GetStatus polled every 5 ms: each
-//     from its first answer (PREPARE: from the call) to the first answer
-//     in a later phase (CLOSE, which the status does not name, is counted
-//     in HANDOFF; NaN for a phase that went by between two polls).
+//     Its phases as the coordinator timed them (MigrationStatus's
+//     *_seconds: PREPARE, COPY, CLOSE + HANDOFF + publish, COMMIT); the
+//     admin call's own round trip is the rest of the whole. Nothing polls
+//     the scheduler meanwhile (the peer is not observed either). CPU
+//     seconds of every process of the benchmark (this one, the scheduler,
+//     the servers) are counted over the peer and over the add.
 //  3. dip: --workers threads in this process, each with its own RemoteClient
 //     routed by the scheduler's map (OpenSchedulerRemoteClient), loop Pull +
 //     Push (async) of --train_batch Zipf(--alpha) keys over the table. Keys

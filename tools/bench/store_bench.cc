@@ -22,6 +22,7 @@
 #include "store/table_spec.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
+#include "tools/bench/process_cpu.h"
 #include "tools/bench/process_memory.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -149,14 +150,10 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// CPU seconds used by the whole process (every thread, including RocksDB's
-// background flushes and compactions). On a shared machine wall time
-// includes waiting for a core; CPU time does not.
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+// CPU seconds used by this whole process (every thread, including
+// RocksDB's background flushes and compactions). On a shared machine wall
+// time includes waiting for a core; CPU time does not.
+double SelfCpuSeconds() { return ProcessCpuSeconds().value_or(0); }
 
 struct SystemResult {
   std::string id;
@@ -245,14 +242,14 @@ class Runner {
     double pull_cpu = 0, push_cpu = 0;
     for (uint64_t b = p_.warmup_batches; b < p_.warmup_batches + p_.batches;
          ++b) {
-      const double c0 = ProcessCpuSeconds();
+      const double c0 = SelfCpuSeconds();
       const auto t0 = Clock::now();
       PSDB_RETURN_IF_ERROR(sys.Pull(Batch(b), absl::MakeSpan(out_)));
       const auto t1 = Clock::now();
-      const double c1 = ProcessCpuSeconds();
+      const double c1 = SelfCpuSeconds();
       PSDB_RETURN_IF_ERROR(sys.Push(Batch(b), grads_));
       push += Clock::now() - t1;
-      push_cpu += ProcessCpuSeconds() - c1;
+      push_cpu += SelfCpuSeconds() - c1;
       pull += t1 - t0;
       pull_cpu += c1 - c0;
     }

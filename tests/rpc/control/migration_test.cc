@@ -301,9 +301,19 @@ TEST_F(MigrationTest, AddThenDrainMoveEveryRowExactlyOnce) {
   EXPECT_EQ(nodes_[2]->rank, 2);
   EXPECT_EQ(Map().epoch(), 1u);
 
+  const absl::Time add_start = absl::Now();
   ASSERT_OK_AND_ASSIGN(v1::MigrationStatus added,
                        Change(MembershipChange::Kind::kAdd, "s2"));
+  const double add_seconds = absl::ToDoubleSeconds(absl::Now() - add_start);
   const ClusterMap epoch2 = Map();
+  // The coordinator timed every phase, and they fit in the admin call.
+  EXPECT_GT(added.prepare_seconds(), 0);
+  EXPECT_GT(added.copy_seconds(), 0);
+  EXPECT_GT(added.handoff_seconds(), 0);
+  EXPECT_GT(added.commit_seconds(), 0);
+  EXPECT_LE(added.prepare_seconds() + added.copy_seconds() +
+                added.handoff_seconds() + added.commit_seconds(),
+            add_seconds);
   EXPECT_EQ(epoch2.epoch(), 2u);
   EXPECT_EQ(epoch2.ring().num_servers(), 3u);
   EXPECT_EQ(added.phase(), "done");
