@@ -118,6 +118,7 @@ absl::Status Store::Impl::ReplayWal() {
       wal_fs_.get(), wal_dir_, wal_id_,
       [&](const WalRecordView& r) -> absl::Status {
         if (r.type != WalRecordType::kPush &&
+            r.type != WalRecordType::kPushSums &&
             r.type != WalRecordType::kPutRows &&
             r.type != WalRecordType::kDeleteRows) {
           return absl::OkStatus();
@@ -146,6 +147,11 @@ absl::Status Store::Impl::ReplayWal() {
           const std::vector<float> grads =
               internal::WalFloats(rec.floats, size_t{rec.n} * rec.dim);
           s = (*t)->ReplayPush(r.lsn, keys, grads, rec.step);
+        } else if (r.type == WalRecordType::kPushSums) {
+          const std::vector<float> sums =
+              internal::WalFloats(rec.floats, size_t{rec.n} * rec.dim);
+          s = (*t)->ReplayPushSums(
+              r.lsn, keys, internal::WalU32s(rec.occ, rec.n), sums, rec.step);
         } else if (r.type == WalRecordType::kPutRows) {
           RowBatch rows;
           rows.Resize(dim, ss, rec.n);

@@ -115,6 +115,45 @@ void EncodePushRecord(absl::string_view table, int64_t step,
   out->append(reinterpret_cast<const char*>(grads.data()), 4 * grads.size());
 }
 
+void EncodePushSumsRecord(absl::string_view table, int64_t step,
+                          absl::Span<const uint64_t> keys,
+                          absl::Span<const uint32_t> occ,
+                          absl::Span<const float> sums, int dim,
+                          absl::Span<const uint8_t> skip, std::string* out) {
+  const size_t d = static_cast<size_t>(dim);
+  size_t n = keys.size();
+  for (uint8_t s : skip) n -= s != 0;
+  // One allocation, then every field copied once into place.
+  const size_t head = WalPushStepOffset(table.size());
+  out->resize(head + 16 + (12 + 4 * d) * n);
+  char* p = out->data();
+  std::memset(p, 0, kWalRecordHeaderBytes);
+  const uint16_t len = static_cast<uint16_t>(table.size());
+  std::memcpy(p + kWalRecordHeaderBytes, &len, 2);
+  std::memcpy(p + kWalRecordHeaderBytes + 2, table.data(), table.size());
+  std::memcpy(p + head, &step, 8);
+  PutU32(p + head + 8, static_cast<uint32_t>(n));
+  PutU32(p + head + 12, static_cast<uint32_t>(dim));
+  char* k = p + head + 16;
+  char* o = k + 8 * n;
+  char* f = o + 4 * n;
+  if (n == keys.size()) {
+    std::memcpy(k, keys.data(), 8 * n);
+    std::memcpy(o, occ.data(), 4 * n);
+    std::memcpy(f, sums.data(), 4 * d * n);
+    return;
+  }
+  for (size_t u = 0; u < keys.size(); ++u) {
+    if (skip[u]) continue;
+    std::memcpy(k, &keys[u], 8);
+    std::memcpy(o, &occ[u], 4);
+    std::memcpy(f, sums.data() + u * d, 4 * d);
+    k += 8;
+    o += 4;
+    f += 4 * d;
+  }
+}
+
 void EncodePutRowsRecord(absl::string_view table,
                          absl::Span<const uint64_t> keys, const RowBatch& rows,
                          std::string* out) {
@@ -166,7 +205,9 @@ absl::StatusOr<WalRowsRecord> DecodeRowsRecord(WalRecordType type,
   std::memcpy(&len, q, 2);
   if ((q = take(len)) == nullptr) return bad();
   r.table = absl::string_view(q, len);
-  if (type == WalRecordType::kPush) {
+  const bool push =
+      type == WalRecordType::kPush || type == WalRecordType::kPushSums;
+  if (push) {
     if ((q = take(8)) == nullptr) return bad();
     r.step = static_cast<int64_t>(GetU64(q));
   }
@@ -182,13 +223,18 @@ absl::StatusOr<WalRowsRecord> DecodeRowsRecord(WalRecordType type,
   }
   const uint64_t n = r.n;
   uint64_t need = 8 * n;
-  if (type == WalRecordType::kPush) need += 4 * n * r.dim;
+  if (push) need += 4 * n * r.dim;
+  if (type == WalRecordType::kPushSums) need += 4 * n;
   if (type == WalRecordType::kPutRows) {
     need += 4 * n * (uint64_t{r.dim} + r.state_size) + 24 * n;
   }
   if (need != left) return bad();
   r.keys = p;
   r.floats = p + 8 * n;
+  if (type == WalRecordType::kPushSums) {
+    r.occ = r.floats;
+    r.floats += 4 * n;
+  }
   if (type == WalRecordType::kPutRows) {
     r.headers = r.floats + 4 * n * (uint64_t{r.dim} + r.state_size);
   }
@@ -203,6 +249,12 @@ std::vector<uint64_t> WalKeys(const WalRowsRecord& r) {
 
 std::vector<float> WalFloats(const char* p, size_t n) {
   std::vector<float> v(n);
+  std::memcpy(v.data(), p, 4 * n);
+  return v;
+}
+
+std::vector<uint32_t> WalU32s(const char* p, size_t n) {
+  std::vector<uint32_t> v(n);
   std::memcpy(v.data(), p, 4 * n);
   return v;
 }
