@@ -204,6 +204,11 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
     by_name.clear();
   };
 
+  // A store that keeps a log records the format that may hold kPushSums
+  // records before the log is opened (store_impl.h).
+  const uint32_t want_version = options_.durability == Durability::kWal
+                                    ? kStoreFormatVersion
+                                    : kStoreFormatVersionWithoutLog;
   absl::StatusOr<std::string> version = disk_->GetMeta(kMetaVersion);
   if (version.ok()) {
     uint32_t v = 0;
@@ -218,9 +223,16 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
           "store ", path_, " has format version ", v,
           ", newer than this build supports (", kStoreFormatVersion, ")"));
     }
+    if (v < want_version) {
+      if (absl::Status s =
+              disk_->PutMeta(kMetaVersion, absl::StrCat(want_version));
+          !s.ok()) {
+        cleanup();
+        return s;
+      }
+    }
   } else if (absl::IsNotFound(version.status())) {
-    absl::Status s =
-        disk_->PutMeta(kMetaVersion, absl::StrCat(kStoreFormatVersion));
+    absl::Status s = disk_->PutMeta(kMetaVersion, absl::StrCat(want_version));
     if (!s.ok()) {
       cleanup();
       return s;

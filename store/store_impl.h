@@ -5,7 +5,12 @@
 //
 // Metadata kept in the default column family of <path>/db:
 //   psdb/format_version  decimal; a newer one than kStoreFormatVersion is
-//                        refused with FailedPrecondition
+//                        refused with FailedPrecondition. 1: no log, or a
+//                        log of format 1; 2: the log may be of format 2
+//                        (store/wal.h), which builds of format 1 would not
+//                        replay. A store records 2 when it opens with
+//                        Durability::kWal, before it writes a log; one
+//                        without a log stays at 1, which every build reads
 //   psdb/table/<name>    the table's spec (JSON of psdb.v1.TableSpec)
 //   psdb/step/<name>     the table's step, persisted at Flush, Checkpoint and
 //                        close (a crash loses at most the steps since)
@@ -54,7 +59,10 @@
 
 namespace psdb {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
+// The newest store format this build reads (see above).
+inline constexpr uint32_t kStoreFormatVersion = 2;
+// What a store without a write-ahead log records.
+inline constexpr uint32_t kStoreFormatVersionWithoutLog = 1;
 
 class Store::Impl : public internal::BudgetArbiter {
  public:

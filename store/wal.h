@@ -6,11 +6,19 @@
 //
 // Files (all through StoreOptions::file_system, so faults can be injected):
 //   <path>/wal/<seq:016>.log   segments, written in seq order. Each starts
-//                              with an 16-byte header: "PSDBWAL1" and the
-//                              u64 wal id of the database they belong to
-//                              (meta key psdb/wal_id); a segment of another
-//                              id is stale (the database was restored or
+//                              with a 16-byte header: "PSDBWAL", the format
+//                              version as one ASCII digit, and the u64 wal
+//                              id of the database they belong to (meta key
+//                              psdb/wal_id); a segment of another id is
+//                              stale (the database was restored or
 //                              recreated) and is deleted unreplayed.
+// Format versions (kWalFormatVersion): 1 has the record types kPush to
+// kAbort; 2 adds kPushSums, what a push writes since. A reader reads its
+// version and older ones, and refuses (FailedPrecondition, naming the file)
+// a segment of a newer version or a record whose type it does not know:
+// skipping it would lose acknowledged updates. Builds that read only
+// version 1 check neither, so a store that keeps a log also records store
+// format version 2 (store_impl.h), which they refuse to open.
 // Record (little-endian), one after another:
 //   u32 header_crc    low 32 bits of XXH3-64 over the next 28 bytes
 //   u32 payload_len   u32 type   u64 lsn   u64 payload_hash (XXH3-64)
@@ -88,6 +96,9 @@ enum class WalRecordType : uint32_t {
   kPushSums = 6,     // EncodePushSumsRecord (what a push writes)
 };
 
+// The segment format this build writes, and the newest it reads.
+inline constexpr uint32_t kWalFormatVersion = 2;
+
 inline constexpr size_t kWalRecordHeaderBytes = 32;
 inline constexpr size_t kWalSegmentHeaderBytes = 16;
 
@@ -148,6 +159,10 @@ std::vector<uint64_t> WalKeys(const WalRowsRecord& r);
 std::vector<float> WalFloats(const char* p, size_t n);
 std::vector<uint32_t> WalU32s(const char* p, size_t n);
 
+// A segment's file name (<seq:016>.log) and its 16-byte header.
+std::string WalSegmentName(uint64_t seq);
+std::string WalSegmentHeader(uint32_t version, uint64_t wal_id);
+
 // Appends one framed record to *out.
 void AppendWalRecord(WalRecordType type, uint64_t lsn,
                      absl::string_view payload, std::string* out);
@@ -171,6 +186,8 @@ struct WalReadStats {
 // Reads the segments of `dir` whose wal id is `wal_id`, in seq order, and
 // calls fn for every record (LSNs strictly increasing). A missing dir is
 // an empty log. An error of fn stops the read and is returned.
+// FailedPrecondition for a segment of a newer format version or a record
+// of an unknown type (see the file comment).
 absl::StatusOr<WalReadStats> ReadWal(
     rocksdb::FileSystem* fs, const std::string& dir, uint64_t wal_id,
     absl::FunctionRef<absl::Status(const WalRecordView&)> fn);
