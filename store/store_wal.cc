@@ -87,6 +87,19 @@ absl::Status Store::Impl::PrepareWal(bool fresh) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> Store::Impl::WalRecordsToReplay() {
+  wal_fs_ = options_.file_system != nullptr ? options_.file_system
+                                            : rocksdb::FileSystem::Default();
+  wal_dir_ = absl::StrCat(path_, "/wal");
+  wal_id_ = ParseU64(disk_->GetMeta(kMetaWalId));
+  if (wal_id_ == 0) return 0;
+  PSDB_ASSIGN_OR_RETURN(
+      internal::WalReadStats stats,
+      internal::ReadWal(wal_fs_.get(), wal_dir_, wal_id_,
+                        [](const WalRecordView&) { return absl::OkStatus(); }));
+  return stats.records;
+}
+
 absl::Status Store::Impl::ReplayWal() {
   if (wal_records_ == 0) {
     // Nothing to replay; a checkpoint-mode store keeps no segments.

@@ -24,6 +24,7 @@
 #include "rocksdb/db.h"
 #include "store/store.h"
 #include "store/wal.h"
+#include "tests/store/fault_file_system.h"
 #include "tests/store/wal_workload.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
@@ -181,6 +182,44 @@ TEST(StoreWalTest, KilledStoreRecoversEveryAcknowledgedOpBitIdentical) {
     std::printf("killed after op %d (target %d)\n", last, target);
     ExpectRecovered(store_dir, last);
   }
+}
+
+// A killed store's log cannot be replayed on a disk that refuses writes:
+// the open fails naming the full disk and the records, the log stays, and
+// once space returns the open recovers every acknowledged op.
+TEST(StoreWalTest, LogToReplayOnAFullDiskRefusesTheOpenAndLosesNothing) {
+  ScratchDir dir;
+  const std::string ack_file = dir.path() + "/acks";
+  const std::string store_dir = dir.path() + "/store";
+  const int last = RunAndKill(store_dir, ack_file, 37);
+  ASSERT_GE(last, 37);
+  std::vector<std::pair<std::string, uintmax_t>> segments;
+  for (const auto& e :
+       std::filesystem::directory_iterator(store_dir + "/wal")) {
+    segments.emplace_back(e.path().string(), e.file_size());
+  }
+  ASSERT_FALSE(segments.empty());
+  auto fs = std::make_shared<testing::FaultFileSystem>();
+  fs->InjectFault(testing::FaultFileSystem::Fault{});  // every write: ENOSPC
+  StoreOptions o = testing::SmallOptions(kBudget);
+  o.durability = Durability::kWal;
+  o.file_system = fs;
+  absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(o, store_dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted)
+      << s.status();
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("cannot open: the disk refuses writes ("));
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("No space left on device"));
+  EXPECT_THAT(
+      std::string(s.status().message()),
+      HasSubstr("records to replay; every acknowledged update is still in "
+                "its files and log: free space and open it again"));
+  for (const auto& [path, size] : segments) {
+    EXPECT_EQ(std::filesystem::file_size(path), size) << path;
+  }
+  ExpectRecovered(store_dir, last);
 }
 
 TEST(StoreWalTest, CheckpointModeStoreReplaysALeftoverLogThenDropsIt) {
