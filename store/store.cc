@@ -194,6 +194,7 @@ absl::Status Store::Impl::Open() {
       tables_.clear();  // column-family handles before the DB
     }
     wal_.reset();
+    wal_records_ = 0;
     disk_.reset();
     return OpenReadOnlyOnFullDisk(s);
   }
