@@ -325,6 +325,14 @@ absl::Status DiskTier::Get(rocksdb::ColumnFamilyHandle* cf,
 }
 
 absl::Status DiskTier::WriteRows(rocksdb::WriteBatch* batch) {
+  if (meta_pending_.load(std::memory_order_acquire)) {
+    absl::MutexLock l(&meta_pending_mu_);
+    if (meta_pending_.load(std::memory_order_relaxed)) {
+      PSDB_RETURN_IF_ERROR(
+          PutMeta(meta_pending_kv_.first, meta_pending_kv_.second));
+      meta_pending_.store(false, std::memory_order_release);
+    }
+  }
   rocksdb::Status s = db_->Write(row_write_, batch);
   // A write stopped by a background error goes through once Resume()
   // flushed the memtables (the disk has room again).
@@ -409,6 +417,19 @@ absl::Status DiskTier::PutMeta(absl::string_view key, absl::string_view value) {
                rocksdb::Slice(value.data(), value.size())),
       absl::StrCat("write metadata ", key)));
   return FlushMeta();
+}
+
+absl::Status DiskTier::PutMetaBeforeRowWrites(absl::string_view key,
+                                              absl::string_view value) {
+  absl::StatusOr<std::string> stored = GetMeta(key);
+  if (stored.ok() && *stored == value) return absl::OkStatus();
+  if (!stored.ok() && !absl::IsNotFound(stored.status())) {
+    return stored.status();
+  }
+  absl::MutexLock l(&meta_pending_mu_);
+  meta_pending_kv_ = {std::string(key), std::string(value)};
+  meta_pending_.store(true, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 absl::Status DiskTier::PutMetaBatch(

@@ -115,7 +115,9 @@ class DiskTier {
                    std::string* value, bool* found);
 
   // Writes row data (no WAL). While a background error stops writes, first
-  // tries to resume (at most once per kResumeInterval).
+  // tries to resume (at most once per kResumeInterval). First writes the
+  // metadata of PutMetaBeforeRowWrites, if pending (its error fails the
+  // write).
   absl::Status WriteRows(rocksdb::WriteBatch* batch);
 
   // OK if the file system of the database has room, after writing
@@ -133,6 +135,12 @@ class DiskTier {
   // Metadata in the default column family, durable on return (flushed).
   absl::Status PutMeta(absl::string_view key, absl::string_view value);
   absl::Status DeleteMeta(absl::string_view key);
+  // Makes (key, value) durable, as PutMeta, before the next WriteRows, not
+  // now; nothing if it is stored already. How a store marks itself open
+  // (psdb/clean = "0", store_impl.h) without writing at open: a store that
+  // only reads needs no free disk space.
+  absl::Status PutMetaBeforeRowWrites(absl::string_view key,
+                                      absl::string_view value);
   // Several metadata puts in one synced write.
   absl::Status PutMetaBatch(
       const std::vector<std::pair<std::string, std::string>>& kvs);
@@ -205,6 +213,11 @@ class DiskTier {
   rocksdb::ColumnFamilyOptions cf_options_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
+  // PutMetaBeforeRowWrites's (key, value), while not yet written.
+  std::atomic<bool> meta_pending_{false};
+  absl::Mutex meta_pending_mu_;
+  std::pair<std::string, std::string> meta_pending_kv_
+      ABSL_GUARDED_BY(meta_pending_mu_);
 };
 
 }  // namespace psdb::internal

@@ -96,7 +96,7 @@ absl::Status ShardWriter::Finish(absl::Span<const int64_t> steps) {
   // What Store::Impl::PersistMeta and CreateTable write (store_impl.h).
   std::vector<std::pair<std::string, std::string>> kvs;
   kvs.emplace_back(std::string(internal::kMetaVersion),
-                   absl::StrCat(kStoreFormatVersion));
+                   absl::StrCat(kStoreFormatVersionWithoutLog));
   for (size_t i = 0; i < specs_.size(); ++i) {
     const std::string& name = specs_[i].name;
     kvs.emplace_back(absl::StrCat(internal::kMetaTable, name),

@@ -31,6 +31,26 @@ int64_t ParseI64(const absl::StatusOr<std::string>& v) {
   return x;
 }
 
+// The store format version recorded in `disk` (0: none), or why the store
+// cannot be opened by this build.
+absl::StatusOr<uint32_t> StoredFormatVersion(internal::DiskTier* disk,
+                                             absl::string_view path) {
+  absl::StatusOr<std::string> version = disk->GetMeta(kMetaVersion);
+  if (absl::IsNotFound(version.status())) return 0;
+  if (!version.ok()) return version.status();
+  uint32_t v = 0;
+  if (!absl::SimpleAtoi(*version, &v)) {
+    return absl::DataLossError(absl::StrCat(
+        "store ", path, ": unreadable format version \"", *version, "\""));
+  }
+  if (v > kStoreFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store ", path, " has format version ", v,
+        ", newer than this build supports (", kStoreFormatVersion, ")"));
+  }
+  return v;
+}
+
 uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
@@ -164,7 +184,19 @@ absl::Status Store::Impl::Open() {
   const std::string db_path = DbPath(path_);
   const bool had_db = io_->Exists(db_path + "/CURRENT");
   if (had_db || options_.restore_from.empty()) {
-    return OpenDb(std::nullopt, /*fresh=*/!had_db);
+    absl::Status s = OpenDb(std::nullopt, /*fresh=*/!had_db);
+    if (s.ok() || !had_db || !absl::IsResourceExhausted(s)) return s;
+    // The disk refused a write the open needs (RocksDB writes a new
+    // MANIFEST at every open): serve the rows read-only rather than not
+    // at all.
+    {
+      absl::MutexLock l(&tables_mu_);
+      tables_.clear();  // column-family handles before the DB
+    }
+    wal_.reset();
+    wal_records_ = 0;
+    disk_.reset();
+    return OpenReadOnlyOnFullDisk(s);
   }
   // A restore: on failure, leave <path> as it was before the attempt.
   const bool db_existed = io_->Exists(db_path);  // without CURRENT
@@ -204,30 +236,23 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
     by_name.clear();
   };
 
-  absl::StatusOr<std::string> version = disk_->GetMeta(kMetaVersion);
-  if (version.ok()) {
-    uint32_t v = 0;
-    if (!absl::SimpleAtoi(*version, &v)) {
-      cleanup();
-      return absl::DataLossError(absl::StrCat(
-          "store ", path_, ": unreadable format version \"", *version, "\""));
-    }
-    if (v > kStoreFormatVersion) {
-      cleanup();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "store ", path_, " has format version ", v,
-          ", newer than this build supports (", kStoreFormatVersion, ")"));
-    }
-  } else if (absl::IsNotFound(version.status())) {
-    absl::Status s =
-        disk_->PutMeta(kMetaVersion, absl::StrCat(kStoreFormatVersion));
-    if (!s.ok()) {
+  // A store that keeps a log records the format that may hold kPushSums
+  // records before the log is opened (store_impl.h).
+  const uint32_t want_version = options_.durability == Durability::kWal
+                                    ? kStoreFormatVersion
+                                    : kStoreFormatVersionWithoutLog;
+  absl::StatusOr<uint32_t> version = StoredFormatVersion(disk_.get(), path_);
+  if (!version.ok()) {
+    cleanup();
+    return version.status();
+  }
+  if (*version < want_version) {
+    if (absl::Status s =
+            disk_->PutMeta(kMetaVersion, absl::StrCat(want_version));
+        !s.ok()) {
       cleanup();
       return s;
     }
-  } else {
-    cleanup();
-    return version.status();
   }
   if (absl::Status s = PrepareWal(fresh); !s.ok()) {
     cleanup();
@@ -287,7 +312,9 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
     absl::MutexLock l(&tables_mu_);
     for (auto& t : opened) tables_[t->name()] = std::move(t);
   }
-  PSDB_RETURN_IF_ERROR(disk_->PutMeta(kMetaClean, "0"));
+  // "Not closed cleanly" from the first row write on; a store that only
+  // reads writes nothing, so it opens on a full disk.
+  PSDB_RETURN_IF_ERROR(disk_->PutMetaBeforeRowWrites(kMetaClean, "0"));
   if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
   PSDB_RETURN_IF_ERROR(ReplayWal());
   opened_ = true;
@@ -358,12 +385,90 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   return absl::OkStatus();
 }
 
+absl::Status Store::Impl::OpenReadOnlyOnFullDisk(const absl::Status& cause) {
+  auto refuse = [&](absl::string_view why) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store ", path_, " cannot open: the disk refuses writes (",
+        cause.message(), ") and ", why,
+        "; every acknowledged update is still in its files and log: free "
+        "space and open it again"));
+  };
+  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  absl::StatusOr<std::unique_ptr<internal::DiskTier>> disk =
+      internal::DiskTier::Open(DbPath(path_), options_, &cfs,
+                               /*read_only=*/true);
+  if (!disk.ok()) {
+    return refuse(
+        absl::StrCat("a read-only open failed too: ", disk.status().message()));
+  }
+  disk_ = *std::move(disk);
+  absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+  for (auto& [n, h] : cfs) by_name[n] = h;
+  std::vector<std::shared_ptr<Table>> opened;
+  auto fail = [&](absl::Status s) {
+    opened.clear();
+    for (auto& [n, h] : by_name) disk_->DestroyCf(h);
+    disk_.reset();
+    return s;
+  };
+  if (absl::StatusOr<uint32_t> v = StoredFormatVersion(disk_.get(), path_);
+      !v.ok()) {
+    return fail(v.status());
+  }
+  absl::StatusOr<uint64_t> to_replay = WalRecordsToReplay();
+  if (!to_replay.ok()) return fail(to_replay.status());
+  if (*to_replay > 0) {
+    return fail(refuse(absl::StrCat("its write-ahead log has ", *to_replay,
+                                    " records to replay")));
+  }
+  absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
+  const bool clean = !clean_meta.ok() || *clean_meta == "1";
+  for (const auto& [key, json] : disk_->ScanMeta(kMetaTable)) {
+    absl::StatusOr<TableSpec> spec = TableSpecFromJson(json);
+    if (!spec.ok()) {
+      return fail(absl::DataLossError(absl::StrCat(
+          "store ", path_, ": spec of ", key, ": ", spec.status().message())));
+    }
+    const std::string name = spec->name;
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return fail(refuse(
+          absl::StrCat("table ", name, " needs its column family created")));
+    }
+    const int64_t step =
+        ParseI64(disk_->GetMeta(absl::StrCat(kMetaStep, name)));
+    const uint64_t rows =
+        clean ? static_cast<uint64_t>(
+                    ParseI64(disk_->GetMeta(absl::StrCat(kMetaRows, name))))
+              : CountRows(disk_.get(), it->second);
+    opened.push_back(std::make_shared<Table>(
+        std::move(*spec), it->second, disk_.get(), this, options_, step, rows));
+    by_name.erase(it);  // owned by the table now
+  }
+  for (auto& [n, h] : by_name) disk_->DestroyCf(h);
+  {
+    absl::MutexLock l(&tables_mu_);
+    for (auto& t : opened) tables_[t->name()] = std::move(t);
+  }
+  read_only_ = true;
+  full_disk_ = std::string(cause.message());
+  opened_ = true;
+  if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
+  return absl::OkStatus();
+}
+
 absl::Status Store::Impl::CheckWritable(absl::string_view what) const {
   if (closing_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, " refused: store ", path_, " is closed"));
   }
   if (!read_only_) return absl::OkStatus();
+  if (!full_disk_.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " refused: store ", path_,
+        " was opened read-only because the disk refused writes (", full_disk_,
+        "); reads work: free space and open the store again to write"));
+  }
   return absl::FailedPreconditionError(
       absl::StrCat(what,
                    " refused: the store is a read-only serving copy of "

@@ -106,6 +106,21 @@
 //    after a crash (checkpoint rows + rows flushed since, row counts
 //    recounted). Metadata writes skip RocksDB's WAL and flush instead (a failed
 //    WAL append stops RocksDB 7.8 until a reopen).
+//  - A restart on a disk that is still full: an open of an existing store
+//    writes nothing of psdb's own unless it must (the "not closed cleanly"
+//    mark waits for the first row write; a restore, a log to replay or a
+//    format upgrade must write). RocksDB's open itself writes a new
+//    MANIFEST; when the disk refuses that (or any write the open needs,
+//    ResourceExhausted), the store opens read-only instead: every row in
+//    its files reads exactly (Pull answers a missing key with its default
+//    without creating it, as on a serving copy), read_only() is true, and
+//    every write fails with RESOURCE_EXHAUSTED "<call> refused: store P
+//    was opened read-only because the disk refused writes (<cause>)". It
+//    does not resume writing when space returns: open it again then. A
+//    store whose write-ahead log holds records to replay cannot open so
+//    (replay writes): Open fails with RESOURCE_EXHAUSTED naming the full
+//    disk and the records; the files and the log keep every acknowledged
+//    update for the next open.
 //
 // Thread-safety: every method is thread-safe. Pulls and pushes on different
 // keys proceed in parallel (one lock per index stripe); operations on the same
@@ -252,7 +267,11 @@ class Store {
   // open and no partially initialized store is returned. Fails with
   // FailedPrecondition if another process holds the directory (RocksDB LOCK),
   // and with FailedPrecondition naming the version if the directory or
-  // restore checkpoint has a newer format than this build understands.
+  // restore checkpoint has a newer format than this build understands (or
+  // naming the segment, if its write-ahead log has a newer format or a
+  // record type this build does not know). An existing store on a disk
+  // that refuses the open's writes opens read-only ("Disk full and I/O
+  // errors" above).
   // A restore (restore_from) is built in RestoreTmpPath(path), checked,
   // renamed to DbPath(path) and the rename fsynced; when the restore or
   // the open after it fails, <path> is left as before the attempt (the
@@ -340,7 +359,8 @@ class Store {
 
   StoreStats Stats() const;
 
-  // Whether the store came from OpenCheckpoint.
+  // Whether the store came from OpenCheckpoint, or was opened read-only on
+  // a full disk ("Disk full and I/O errors" above).
   bool read_only() const;
 
   // Up to `max` keys of `table` now resident in the memory tier, in no

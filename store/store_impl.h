@@ -5,13 +5,22 @@
 //
 // Metadata kept in the default column family of <path>/db:
 //   psdb/format_version  decimal; a newer one than kStoreFormatVersion is
-//                        refused with FailedPrecondition
+//                        refused with FailedPrecondition. 1: no log, or a
+//                        log of format 1; 2: the log may be of format 2
+//                        (store/wal.h), which builds of format 1 would not
+//                        replay. A store records 2 when it opens with
+//                        Durability::kWal, before it writes a log; one
+//                        without a log stays at 1, which every build reads
 //   psdb/table/<name>    the table's spec (JSON of psdb.v1.TableSpec)
 //   psdb/step/<name>     the table's step, persisted at Flush, Checkpoint and
 //                        close (a crash loses at most the steps since)
 //   psdb/rows/<name>     exact row count, same persistence
-//   psdb/clean           "1" after a clean close; "0" while open. After an
-//                        unclean stop the row counts are recounted on open.
+//   psdb/clean           "1" after a clean close; "0" while open, written
+//                        before the first row write after the open
+//                        (DiskTier::PutMetaBeforeRowWrites: until then the
+//                        files match the counts, and an open that only
+//                        reads needs no disk space). After an unclean stop
+//                        the row counts are recounted on open.
 //   psdb/wal_id, psdb/wal_next_lsn, psdb/wal_tag/<table>/<key>
 //                        the write-ahead log's (store/wal.h, store_meta.h)
 //
@@ -54,7 +63,10 @@
 
 namespace psdb {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
+// The newest store format this build reads (see above).
+inline constexpr uint32_t kStoreFormatVersion = 2;
+// What a store without a write-ahead log records.
+inline constexpr uint32_t kStoreFormatVersionWithoutLog = 1;
 
 class Store::Impl : public internal::BudgetArbiter {
  public:
@@ -65,7 +77,8 @@ class Store::Impl : public internal::BudgetArbiter {
   // The read-only open of Store::OpenCheckpoint; path_ is the checkpoint.
   absl::Status OpenCheckpointShard(int shard_id);
   bool read_only() const { return read_only_; }
-  // FailedPrecondition naming `what` if read_only().
+  // FailedPrecondition naming `what` if read_only() (ResourceExhausted
+  // naming the cause if opened so on a full disk).
   absl::Status CheckWritable(absl::string_view what) const;
 
   absl::Status CreateTable(const TableSpec& spec);
@@ -124,6 +137,9 @@ class Store::Impl : public internal::BudgetArbiter {
   // before it are deleted once the rows and memtables are on disk.
   absl::Status PrepareWal(bool fresh);
   absl::Status ReplayWal();
+  // The records of the database's log (none without one), read without
+  // writing anything.
+  absl::StatusOr<uint64_t> WalRecordsToReplay();
   bool wal_lsn_slots() const { return wal_ != nullptr || wal_records_ > 0; }
   std::optional<internal::Wal::Cut> WalCut();
   absl::Status WalTruncate(const std::optional<internal::Wal::Cut>& cut);
@@ -136,6 +152,12 @@ class Store::Impl : public internal::BudgetArbiter {
   // database did not exist before this open (created or restored), so any
   // write-ahead log found is not its own.
   absl::Status OpenDb(std::optional<v1::Manifest> restored, bool fresh);
+  // After OpenDb of an existing database failed with ResourceExhausted
+  // (`cause`, the disk refused a write the open needs): opens it read-only
+  // (rocksdb::DB::OpenForReadOnly writes nothing), every acknowledged row
+  // readable, writes refused naming the cause. ResourceExhausted if that
+  // cannot be done without writing (a write-ahead log to replay).
+  absl::Status OpenReadOnlyOnFullDisk(const absl::Status& cause);
   // Populates <path>/db from options_.restore_from (built in
   // RestoreTmpPath, checked by internal::CheckRestoredShard, renamed into
   // place); returns its manifest with each table's rows set to the shard's
@@ -159,6 +181,9 @@ class Store::Impl : public internal::BudgetArbiter {
   std::unique_ptr<internal::DiskReserve> reserve_;
   bool opened_ = false;
   bool read_only_ = false;
+  // Why the store opened read-only on a full disk (OpenReadOnlyOnFullDisk);
+  // empty otherwise.
+  std::string full_disk_;
   // RestoreInto renamed its database into <path>/db (Open undoes it when
   // the open fails after that).
   bool restore_placed_ = false;

@@ -85,6 +85,17 @@ absl::Status Store::Impl::PrepareWal(bool fresh) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> Store::Impl::WalRecordsToReplay() {
+  wal_dir_ = absl::StrCat(path_, "/wal");
+  wal_id_ = ParseU64(disk_->GetMeta(kMetaWalId));
+  if (wal_id_ == 0) return 0;
+  PSDB_ASSIGN_OR_RETURN(
+      internal::WalReadStats stats,
+      internal::ReadWal(fs_.get(), wal_dir_, wal_id_,
+                        [](const WalRecordView&) { return absl::OkStatus(); }));
+  return stats.records;
+}
+
 absl::Status Store::Impl::ReplayWal() {
   if (wal_records_ == 0) {
     // Nothing to replay; a checkpoint-mode store keeps no segments.
@@ -116,6 +127,7 @@ absl::Status Store::Impl::ReplayWal() {
       fs_.get(), wal_dir_, wal_id_,
       [&](const WalRecordView& r) -> absl::Status {
         if (r.type != WalRecordType::kPush &&
+            r.type != WalRecordType::kPushSums &&
             r.type != WalRecordType::kPutRows &&
             r.type != WalRecordType::kDeleteRows) {
           return absl::OkStatus();
@@ -144,6 +156,11 @@ absl::Status Store::Impl::ReplayWal() {
           const std::vector<float> grads =
               internal::WalFloats(rec.floats, size_t{rec.n} * rec.dim);
           s = (*t)->ReplayPush(r.lsn, keys, grads, rec.step);
+        } else if (r.type == WalRecordType::kPushSums) {
+          const std::vector<float> sums =
+              internal::WalFloats(rec.floats, size_t{rec.n} * rec.dim);
+          s = (*t)->ReplayPushSums(
+              r.lsn, keys, internal::WalU32s(rec.occ, rec.n), sums, rec.step);
         } else if (r.type == WalRecordType::kPutRows) {
           RowBatch rows;
           rows.Resize(dim, ss, rec.n);

@@ -651,6 +651,46 @@ absl::Status Table::ReplayPush(uint64_t lsn, absl::Span<const uint64_t> keys,
   return PushImpl(k, g, step, lsn);
 }
 
+absl::Status Table::ReplayPushSums(uint64_t lsn,
+                                   absl::Span<const uint64_t> keys,
+                                   absl::Span<const uint32_t> occ,
+                                   absl::Span<const float> sums, int64_t step) {
+  const size_t d = static_cast<size_t>(dim());
+  if (occ.size() != keys.size() || sums.size() != keys.size() * d) {
+    return absl::DataLossError(absl::StrCat(
+        "table ", name(), ": logged push of ", keys.size(), " keys has ",
+        occ.size(), " counts and ", sums.size(), " gradient floats"));
+  }
+  std::vector<uint8_t> keep;
+  PSDB_RETURN_IF_ERROR(ReplayKeep(keys, lsn, &keep));
+  // The de-duplicated batch as PushImpl leaves it for ApplyPush, from the
+  // keys whose row does not include the record yet.
+  Scratch& sc = tls;
+  sc.dedup.Reset(keys.size());
+  sc.occ.clear();
+  sc.skip.clear();
+  sc.gsum.resize(keys.size() * d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keep[i]) continue;
+    bool inserted;
+    const uint32_t u = sc.dedup.Insert(keys[i], &inserted);
+    if (!inserted) {
+      return absl::DataLossError(
+          absl::StrCat("table ", name(), ": logged push repeats key ",
+                       KeyString(keys[i]), " at position ", i));
+    }
+    sc.occ.push_back(occ[i]);
+    sc.skip.push_back(0);
+    std::memcpy(sc.gsum.data() + u * d, sums.data() + i * d, 4 * d);
+  }
+  if (sc.occ.empty()) {
+    ObserveStep(step);  // the push's step counts even so
+    return absl::OkStatus();
+  }
+  bool updated = false;
+  return ApplyPush(ResolveStep(step), step, lsn, /*replay=*/true, &updated);
+}
+
 absl::Status Table::ReplayKeep(absl::Span<const uint64_t> keys, uint64_t lsn,
                                std::vector<uint8_t>* keep) {
   keep->assign(keys.size(), 1);
@@ -738,8 +778,12 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
   }
   // Logged: append and apply in one critical section (LSN order = apply
   // order for this table's rows), then wait for the group write.
-  // The payload is built outside the lock; only its step is set inside.
-  EncodePushRecord(name(), 0, keys, grads, dim(), &tls_payload);
+  // The record is the de-duplicated push (what ApplyPush applies), built
+  // outside the lock; only its step is set inside.
+  const size_t nu = sc.dedup.unique().size();
+  EncodePushSumsRecord(name(), 0, sc.dedup.unique(), sc.occ,
+                       absl::MakeConstSpan(sc.gsum.data(), nu * d),
+                       static_cast<int>(d), sc.skip, &tls_payload);
   uint64_t lsn;
   absl::Status s;
   {
@@ -749,9 +793,9 @@ absl::Status Table::PushImpl(absl::Span<const uint64_t> keys,
     // refused before it updated a row puts the step back.
     const int64_t step_before = step_.load(std::memory_order_relaxed);
     const int64_t step = ResolveStep(step_arg);
-    std::memcpy(tls_payload.data() + kWalRecordHeaderBytes + 2 + name().size(),
-                &step, 8);
-    lsn = wal_->AppendFramed(WalRecordType::kPush, &tls_payload);
+    std::memcpy(tls_payload.data() + WalPushStepOffset(name().size()), &step,
+                8);
+    lsn = wal_->AppendFramed(WalRecordType::kPushSums, &tls_payload);
     s = ApplyPush(step, step_arg, lsn, /*replay=*/false, &updated);
     if (!s.ok() && !updated)
       step_.store(step_before, std::memory_order_relaxed);

@@ -159,6 +159,11 @@ class Table {
   void set_replaying(bool on) { replaying_ = on; }
   absl::Status ReplayPush(uint64_t lsn, absl::Span<const uint64_t> keys,
                           absl::Span<const float> grads, int64_t step);
+  // A kPushSums record: distinct keys, their occurrences and summed
+  // gradients (DataLoss if a key repeats or the sizes disagree).
+  absl::Status ReplayPushSums(uint64_t lsn, absl::Span<const uint64_t> keys,
+                              absl::Span<const uint32_t> occ,
+                              absl::Span<const float> sums, int64_t step);
   absl::Status ReplayPutRows(uint64_t lsn, absl::Span<const uint64_t> keys,
                              const RowBatch& rows);
   absl::Status ReplayDeleteRows(uint64_t lsn, absl::Span<const uint64_t> keys);

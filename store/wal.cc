@@ -14,7 +14,8 @@
 namespace psdb::internal {
 namespace {
 
-constexpr char kSegmentMagic[8] = {'P', 'S', 'D', 'B', 'W', 'A', 'L', '1'};
+// A segment header's first 7 bytes; the 8th is the format version's digit.
+constexpr absl::string_view kSegmentMagic = "PSDBWAL";
 constexpr absl::string_view kSegmentSuffix = ".log";
 // Records smaller than this are copied together into one write.
 constexpr size_t kCoalesceBytes = 64 << 10;
@@ -40,10 +41,6 @@ absl::Status FromIo(const rocksdb::IOStatus& s, absl::string_view what) {
   return absl::UnavailableError(msg);
 }
 
-std::string SegmentName(uint64_t seq) {
-  return absl::StrFormat("%016d%s", seq, kSegmentSuffix);
-}
-
 // Seq of a segment file name, or 0 if `name` is not one.
 uint64_t SegmentSeq(absl::string_view name) {
   if (name.size() != 16 + kSegmentSuffix.size() ||
@@ -53,6 +50,11 @@ uint64_t SegmentSeq(absl::string_view name) {
   uint64_t seq = 0;
   if (!absl::SimpleAtoi(name.substr(0, 16), &seq)) return 0;
   return seq;
+}
+
+bool KnownRecordType(uint32_t type) {
+  return type >= static_cast<uint32_t>(WalRecordType::kPush) &&
+         type <= static_cast<uint32_t>(WalRecordType::kPushSums);
 }
 
 absl::StatusOr<std::vector<uint64_t>> ListSegments(rocksdb::FileSystem* fs,
@@ -115,6 +117,45 @@ void EncodePushRecord(absl::string_view table, int64_t step,
   out->append(reinterpret_cast<const char*>(grads.data()), 4 * grads.size());
 }
 
+void EncodePushSumsRecord(absl::string_view table, int64_t step,
+                          absl::Span<const uint64_t> keys,
+                          absl::Span<const uint32_t> occ,
+                          absl::Span<const float> sums, int dim,
+                          absl::Span<const uint8_t> skip, std::string* out) {
+  const size_t d = static_cast<size_t>(dim);
+  size_t n = keys.size();
+  for (uint8_t s : skip) n -= s != 0;
+  // One allocation, then every field copied once into place.
+  const size_t head = WalPushStepOffset(table.size());
+  out->resize(head + 16 + (12 + 4 * d) * n);
+  char* p = out->data();
+  std::memset(p, 0, kWalRecordHeaderBytes);
+  const uint16_t len = static_cast<uint16_t>(table.size());
+  std::memcpy(p + kWalRecordHeaderBytes, &len, 2);
+  std::memcpy(p + kWalRecordHeaderBytes + 2, table.data(), table.size());
+  std::memcpy(p + head, &step, 8);
+  PutU32(p + head + 8, static_cast<uint32_t>(n));
+  PutU32(p + head + 12, static_cast<uint32_t>(dim));
+  char* k = p + head + 16;
+  char* o = k + 8 * n;
+  char* f = o + 4 * n;
+  if (n == keys.size()) {
+    std::memcpy(k, keys.data(), 8 * n);
+    std::memcpy(o, occ.data(), 4 * n);
+    std::memcpy(f, sums.data(), 4 * d * n);
+    return;
+  }
+  for (size_t u = 0; u < keys.size(); ++u) {
+    if (skip[u]) continue;
+    std::memcpy(k, &keys[u], 8);
+    std::memcpy(o, &occ[u], 4);
+    std::memcpy(f, sums.data() + u * d, 4 * d);
+    k += 8;
+    o += 4;
+    f += 4 * d;
+  }
+}
+
 void EncodePutRowsRecord(absl::string_view table,
                          absl::Span<const uint64_t> keys, const RowBatch& rows,
                          std::string* out) {
@@ -166,7 +207,9 @@ absl::StatusOr<WalRowsRecord> DecodeRowsRecord(WalRecordType type,
   std::memcpy(&len, q, 2);
   if ((q = take(len)) == nullptr) return bad();
   r.table = absl::string_view(q, len);
-  if (type == WalRecordType::kPush) {
+  const bool push =
+      type == WalRecordType::kPush || type == WalRecordType::kPushSums;
+  if (push) {
     if ((q = take(8)) == nullptr) return bad();
     r.step = static_cast<int64_t>(GetU64(q));
   }
@@ -182,13 +225,18 @@ absl::StatusOr<WalRowsRecord> DecodeRowsRecord(WalRecordType type,
   }
   const uint64_t n = r.n;
   uint64_t need = 8 * n;
-  if (type == WalRecordType::kPush) need += 4 * n * r.dim;
+  if (push) need += 4 * n * r.dim;
+  if (type == WalRecordType::kPushSums) need += 4 * n;
   if (type == WalRecordType::kPutRows) {
     need += 4 * n * (uint64_t{r.dim} + r.state_size) + 24 * n;
   }
   if (need != left) return bad();
   r.keys = p;
   r.floats = p + 8 * n;
+  if (type == WalRecordType::kPushSums) {
+    r.occ = r.floats;
+    r.floats += 4 * n;
+  }
   if (type == WalRecordType::kPutRows) {
     r.headers = r.floats + 4 * n * (uint64_t{r.dim} + r.state_size);
   }
@@ -205,6 +253,24 @@ std::vector<float> WalFloats(const char* p, size_t n) {
   std::vector<float> v(n);
   std::memcpy(v.data(), p, 4 * n);
   return v;
+}
+
+std::vector<uint32_t> WalU32s(const char* p, size_t n) {
+  std::vector<uint32_t> v(n);
+  std::memcpy(v.data(), p, 4 * n);
+  return v;
+}
+
+std::string WalSegmentName(uint64_t seq) {
+  return absl::StrFormat("%016d%s", seq, kSegmentSuffix);
+}
+
+std::string WalSegmentHeader(uint32_t version, uint64_t wal_id) {
+  std::string h(kWalSegmentHeaderBytes, '\0');
+  std::memcpy(h.data(), kSegmentMagic.data(), kSegmentMagic.size());
+  h[7] = static_cast<char>('0' + version);
+  PutU64(h.data() + 8, wal_id);
+  return h;
 }
 
 namespace {
@@ -237,7 +303,7 @@ absl::StatusOr<WalReadStats> ReadWal(
   std::string payload;
   for (uint64_t seq : *seqs) {
     stats.last_seq = std::max(stats.last_seq, seq);
-    const std::string path = absl::StrCat(dir, "/", SegmentName(seq));
+    const std::string path = absl::StrCat(dir, "/", WalSegmentName(seq));
     std::unique_ptr<rocksdb::FSSequentialFile> f;
     rocksdb::IOStatus s =
         fs->NewSequentialFile(path, rocksdb::FileOptions(), &f, nullptr);
@@ -247,10 +313,20 @@ absl::StatusOr<WalReadStats> ReadWal(
     char sh[kWalSegmentHeaderBytes];
     absl::StatusOr<size_t> got = ReadFull(f.get(), sizeof(sh), sh, path);
     if (!got.ok()) return got.status();
-    if (*got < sizeof(sh) || std::memcmp(sh, kSegmentMagic, 8) != 0) {
+    const uint32_t version =
+        *got < sizeof(sh) ? 0 : static_cast<uint32_t>(sh[7] - '0');
+    if (*got < sizeof(sh) ||
+        absl::string_view(sh, kSegmentMagic.size()) != kSegmentMagic ||
+        version < 1 || version > 9) {
       // A segment cut before its header was written holds no record.
       stats.torn_bytes += *got;
       continue;
+    }
+    if (version > kWalFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "write-ahead log segment ", path, " has format version ", version,
+          ", newer than this build reads (", kWalFormatVersion,
+          "): open the store with the psdb that wrote it"));
     }
     if (GetU64(sh + 8) != wal_id) {
       ++stats.stale_segments;
@@ -285,10 +361,19 @@ absl::StatusOr<WalReadStats> ReadWal(
         ++stats.duplicates;
         continue;
       }
+      const uint32_t type = GetU32(h + 8);
+      if (!KnownRecordType(type)) {
+        // Intact (both checksums match), so written by a newer psdb.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "write-ahead log segment ", path, ": record ", lsn, " has type ",
+            type, ", unknown to this build (log format version ",
+            kWalFormatVersion,
+            "): open the store with the psdb that wrote it"));
+      }
       stats.last_lsn = lsn;
       ++stats.records;
-      absl::Status st = fn(WalRecordView{
-          static_cast<WalRecordType>(GetU32(h + 8)), lsn, payload});
+      absl::Status st =
+          fn(WalRecordView{static_cast<WalRecordType>(type), lsn, payload});
       if (!st.ok()) return st;
     }
   }
@@ -301,7 +386,7 @@ absl::Status RemoveWalSegments(rocksdb::FileSystem* fs, const std::string& dir,
   if (!seqs.ok()) return seqs.status();
   for (uint64_t seq : *seqs) {
     if (seq >= below_seq) continue;
-    const std::string path = absl::StrCat(dir, "/", SegmentName(seq));
+    const std::string path = absl::StrCat(dir, "/", WalSegmentName(seq));
     rocksdb::IOStatus s = fs->DeleteFile(path, rocksdb::IOOptions(), nullptr);
     if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
       return FromIo(s, absl::StrCat("delete ", path));
@@ -360,15 +445,13 @@ absl::Status Wal::OpenSegment(uint64_t seq) {
     (void)file_->Close(rocksdb::IOOptions(), nullptr);
     file_.reset();
   }
-  const std::string path = absl::StrCat(options_.dir, "/", SegmentName(seq));
+  const std::string path = absl::StrCat(options_.dir, "/", WalSegmentName(seq));
   std::unique_ptr<rocksdb::FSWritableFile> f;
   rocksdb::IOStatus s =
       options_.fs->NewWritableFile(path, rocksdb::FileOptions(), &f, nullptr);
   if (!s.ok()) return FromIo(s, absl::StrCat("create ", path));
-  char h[kWalSegmentHeaderBytes];
-  std::memcpy(h, kSegmentMagic, 8);
-  PutU64(h + 8, options_.wal_id);
-  s = f->Append(rocksdb::Slice(h, sizeof(h)), rocksdb::IOOptions(), nullptr);
+  const std::string h = WalSegmentHeader(kWalFormatVersion, options_.wal_id);
+  s = f->Append(h, rocksdb::IOOptions(), nullptr);
   if (!s.ok()) return FromIo(s, absl::StrCat("write ", path));
   if (options_.sync) {
     // The new name must survive a power cut too.

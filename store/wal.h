@@ -6,11 +6,19 @@
 //
 // Files (all through StoreOptions::file_system, so faults can be injected):
 //   <path>/wal/<seq:016>.log   segments, written in seq order. Each starts
-//                              with an 16-byte header: "PSDBWAL1" and the
-//                              u64 wal id of the database they belong to
-//                              (meta key psdb/wal_id); a segment of another
-//                              id is stale (the database was restored or
+//                              with a 16-byte header: "PSDBWAL", the format
+//                              version as one ASCII digit, and the u64 wal
+//                              id of the database they belong to (meta key
+//                              psdb/wal_id); a segment of another id is
+//                              stale (the database was restored or
 //                              recreated) and is deleted unreplayed.
+// Format versions (kWalFormatVersion): 1 has the record types kPush to
+// kAbort; 2 adds kPushSums, what a push writes since. A reader reads its
+// version and older ones, and refuses (FailedPrecondition, naming the file)
+// a segment of a newer version or a record whose type it does not know:
+// skipping it would lose acknowledged updates. Builds that read only
+// version 1 check neither, so a store that keeps a log also records store
+// format version 2 (store_impl.h), which they refuse to open.
 // Record (little-endian), one after another:
 //   u32 header_crc    low 32 bits of XXH3-64 over the next 28 bytes
 //   u32 payload_len   u32 type   u64 lsn   u64 payload_hash (XXH3-64)
@@ -80,12 +88,16 @@ class FSWritableFile;
 namespace psdb::internal {
 
 enum class WalRecordType : uint32_t {
-  kPush = 1,         // EncodePushRecord
+  kPush = 1,         // EncodePushRecord (written by older versions: read)
   kPutRows = 2,      // EncodePutRowsRecord
   kDeleteRows = 3,   // EncodeDeleteRowsRecord
   kCreateTable = 4,  // payload: the table name
   kAbort = 5,        // payload: u64 LSN of a record whose apply failed
+  kPushSums = 6,     // EncodePushSumsRecord (what a push writes)
 };
+
+// The segment format this build writes, and the newest it reads.
+inline constexpr uint32_t kWalFormatVersion = 2;
 
 inline constexpr size_t kWalRecordHeaderBytes = 32;
 inline constexpr size_t kWalSegmentHeaderBytes = 16;
@@ -93,6 +105,13 @@ inline constexpr size_t kWalSegmentHeaderBytes = 16;
 // Payloads of the record types (little-endian; `name` is the table):
 //   kPush        u16 len, name, i64 step (resolved), u32 n, u32 dim,
 //                u64 keys[n], f32 grads[n * dim]
+//   kPushSums    u16 len, name, i64 step (resolved), u32 n, u32 dim,
+//                u64 keys[n] (distinct), u32 occurrences[n],
+//                f32 sums[n * dim]: the push after de-duplication, what the
+//                optimizer applied (each key's gradients summed in batch
+//                order, keys skipped as non-finite left out), so replay
+//                gives the same bits from about half the bytes of a Zipf
+//                batch's raw gradients
 //   kPutRows     u16 len, name, u32 n, u32 dim, u32 state_size, u64 keys[n],
 //                f32 values[n * dim], f32 state[n * state_size],
 //                {i64 last_update_step, u64 update_count, u64 frequency}[n]
@@ -108,12 +127,26 @@ struct WalRowsRecord {
   uint32_t dim = 0;
   uint32_t state_size = 0;        // kPutRows
   const char* keys = nullptr;     // n u64, unaligned
+  const char* occ = nullptr;      // kPushSums: n u32, unaligned
   const char* floats = nullptr;   // grads, or values then state
   const char* headers = nullptr;  // kPutRows: n * 24 bytes
 };
 void EncodePushRecord(absl::string_view table, int64_t step,
                       absl::Span<const uint64_t> keys,
                       absl::Span<const float> grads, int dim, std::string* out);
+// `keys` distinct, occ[u] their occurrences in the batch, sums[u * dim ...]
+// their summed gradients; the rows u with skip[u] != 0 are left out (skip
+// empty: none). The step is written at kWalPushStepOffset.
+void EncodePushSumsRecord(absl::string_view table, int64_t step,
+                          absl::Span<const uint64_t> keys,
+                          absl::Span<const uint32_t> occ,
+                          absl::Span<const float> sums, int dim,
+                          absl::Span<const uint8_t> skip, std::string* out);
+// Where a kPush or kPushSums record's step is, from the start of the framed
+// record (the header's room included), for a table name of `name_size`.
+inline size_t WalPushStepOffset(size_t name_size) {
+  return kWalRecordHeaderBytes + 2 + name_size;
+}
 void EncodePutRowsRecord(absl::string_view table,
                          absl::Span<const uint64_t> keys, const RowBatch& rows,
                          std::string* out);
@@ -121,9 +154,14 @@ void EncodeDeleteRowsRecord(absl::string_view table,
                             absl::Span<const uint64_t> keys, std::string* out);
 absl::StatusOr<WalRowsRecord> DecodeRowsRecord(WalRecordType type,
                                                absl::string_view payload);
-// Copies n unaligned u64 / f32 out of a decoded record.
+// Copies n unaligned u64 / f32 / u32 out of a decoded record.
 std::vector<uint64_t> WalKeys(const WalRowsRecord& r);
 std::vector<float> WalFloats(const char* p, size_t n);
+std::vector<uint32_t> WalU32s(const char* p, size_t n);
+
+// A segment's file name (<seq:016>.log) and its 16-byte header.
+std::string WalSegmentName(uint64_t seq);
+std::string WalSegmentHeader(uint32_t version, uint64_t wal_id);
 
 // Appends one framed record to *out.
 void AppendWalRecord(WalRecordType type, uint64_t lsn,
@@ -148,6 +186,8 @@ struct WalReadStats {
 // Reads the segments of `dir` whose wal id is `wal_id`, in seq order, and
 // calls fn for every record (LSNs strictly increasing). A missing dir is
 // an empty log. An error of fn stops the read and is returned.
+// FailedPrecondition for a segment of a newer format version or a record
+// of an unknown type (see the file comment).
 absl::StatusOr<WalReadStats> ReadWal(
     rocksdb::FileSystem* fs, const std::string& dir, uint64_t wal_id,
     absl::FunctionRef<absl::Status(const WalRecordView&)> fn);

@@ -595,6 +595,14 @@ int main(int argc, char** argv) {
     }
     return Fail(store.status());
   }
+  if ((*store)->read_only()) {
+    // Store::Open's answer to a disk that refuses writes (store/store.h).
+    std::fprintf(stderr,
+                 "ps-server: the disk of %s refuses writes: the store is "
+                 "open read-only (pulls work, writes are refused); free "
+                 "space and restart to write\n",
+                 data_dir.c_str());
+  }
 
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());

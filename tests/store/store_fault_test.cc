@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rocksdb/write_batch.h"
+#include "store/disk_tier.h"
 #include "store/store.h"
 #include "tests/store/counting_table.h"
 #include "tests/store/fault_file_system.h"
@@ -332,6 +334,103 @@ TEST(StoreFaultMemoryTest, DISABLED_MemoryUsedWithinStatedBound) {
     EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound()) << "ENOSPC";
   }
   EXPECT_LE(store->Stats().memory_used_bytes, MemoryBound()) << "refused";
+}
+
+// A restart on a disk that is still full (tests/tools/
+// ps_server_disk_full_test.cc once failed so: "flush metadata: No space left
+// on device" at open). Every write and sync fails with ENOSPC from the
+// reopen on; RocksDB's own open needs a write (a new MANIFEST), so the
+// store opens read-only: every acknowledged row reads exactly, a new key
+// reads its default without being created, writes are refused naming the
+// cause and change nothing; once space returns a reopen writes again.
+TEST(StoreFullDiskReopenTest, ReopenOnAFullDiskReadsEveryAcknowledgedRow) {
+  ScratchDir dir;
+  auto fs = std::make_shared<FaultFileSystem>();
+  StoreOptions o = SmallOptions(kBudget);
+  o.file_system = fs;
+  const std::string path = dir.Sub("store");
+  Counts counts;
+  const uint64_t batches = 2 * kBudget / kSlotBytes / kBatch;  // evicts
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(o, path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    for (uint64_t b = 0; b < batches; ++b) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
+    }
+    // Some rows twice, the last ones only in memory until the close.
+    ASSERT_OK(PushOnes(*store, BatchKeys(1, kBatch), &counts));
+    ASSERT_OK(PushOnes(*store, BatchKeys(batches, kBatch), &counts));
+  }
+  ASSERT_GT(counts.size(), kBudget / kSlotBytes);  // more than fit
+  const std::set<std::string> ssts = SstFiles(path);
+  FaultFileSystem::Fault full;  // every write and sync: ENOSPC
+  fs->InjectFault(full);
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(o, path));
+    EXPECT_TRUE(fs->fault_fired());  // RocksDB's open tried to write
+    EXPECT_TRUE(store->read_only());
+    ExpectCounts(*store, counts);
+    const std::vector<uint64_t> fresh = BatchKeys(1000000, kBatch);
+    std::vector<float> out(fresh.size() * kDim, 1.0f);
+    ASSERT_OK(store->Pull("emb", fresh, absl::MakeSpan(out)));
+    EXPECT_EQ(out, std::vector<float>(out.size(), 0.0f));  // zeros init
+    ExpectAbsent(*store, fresh);
+    const int64_t step = TableStep(*store);
+    Counts refused = counts;
+    const absl::Status push = PushOnes(*store, BatchKeys(1, kBatch), &refused);
+    EXPECT_EQ(push.code(), absl::StatusCode::kResourceExhausted) << push;
+    EXPECT_THAT(push.message(),
+                HasSubstr("Push refused: store " + path +
+                          " was opened read-only because the disk refused "
+                          "writes"));
+    EXPECT_THAT(push.message(), HasSubstr("No space left on device"));
+    EXPECT_EQ(TableStep(*store), step);
+    EXPECT_EQ(store->Flush().code(), absl::StatusCode::kResourceExhausted);
+    ExpectCounts(*store, counts);
+    ASSERT_OK(store->Close());  // nothing to flush
+  }
+  EXPECT_EQ(SstFiles(path), ssts);
+  fs->ClearFaults();
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(o, path));
+  EXPECT_FALSE(store->read_only());
+  ExpectCounts(*store, counts);
+  ASSERT_OK(PushOnes(*store, BatchKeys(1, kBatch), &counts));
+  ExpectCounts(*store, counts);
+}
+
+// Marking a store open (psdb/clean = "0") waits for its first row write
+// (DiskTier::PutMetaBeforeRowWrites), so a reopen that only reads flushes
+// nothing: a restart on a disk with room for RocksDB's open but not for a
+// flush opens writable. The mark is written before the row write that
+// needs it, and that write fails if the mark cannot be.
+TEST(StoreFullDiskReopenTest, OpenMarkWaitsForTheFirstRowWrite) {
+  ScratchDir dir;
+  auto fs = std::make_shared<FaultFileSystem>();
+  StoreOptions o = SmallOptions(kBudget);
+  o.file_system = fs;
+  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  ASSERT_OK_AND_ASSIGN(auto disk,
+                       internal::DiskTier::Open(dir.Sub("db"), o, &cfs));
+  ASSERT_OK(disk->PutMeta("psdb/clean", "1"));
+  rocksdb::WriteBatch row;
+  ASSERT_TRUE(row.Put(disk->meta_cf(), "row", "x").ok());
+  FaultFileSystem::Fault full;  // every write and sync: ENOSPC
+  fs->InjectFault(full);
+  // Stored already: nothing pending; a row write into the memtable (no
+  // file write) goes through on the full disk.
+  ASSERT_OK(disk->PutMetaBeforeRowWrites("psdb/clean", "1"));
+  ASSERT_OK(disk->WriteRows(&row));
+  // Pending: not written now, written (and flushed) before the next row
+  // write, which fails with it.
+  ASSERT_OK(disk->PutMetaBeforeRowWrites("psdb/clean", "0"));
+  EXPECT_FALSE(fs->fault_fired());
+  EXPECT_EQ(disk->GetMeta("psdb/clean").value_or(""), "1");
+  const absl::Status refused = disk->WriteRows(&row);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(fs->fault_fired());
+  fs->ClearFaults();
+  ASSERT_OK(disk->WriteRows(&row));
+  EXPECT_EQ(disk->GetMeta("psdb/clean").value_or(""), "0");
 }
 
 }  // namespace

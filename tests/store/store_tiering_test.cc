@@ -314,11 +314,11 @@ TEST(FormatVersionTest, NewerCheckpointOrStoreIsRefused) {
     rocksdb::Options ro;
     ASSERT_TRUE(rocksdb::DB::Open(ro, d2.Sub("db"), &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put({}, "psdb/format_version", "2").ok());
+    ASSERT_TRUE(db->Put({}, "psdb/format_version", "3").ok());
   }
   s = Store::Open(SmallOptions(), d2.path());
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("version 2"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("version 3"));
 }
 
 TEST(CorruptionTest, CorruptRowIsDataLossNamingTableAndKey) {

@@ -19,8 +19,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 #include "store/store.h"
+#include "store/wal.h"
+#include "tests/store/fault_file_system.h"
 #include "tests/store/wal_workload.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
@@ -35,6 +39,7 @@ using ::psdb::testing::kWalKeys;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WalOp;
 using ::psdb::testing::WalSetup;
+using ::testing::HasSubstr;
 
 constexpr uint64_t kBudget = 96 << 10;  // ~600 of the 2000 adam rows
 
@@ -179,6 +184,44 @@ TEST(StoreWalTest, KilledStoreRecoversEveryAcknowledgedOpBitIdentical) {
   }
 }
 
+// A killed store's log cannot be replayed on a disk that refuses writes:
+// the open fails naming the full disk and the records, the log stays, and
+// once space returns the open recovers every acknowledged op.
+TEST(StoreWalTest, LogToReplayOnAFullDiskRefusesTheOpenAndLosesNothing) {
+  ScratchDir dir;
+  const std::string ack_file = dir.path() + "/acks";
+  const std::string store_dir = dir.path() + "/store";
+  const int last = RunAndKill(store_dir, ack_file, 37);
+  ASSERT_GE(last, 37);
+  std::vector<std::pair<std::string, uintmax_t>> segments;
+  for (const auto& e :
+       std::filesystem::directory_iterator(store_dir + "/wal")) {
+    segments.emplace_back(e.path().string(), e.file_size());
+  }
+  ASSERT_FALSE(segments.empty());
+  auto fs = std::make_shared<testing::FaultFileSystem>();
+  fs->InjectFault(testing::FaultFileSystem::Fault{});  // every write: ENOSPC
+  StoreOptions o = testing::SmallOptions(kBudget);
+  o.durability = Durability::kWal;
+  o.file_system = fs;
+  absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(o, store_dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted)
+      << s.status();
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("cannot open: the disk refuses writes ("));
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("No space left on device"));
+  EXPECT_THAT(
+      std::string(s.status().message()),
+      HasSubstr("records to replay; every acknowledged update is still in "
+                "its files and log: free space and open it again"));
+  for (const auto& [path, size] : segments) {
+    EXPECT_EQ(std::filesystem::file_size(path), size) << path;
+  }
+  ExpectRecovered(store_dir, last);
+}
+
 TEST(StoreWalTest, CheckpointModeStoreReplaysALeftoverLogThenDropsIt) {
   ScratchDir dir;
   const std::string ack_file = dir.path() + "/acks";
@@ -226,6 +269,157 @@ TEST(StoreWalTest, CleanCloseLeavesNoLogAndRestoreStartsAFreshOne) {
   ASSERT_OK_AND_ASSIGN(Snapshot got, Take(*store));
   EXPECT_EQ(Diff(got, Reference(39)), "");
   ASSERT_OK(WalOp(*store, 40));
+}
+
+// Reads the metadata `key` of the store at `store_dir` and, if `put` is
+// set, writes it (RocksDB itself, every column family open).
+absl::StatusOr<std::string> Meta(const std::string& store_dir,
+                                 const std::string& key,
+                                 const std::string* put = nullptr) {
+  const std::string db_path = store_dir + "/db";
+  std::vector<std::string> names;
+  rocksdb::Status s =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), db_path, &names);
+  if (!s.ok()) return absl::InternalError(s.ToString());
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const std::string& n : names)
+    cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  s = rocksdb::DB::Open(rocksdb::DBOptions(), db_path, cfs, &handles, &raw);
+  if (!s.ok()) return absl::InternalError(s.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string value;
+  s = db->Get(rocksdb::ReadOptions(), key, &value);
+  if (s.ok() && put != nullptr) {
+    s = db->Put(rocksdb::WriteOptions(), key, *put);
+    if (s.ok()) s = db->Flush(rocksdb::FlushOptions());
+  }
+  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+  if (!s.ok()) return absl::InternalError(s.ToString());
+  return value;
+}
+
+// A closed kWal store with the workload's tables and an empty log, made to
+// look as a build of store format 1 left it; returns its wal id and the
+// LSN its log's next record gets.
+void OldFormatStore(const std::string& store_dir, uint64_t* wal_id,
+                    uint64_t* next_lsn) {
+  StoreOptions o = testing::SmallOptions(kBudget);
+  o.durability = Durability::kWal;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(o, store_dir));
+    ASSERT_OK(WalSetup(*store));
+  }
+  const std::string one = "1";
+  ASSERT_OK_AND_ASSIGN(std::string version,
+                       Meta(store_dir, "psdb/format_version", &one));
+  EXPECT_EQ(version, "2");  // what a store with a log records now
+  ASSERT_OK_AND_ASSIGN(std::string id, Meta(store_dir, "psdb/wal_id"));
+  ASSERT_OK_AND_ASSIGN(std::string lsn, Meta(store_dir, "psdb/wal_next_lsn"));
+  ASSERT_TRUE(absl::SimpleAtoi(id, wal_id));
+  ASSERT_TRUE(absl::SimpleAtoi(lsn, next_lsn));
+}
+
+// Writes `records` (framed) as segment 1 of the store's log, with a
+// header of format `version`.
+void WriteSegment(const std::string& store_dir, uint32_t version,
+                  uint64_t wal_id, const std::string& records) {
+  std::filesystem::create_directories(store_dir + "/wal");
+  std::ofstream out(store_dir + "/wal/" + internal::WalSegmentName(1),
+                    std::ios::binary);
+  out << internal::WalSegmentHeader(version, wal_id) << records;
+}
+
+// A log of format 1, as builds before kPushSums wrote it (raw gradients in
+// kPush records), replays bit-identical to the same pushes on a live store.
+TEST(StoreWalTest, LogOfFormatOneWithRawPushRecordsStillReplays) {
+  ScratchDir dir;
+  const std::string store_dir = dir.path() + "/store";
+  uint64_t wal_id = 0, lsn = 0;
+  ASSERT_NO_FATAL_FAILURE(OldFormatStore(store_dir, &wal_id, &lsn));
+
+  ScratchDir ref_dir;
+  ASSERT_OK_AND_ASSIGN(
+      auto ref, Store::Open(testing::SmallOptions(64 << 20), ref_dir.path()));
+  ASSERT_OK(WalSetup(*ref));
+  std::string records;
+  for (int i = 0; i < 40; ++i) {
+    // 16 keys of 60 with repeats; gradients that make summation order show.
+    std::vector<uint64_t> keys(16);
+    std::vector<float> grads(16 * 8);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      keys[j] = testing::WalMix(i * 100 + j) % 60;
+    }
+    for (size_t j = 0; j < grads.size(); ++j) {
+      grads[j] = static_cast<float>(static_cast<int64_t>(
+                                        testing::WalMix(i * 1000 + j) % 20001) -
+                                    10000) /
+                 3000.0f;
+    }
+    ASSERT_OK(ref->Push("adam", keys, grads));
+    std::string framed;
+    internal::EncodePushRecord("adam", /*step=*/i + 1, keys, grads, 8, &framed);
+    internal::AppendWalRecord(
+        internal::WalRecordType::kPush, lsn++,
+        absl::string_view(framed).substr(internal::kWalRecordHeaderBytes),
+        &records);
+  }
+  WriteSegment(store_dir, 1, wal_id, records);
+
+  StoreOptions o = testing::SmallOptions(kBudget);
+  o.durability = Durability::kWal;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(o, store_dir));
+    ASSERT_OK_AND_ASSIGN(Snapshot got, Take(*store));
+    ASSERT_OK_AND_ASSIGN(Snapshot want, Take(*ref));
+    EXPECT_EQ(Diff(got, want), "");
+    EXPECT_EQ(got.steps, (std::vector<int64_t>{40, 0}));
+  }
+  // Replayed, flushed, and the store now records format 2.
+  ASSERT_OK_AND_ASSIGN(std::string version,
+                       Meta(store_dir, "psdb/format_version"));
+  EXPECT_EQ(version, "2");
+}
+
+// A log this build cannot read whole (a newer segment format, a record type
+// it does not know) refuses the open, naming the file, and changes nothing:
+// skipping it would lose acknowledged pushes.
+TEST(StoreWalTest, LogOfANewerFormatOrUnknownRecordIsRefused) {
+  StoreOptions o = testing::SmallOptions(kBudget);
+  o.durability = Durability::kWal;
+  for (const bool newer_segment : {true, false}) {
+    SCOPED_TRACE(newer_segment ? "segment format 3" : "record type 7");
+    ScratchDir dir;
+    const std::string store_dir = dir.path() + "/store";
+    uint64_t wal_id = 0, lsn = 0;
+    ASSERT_NO_FATAL_FAILURE(OldFormatStore(store_dir, &wal_id, &lsn));
+    std::string records;
+    internal::AppendWalRecord(internal::WalRecordType::kCreateTable, lsn, "x",
+                              &records);
+    internal::AppendWalRecord(static_cast<internal::WalRecordType>(7), lsn + 1,
+                              "whatever a newer psdb writes", &records);
+    const uint32_t version = newer_segment ? 3 : internal::kWalFormatVersion;
+    WriteSegment(store_dir, version, wal_id, newer_segment ? "" : records);
+    const std::string segment =
+        store_dir + "/wal/" + internal::WalSegmentName(1);
+    const uintmax_t size = std::filesystem::file_size(segment);
+    for (const Durability d : {Durability::kWal, Durability::kCheckpoint}) {
+      StoreOptions od = o;
+      od.durability = d;
+      absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(od, store_dir);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+          << s.status();
+      EXPECT_THAT(std::string(s.status().message()), HasSubstr(segment));
+      EXPECT_THAT(
+          std::string(s.status().message()),
+          HasSubstr(newer_segment ? "has format version 3, newer than this "
+                                    "build reads (2)"
+                                  : "has type 7, unknown to this build"));
+      EXPECT_EQ(std::filesystem::file_size(segment), size);
+    }
+  }
 }
 
 }  // namespace

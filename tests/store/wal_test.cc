@@ -142,6 +142,51 @@ TEST(WalTest, PushAndPutRowsPayloadsDecode) {
             absl::StatusCode::kDataLoss);
 }
 
+TEST(WalTest, PushSumsPayloadLeavesSkippedRowsOutAndDecodes) {
+  const std::vector<uint64_t> keys = {5, 1ull << 60, 7};
+  const std::vector<uint32_t> occ = {3, 1, 2};
+  const std::vector<float> sums = {1, 2, 3, 4, 5, 6, -0.0f, 8, 9};
+  std::string p;
+  // Row 1 skipped (non-finite): rows 0 and 2 are written.
+  EncodePushSumsRecord("table.a", 0, keys, occ, sums, 3, {0, 1, 0}, &p);
+  ASSERT_EQ(p.substr(0, kWalRecordHeaderBytes),
+            std::string(kWalRecordHeaderBytes, '\0'));  // room for a header
+  const int64_t step = 1234567890123;
+  std::memcpy(p.data() + WalPushStepOffset(7), &step, 8);
+  p.erase(0, kWalRecordHeaderBytes);
+  EXPECT_EQ(p.size(), 2 + 7 + 16 + 2 * (8 + 4 + 12));
+  ASSERT_OK_AND_ASSIGN(WalRowsRecord r,
+                       DecodeRowsRecord(WalRecordType::kPushSums, p));
+  EXPECT_EQ(r.table, "table.a");
+  EXPECT_EQ(r.step, step);
+  EXPECT_EQ(r.n, 2u);
+  EXPECT_EQ(r.dim, 3u);
+  EXPECT_EQ(WalKeys(r), (std::vector<uint64_t>{5, 7}));
+  EXPECT_EQ(WalU32s(r.occ, 2), (std::vector<uint32_t>{3, 2}));
+  const std::vector<float> want = {1, 2, 3, -0.0f, 8, 9};
+  const std::vector<float> got = WalFloats(r.floats, 6);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 24), 0);  // -0.0f kept
+
+  // No skip vector: every row, in one copy per field.
+  EncodePushSumsRecord("t", 4, keys, occ, sums, 3, {}, &p);
+  p.erase(0, kWalRecordHeaderBytes);
+  ASSERT_OK_AND_ASSIGN(r, DecodeRowsRecord(WalRecordType::kPushSums, p));
+  EXPECT_EQ(r.step, 4);
+  EXPECT_EQ(WalKeys(r), keys);
+  EXPECT_EQ(WalU32s(r.occ, 3), occ);
+  const std::vector<float> all = WalFloats(r.floats, 9);
+  EXPECT_EQ(std::memcmp(all.data(), sums.data(), 36), 0);
+
+  // Cut short by one byte, or read as the raw-gradient kPush: DataLoss.
+  EXPECT_EQ(
+      DecodeRowsRecord(WalRecordType::kPushSums, p.substr(0, p.size() - 1))
+          .status()
+          .code(),
+      absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeRowsRecord(WalRecordType::kPush, p).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
 // Writes records 1..3 (payloads "a", "bb", "ccc") and returns the segment.
 std::string WriteThree(const std::string& wal_dir) {
   auto wal = OpenWal(wal_dir);
