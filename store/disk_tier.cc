@@ -497,7 +497,7 @@ absl::Status DiskTier::AwaitFlushed(
     }
     absl::MutexLock l(&flush_events_->mu);
     if (bg_error()) {
-      const rocksdb::Status& e = flush_events_->last_error;
+      const rocksdb::Status e = flush_events_->last_error;
       return FromRocks(
           e.ok() ? rocksdb::Status::IOError("background error") : e,
           "flush memtables");

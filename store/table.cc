@@ -175,19 +175,17 @@ void Table::CompactDirtyList(Stripe& stripe, uint32_t stripe_id) {
   std::vector<uint32_t>& d = stripe.dirty;
   std::sort(d.begin(), d.end());
   d.erase(std::unique(d.begin(), d.end()), d.end());
-  d.erase(std::remove_if(d.begin(), d.end(),
-                         [&](uint32_t slot) {
-                           const uint32_t f = mem_.LoadFlags(slot);
-                           if ((f & kOccupied) == 0 || (f & kDirty) == 0) {
-                             return true;
-                           }
-                           const uint64_t key = mem_.LoadKey(slot);
-                           if (mem_.StripeOf(key) != stripe_id) return true;
-                           auto it = stripe.index.find(key);
-                           return it == stripe.index.end() ||
-                                  it->second != slot;
-                         }),
-          d.end());
+  size_t kept = 0;
+  for (const uint32_t slot : d) {
+    const uint32_t f = mem_.LoadFlags(slot);
+    if ((f & kOccupied) == 0 || (f & kDirty) == 0) continue;
+    const uint64_t key = mem_.LoadKey(slot);
+    if (mem_.StripeOf(key) != stripe_id) continue;
+    auto it = stripe.index.find(key);
+    if (it == stripe.index.end() || it->second != slot) continue;
+    d[kept++] = slot;
+  }
+  d.resize(kept);
 }
 
 void Table::RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot) {
@@ -863,7 +861,9 @@ absl::Status Table::ApplyPush(int64_t step, int64_t step_arg, uint64_t lsn,
     h->last_update_step = std::max(h->last_update_step, step);
     ++h->update_count;
     h->frequency += occ[u];
-    MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
+    Stripe& stripe = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    stripe.mu.AssertHeld();  // on_resident runs under it (Materialize)
+    MarkDirty(stripe, slot);
     mem_.Touch(slot);
   };
 
@@ -1102,7 +1102,9 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
     if (ss > 0)
       std::memcpy(mem_.state(slot), rows.state.data() + i * ss, 4 * ss);
     *mem_.header(slot) = rows.headers[i];
-    MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
+    Stripe& stripe = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    stripe.mu.AssertHeld();  // on_resident runs under it (Materialize)
+    MarkDirty(stripe, slot);
     mem_.Touch(slot);
   };
   // Misses first (the only part that can be refused), then the keys that

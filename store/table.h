@@ -287,11 +287,16 @@ class Table {
                                  int8_t admitted, MissMode mode, size_t i,
                                  ResidentFn on_resident, AbsentFn on_absent);
   absl::Status DataLoss(uint64_t key, const absl::Status& cause) const;
-  // Marks a resident row modified. REQUIRES: its stripe lock.
-  void MarkDirty(Stripe& stripe, uint32_t slot);
-  // Removes a resident row. REQUIRES: its stripe lock; index maps key->slot.
-  void RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot);
-  void CompactDirtyList(Stripe& stripe, uint32_t stripe_id);
+  // Marks a resident row modified.
+  void MarkDirty(Stripe& stripe, uint32_t slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Removes a resident row. REQUIRES: index maps key->slot.
+  void RemoveLocked(Stripe& stripe, uint64_t key, uint32_t slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Drops from the stripe's dirty list the slots that are no longer its
+  // dirty rows, and duplicates.
+  void CompactDirtyList(Stripe& stripe, uint32_t stripe_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
 
   const TableSpec spec_;
   const int state_size_;

@@ -128,7 +128,9 @@ absl::Status Table::IngestRows(absl::Span<const uint64_t> keys,
   auto assign = [&](size_t u, uint32_t slot) {
     CopyVerifiedRow(row(last[u]), dim(), state_size_, mem_.header(slot),
                     mem_.values(slot), ss > 0 ? mem_.state(slot) : nullptr);
-    MarkDirty(mem_.stripe(mem_.StripeOf(ukeys[u])), slot);
+    Stripe& stripe = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    stripe.mu.AssertHeld();  // on_resident runs under it (Materialize)
+    MarkDirty(stripe, slot);
     mem_.Touch(slot);
   };
   std::vector<uint64_t> mkeys;
