@@ -220,6 +220,52 @@ absl::Status Store::Impl::Open() {
   return s;
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<Table>>> Store::Impl::TablesFromMeta(
+    absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*>& by_name,
+    const v1::Manifest* restored, bool create_missing) {
+  absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
+  const bool clean = !clean_meta.ok() || *clean_meta == "1";
+  absl::flat_hash_map<std::string, const v1::TableManifest*> manifest_tables;
+  if (restored != nullptr) {
+    for (const v1::TableManifest& t : restored->tables()) {
+      manifest_tables[t.spec().name()] = &t;
+    }
+  }
+  std::vector<std::shared_ptr<Table>> opened;
+  for (const auto& [key, json] : disk_->ScanMeta(kMetaTable)) {
+    absl::StatusOr<TableSpec> spec = TableSpecFromJson(json);
+    if (!spec.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "store ", path_, ": spec of ", key, ": ", spec.status().message()));
+    }
+    const std::string& name = spec->name;
+    rocksdb::ColumnFamilyHandle* cf = nullptr;
+    auto it = by_name.find(name);
+    if (it != by_name.end()) {
+      cf = it->second;
+      by_name.erase(it);  // owned by the table now
+    } else if (!create_missing) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("table ", name, " needs its column family created"));
+    } else {
+      PSDB_ASSIGN_OR_RETURN(cf, disk_->CreateCf(name));
+    }
+    int64_t step = ParseI64(disk_->GetMeta(absl::StrCat(kMetaStep, name)));
+    uint64_t rows = static_cast<uint64_t>(
+        ParseI64(disk_->GetMeta(absl::StrCat(kMetaRows, name))));
+    if (auto mt = manifest_tables.find(name); mt != manifest_tables.end()) {
+      step = std::max(step, mt->second->step());
+      rows = mt->second->rows();
+    } else if (!clean) {
+      rows = CountRows(disk_.get(), cf);
+    }
+    opened.push_back(std::make_shared<Table>(std::move(*spec), cf, disk_.get(),
+                                             this, options_, step, rows,
+                                             wal_.get(), wal_lsn_slots()));
+  }
+  return opened;
+}
+
 absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
                                  bool fresh) {
   const std::string db_path = DbPath(path_);
@@ -258,50 +304,13 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
     cleanup();
     return s;
   }
-  absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
-  const bool clean = !clean_meta.ok() || *clean_meta == "1";
 
-  absl::flat_hash_map<std::string, const v1::TableManifest*> manifest_tables;
-  if (restored.has_value()) {
-    for (const v1::TableManifest& t : restored->tables()) {
-      manifest_tables[t.spec().name()] = &t;
-    }
-  }
-  std::vector<std::shared_ptr<Table>> opened;
-  for (const auto& [key, json] : disk_->ScanMeta(kMetaTable)) {
-    absl::StatusOr<TableSpec> spec = TableSpecFromJson(json);
-    if (!spec.ok()) {
-      cleanup();
-      return absl::DataLossError(absl::StrCat(
-          "store ", path_, ": spec of ", key, ": ", spec.status().message()));
-    }
-    const std::string& name = spec->name;
-    rocksdb::ColumnFamilyHandle* cf = nullptr;
-    auto it = by_name.find(name);
-    if (it != by_name.end()) {
-      cf = it->second;
-      by_name.erase(it);
-    } else {
-      absl::StatusOr<rocksdb::ColumnFamilyHandle*> created =
-          disk_->CreateCf(name);
-      if (!created.ok()) {
-        cleanup();
-        return created.status();
-      }
-      cf = *created;
-    }
-    int64_t step = ParseI64(disk_->GetMeta(absl::StrCat(kMetaStep, name)));
-    uint64_t rows = static_cast<uint64_t>(
-        ParseI64(disk_->GetMeta(absl::StrCat(kMetaRows, name))));
-    if (auto mt = manifest_tables.find(name); mt != manifest_tables.end()) {
-      step = std::max(step, mt->second->step());
-      rows = mt->second->rows();
-    } else if (!clean) {
-      rows = CountRows(disk_.get(), cf);
-    }
-    opened.push_back(std::make_shared<Table>(std::move(*spec), cf, disk_.get(),
-                                             this, options_, step, rows,
-                                             wal_.get(), wal_lsn_slots()));
+  absl::StatusOr<std::vector<std::shared_ptr<Table>>> opened =
+      TablesFromMeta(by_name, restored.has_value() ? &*restored : nullptr,
+                     /*create_missing=*/true);
+  if (!opened.ok()) {
+    cleanup();
+    return opened.status();
   }
   // Column families without a spec were left by a crash inside CreateTable.
   for (auto& [n, h] : by_name) {
@@ -310,7 +319,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
   cleanup();
   {
     absl::MutexLock l(&tables_mu_);
-    for (auto& t : opened) tables_[t->name()] = std::move(t);
+    for (auto& t : *opened) tables_[t->name()] = std::move(t);
   }
   // "Not closed cleanly" from the first row write on; a store that only
   // reads writes nothing, so it opens on a full disk.
@@ -404,9 +413,7 @@ absl::Status Store::Impl::OpenReadOnlyOnFullDisk(const absl::Status& cause) {
   disk_ = *std::move(disk);
   absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
   for (auto& [n, h] : cfs) by_name[n] = h;
-  std::vector<std::shared_ptr<Table>> opened;
   auto fail = [&](absl::Status s) {
-    opened.clear();
     for (auto& [n, h] : by_name) disk_->DestroyCf(h);
     disk_.reset();
     return s;
@@ -421,34 +428,16 @@ absl::Status Store::Impl::OpenReadOnlyOnFullDisk(const absl::Status& cause) {
     return fail(refuse(absl::StrCat("its write-ahead log has ", *to_replay,
                                     " records to replay")));
   }
-  absl::StatusOr<std::string> clean_meta = disk_->GetMeta(kMetaClean);
-  const bool clean = !clean_meta.ok() || *clean_meta == "1";
-  for (const auto& [key, json] : disk_->ScanMeta(kMetaTable)) {
-    absl::StatusOr<TableSpec> spec = TableSpecFromJson(json);
-    if (!spec.ok()) {
-      return fail(absl::DataLossError(absl::StrCat(
-          "store ", path_, ": spec of ", key, ": ", spec.status().message())));
-    }
-    const std::string name = spec->name;
-    auto it = by_name.find(name);
-    if (it == by_name.end()) {
-      return fail(refuse(
-          absl::StrCat("table ", name, " needs its column family created")));
-    }
-    const int64_t step =
-        ParseI64(disk_->GetMeta(absl::StrCat(kMetaStep, name)));
-    const uint64_t rows =
-        clean ? static_cast<uint64_t>(
-                    ParseI64(disk_->GetMeta(absl::StrCat(kMetaRows, name))))
-              : CountRows(disk_.get(), it->second);
-    opened.push_back(std::make_shared<Table>(
-        std::move(*spec), it->second, disk_.get(), this, options_, step, rows));
-    by_name.erase(it);  // owned by the table now
+  absl::StatusOr<std::vector<std::shared_ptr<Table>>> opened =
+      TablesFromMeta(by_name, /*restored=*/nullptr, /*create_missing=*/false);
+  if (absl::IsFailedPrecondition(opened.status())) {
+    return fail(refuse(opened.status().message()));
   }
+  if (!opened.ok()) return fail(opened.status());
   for (auto& [n, h] : by_name) disk_->DestroyCf(h);
   {
     absl::MutexLock l(&tables_mu_);
-    for (auto& t : opened) tables_[t->name()] = std::move(t);
+    for (auto& t : *opened) tables_[t->name()] = std::move(t);
   }
   read_only_ = true;
   full_disk_ = std::string(cause.message());

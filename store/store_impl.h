@@ -152,6 +152,16 @@ class Store::Impl : public internal::BudgetArbiter {
   // database did not exist before this open (created or restored), so any
   // write-ahead log found is not its own.
   absl::Status OpenDb(std::optional<v1::Manifest> restored, bool fresh);
+  // The tables whose specs disk_'s metadata holds, each over its column
+  // family in `by_name` (taken out of it). A spec without one gets it
+  // created, unless !create_missing: then FailedPrecondition "table <name>
+  // needs its column family created". Step and row count come from the
+  // metadata, or from `restored`'s manifest where it lists the table; rows
+  // are counted after an unclean stop. On error the tables made so far are
+  // released (their handles with them) and the rest stay in `by_name`.
+  absl::StatusOr<std::vector<std::shared_ptr<internal::Table>>> TablesFromMeta(
+      absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*>& by_name,
+      const v1::Manifest* restored, bool create_missing);
   // After OpenDb of an existing database failed with ResourceExhausted
   // (`cause`, the disk refused a write the open needs): opens it read-only
   // (rocksdb::DB::OpenForReadOnly writes nothing), every acknowledged row
