@@ -110,6 +110,31 @@ struct DiskTier::FlushEvents {
 
 DiskTier::DiskTier() : flush_events_(std::make_shared<FlushEvents>()) {}
 
+namespace {
+
+// Whether `s`, reported for `reason`, is an I/O error writing new files that
+// RocksDB recovers from by writing them again (DB::Resume): a flush's SST
+// or a MANIFEST update, not the corruption of a file already written.
+bool IsRecoverableWriteError(rocksdb::BackgroundErrorReason reason,
+                             const rocksdb::Status& s) {
+  using Reason = rocksdb::BackgroundErrorReason;
+  if (!s.IsIOError() || s.severity() <= rocksdb::Status::Severity::kHardError) {
+    return false;
+  }
+  switch (reason) {
+    case Reason::kFlush:
+    case Reason::kFlushNoWAL:
+    case Reason::kManifestWrite:
+    case Reason::kManifestWriteNoWAL:
+    case Reason::kCompaction:
+      return s.severity() == rocksdb::Status::Severity::kFatalError;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 // Notes background errors and flush completions, and turns RocksDB's
 // automatic recovery off (see the header: the DiskTier resumes itself).
 class DiskTier::ErrorListener final : public rocksdb::EventListener {
@@ -117,8 +142,17 @@ class DiskTier::ErrorListener final : public rocksdb::EventListener {
   ErrorListener(std::shared_ptr<std::atomic<bool>> bg_error,
                 std::shared_ptr<FlushEvents> events)
       : bg_error_(std::move(bg_error)), events_(std::move(events)) {}
-  void OnBackgroundError(rocksdb::BackgroundErrorReason,
+  void OnBackgroundError(rocksdb::BackgroundErrorReason reason,
                          rocksdb::Status* status) override {
+    if (status != nullptr && IsRecoverableWriteError(reason, *status)) {
+      // RocksDB 7.8 (paranoid_checks) makes an I/O error of a flush or of
+      // a MANIFEST write fatal, and DB::Resume() refuses a fatal error: an
+      // EIO would stop writes until a reopen, which loses the WAL-less
+      // memtables. Nothing was lost: a failed flush keeps its memtables, a
+      // failed MANIFEST write is retried on a new MANIFEST. So it is made
+      // the hard error a full disk already is, which Resume() clears.
+      *status = rocksdb::Status(*status, rocksdb::Status::Severity::kHardError);
+    }
     if (status != nullptr && !status->ok()) {
       bg_error_->store(true, std::memory_order_release);
       absl::MutexLock l(&events_->mu);

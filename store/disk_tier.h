@@ -24,11 +24,13 @@
 //    close may have to write). So a full disk is met before it holds the
 //    rows a clean shutdown needs, not after.
 //  - Errors: a memtable flush that fails (ENOSPC, EIO) is a RocksDB
-//    background error that stops every write. RocksDB's own recovery waits
-//    for write_buffer_size of free space, polls every 5 s and makes a manual
-//    DB::Resume() answer Busy meanwhile, so a listener turns it off and the
-//    DiskTier resumes itself: a write that fails while a background error
-//    is pending calls Resume() (at most once per kResumeInterval) and, if
+//    background error that stops every write. RocksDB 7.8 makes an EIO in a
+//    flush or a MANIFEST write fatal (never resumed); the listener makes it
+//    the hard error ENOSPC is, since the memtables are kept. RocksDB's own
+//    recovery waits for write_buffer_size of free space, polls every 5 s and
+//    makes a manual DB::Resume() answer Busy meanwhile, so a listener turns it
+//    off and the DiskTier resumes itself: a write that fails while a background
+//    error is pending calls Resume() (at most once per kResumeInterval) and, if
 //    that flushed the memtables, writes again. Reads keep working throughout
 //    (the memtables stay in memory).
 //  - RocksDB 7.8's DB::Resume() leaves its "DB stopped" flag set

@@ -95,17 +95,14 @@
 //    case up to its size. The rule does not count a running compaction's
 //    temporary output: a close racing one on a disk the store filled can
 //    fail (seen in a CI run of tests/store/store_disk_full_test.cc), so
-//    set disk_reserve_bytes. KNOWN GAP: an I/O error
-//    other than "no space" (EIO) during a memtable flush is fatal to
-//    RocksDB 7.8 and DB::Resume() refuses it, so writes do not resume until a
-//    reopen and a clean close then loses the rows evicted into memtables since
-//    the last flush (tests/store/store_fault_test.cc, DISABLED_IoErrors/*; the
-//    fix is to keep evicted rows, or log them, until their memtable is in a
-//    file). Beyond that bound the lost rows are exactly those not yet in files
-//    (dirty rows and memtables, WAL-less); the data directory then opens as
-//    after a crash (checkpoint rows + rows flushed since, row counts
-//    recounted). Metadata writes skip RocksDB's WAL and flush instead (a failed
-//    WAL append stops RocksDB 7.8 until a reopen).
+//    set disk_reserve_bytes. An I/O error other than "no space" (EIO) in a
+//    memtable flush or a MANIFEST write is treated as a full disk is: writes
+//    stop, the memtables stay, and writes resume without a reopen once the
+//    disk takes writes (store/disk_tier.h). Beyond that bound the lost rows are
+//    exactly those not yet in files (dirty rows and memtables, WAL-less); the
+//    data directory then opens as after a crash (checkpoint rows + rows flushed
+//    since, row counts recounted). Metadata writes skip RocksDB's WAL and flush
+//    instead (a failed WAL append stops RocksDB 7.8 until a reopen).
 //  - A restart on a disk that is still full: an open of an existing store
 //    writes nothing of psdb's own unless it must (the "not closed cleanly"
 //    mark waits for the first row write; a restore, a log to replay or a
