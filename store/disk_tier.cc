@@ -106,6 +106,8 @@ struct DiskTier::FlushEvents {
   absl::Mutex mu;
   uint64_t count ABSL_GUARDED_BY(mu) = 0;
   rocksdb::Status last_error ABSL_GUARDED_BY(mu);
+  // Compactions ended (done or failed); what AwaitCompactions waits on.
+  uint64_t compactions ABSL_GUARDED_BY(mu) = 0;
 };
 
 DiskTier::DiskTier() : flush_events_(std::make_shared<FlushEvents>()) {}
@@ -163,6 +165,11 @@ class DiskTier::ErrorListener final : public rocksdb::EventListener {
   void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
     absl::MutexLock l(&events_->mu);
     ++events_->count;
+  }
+  void OnCompactionCompleted(rocksdb::DB*,
+                             const rocksdb::CompactionJobInfo&) override {
+    absl::MutexLock l(&events_->mu);
+    ++events_->compactions;
   }
   void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
                             bool* auto_recovery) override {
@@ -373,6 +380,13 @@ absl::Status DiskTier::WriteRows(rocksdb::WriteBatch* batch) {
   if (!s.ok() && bg_error() && Resume(/*force=*/false).ok()) {
     s = db_->Write(row_write_, batch);
   }
+  if (s.IsIncomplete() && bg_error()) {
+    // A write that waited in a write stall bails out as Incomplete with the
+    // background error's text: that error (a full disk, an EIO) is the
+    // cause, and its code is what the caller maps.
+    absl::MutexLock l(&flush_events_->mu);
+    if (!flush_events_->last_error.ok()) s = flush_events_->last_error;
+  }
   return FromRocks(s, "write rows");
 }
 
@@ -493,6 +507,33 @@ absl::Status DiskTier::FlushMeta() {
   PSDB_RETURN_IF_ERROR(
       FromRocks(db_->Flush(fo, default_cf_), "flush metadata"));
   return AwaitFlushed({default_cf_});
+}
+
+void DiskTier::StopAutoCompactions(
+    const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
+  std::vector<rocksdb::ColumnFamilyHandle*> all = cfs;
+  all.push_back(default_cf_);
+  for (rocksdb::ColumnFamilyHandle* cf : all) {
+    // Fails only for an unknown option; RocksDB applies it even when it
+    // cannot write the OPTIONS file (a full disk).
+    (void)db_->SetOptions(cf, {{"disable_auto_compactions", "true"}});
+  }
+}
+
+void DiskTier::AwaitCompactions(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (IntProperty(nullptr, "rocksdb.num-running-compactions") > 0 &&
+         absl::Now() < deadline) {
+    absl::MutexLock l(&flush_events_->mu);
+    const uint64_t seen = flush_events_->compactions;
+    const auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_events_->mu) {
+      return flush_events_->compactions != seen;
+    };
+    // The timeout bounds the wait for a compaction that ended between the
+    // property read and the lock.
+    flush_events_->mu.AwaitWithTimeout(absl::Condition(&ended),
+                                       absl::Milliseconds(50));
+  }
 }
 
 absl::Status DiskTier::AwaitFlushed(

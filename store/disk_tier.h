@@ -157,6 +157,18 @@ class DiskTier {
   // Flushes the memtables of `cfs` and of the metadata column family,
   // resuming first if a background error is pending.
   absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
+  // Starts no more compactions of `cfs` and of the metadata column family
+  // (those running go on): for a close, whose flush needs the disk space a
+  // compaction's output would take. Also lifts the write stalls RocksDB
+  // bases on L0 file counts, which only compactions would clear. Not
+  // persisted: the next open compacts as before.
+  void StopAutoCompactions(
+      const std::vector<rocksdb::ColumnFamilyHandle*>& cfs);
+  // Waits until no compaction runs, for at most `timeout`. A compaction's
+  // output takes disk space until it ends, when its inputs are deleted or,
+  // if it failed (a full disk), its output: what a flush that failed for
+  // want of space waits for before it is tried again.
+  void AwaitCompactions(absl::Duration timeout);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
   // The live SST files' sizes and checksums by file name, as RocksDB

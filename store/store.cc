@@ -62,6 +62,8 @@ uint64_t CountRows(internal::DiskTier* disk, rocksdb::ColumnFamilyHandle* cf) {
 
 // Flush attempts of a Close before it gives up (see Impl::Close).
 constexpr int kCloseFlushAttempts = 4;
+// How long a close waits for running compactions before each retry.
+constexpr absl::Duration kCloseCompactionWait = absl::Minutes(2);
 
 // Rows the background evictor evicts per Table::Evict call: large enough
 // to amortize a WriteBatch, small enough that a request-path eviction
@@ -107,11 +109,22 @@ absl::Status Store::Impl::Close() {
   absl::Status status;
   if (opened_ && !read_only_) {
     // Close = Flush: dirty rows, memtables, steps and row counts reach
-    // files. A failed flush is tried again a few times: a compaction that
-    // ran out of space frees its output when it fails, and Flush resumes
-    // RocksDB after a background error.
+    // files. The headroom rule (disk_tier.h) keeps room for that but not
+    // for a compaction's output, which takes space until the compaction
+    // ends: so no compaction starts from here on, and a failed flush is
+    // tried again a few times, each after the running compactions ended (a
+    // compaction that ran out of space frees its output when it fails).
+    // Flush resumes RocksDB after a background error.
+    {
+      std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+      for (const auto& t : Snapshot()) cfs.push_back(t->cf());
+      disk_->StopAutoCompactions(cfs);
+    }
     for (int attempt = 0; attempt < kCloseFlushAttempts; ++attempt) {
-      if (attempt > 0) absl::SleepFor(absl::Milliseconds(100) * attempt);
+      if (attempt > 0) {
+        disk_->AwaitCompactions(kCloseCompactionWait);
+        absl::SleepFor(absl::Milliseconds(100) * attempt);
+      }
       status = FlushAll();
       if (status.ok()) break;
       // The ballast's space is for exactly this flush.

@@ -36,6 +36,7 @@ using ::psdb::testing::RowBytes;
 using ::psdb::testing::RowsBound;
 using ::psdb::testing::SmallOptions;
 using ::psdb::testing::SmallTmpfs;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 #define MOUNT_OR_SKIP(var, bytes)                    \
@@ -66,15 +67,18 @@ std::vector<uint64_t> PushUntilRefused(Store& store, uint64_t* next_key,
 
 int64_t TableStep(const Store& store) { return store.Stats().tables[0].step; }
 
-// DISABLED: on a real file system RocksDB's background compactions free
-// and take space at moments the test cannot control, so a refused push
-// sometimes goes through when retried, and a close racing a compaction on
-// the full disk sometimes fails (about one run in three under load; see
-// store/store.h). tests/store/store_fault_test.cc checks the same contract
-// deterministically through the fault file system, and
-// tests/tools/ps_server_disk_full_test.cc on a real tmpfs.
-TEST(StoreDiskFullTest,
-     DISABLED_FullDiskRefusesPushesKeepsReadsAndResumesWithSpace) {
+// On a real file system RocksDB's compactions take and give back space at
+// moments the test cannot control: a refusal comes from the headroom rule
+// ("bytes free") or from RocksDB's own ENOSPC, and a refused push tried
+// again may go through once a compaction ended. What must hold whatever
+// the timing: refusals change nothing, reads are exact, writes resume
+// without a reopen, and the close on the full disk keeps every
+// acknowledged row (it waits for the compactions it races: before, it
+// failed about one run in three under load).
+// tests/store/store_fault_test.cc checks the same contract deterministically
+// through the fault file system, and tests/tools/ps_server_disk_full_test.cc
+// with a real ps-server.
+TEST(StoreDiskFullTest, FullDiskRefusesPushesKeepsReadsAndResumesWithSpace) {
   MOUNT_OR_SKIP(fs, 40 << 20);
   // Room to give back later.
   ASSERT_OK_AND_ASSIGN(uint64_t filler, fs->Fill("filler", 8 << 20));
@@ -94,26 +98,41 @@ TEST(StoreDiskFullTest,
     EXPECT_THAT(refusal.message(),
                 HasSubstr("table emb: memory tier full and the disk refuses "
                           "writes"));
-    EXPECT_THAT(refusal.message(), HasSubstr("bytes free"));
+    EXPECT_THAT(refusal.message(), AnyOf(HasSubstr("bytes free"),
+                                         HasSubstr("No space left on device")));
     EXPECT_GT(store->Stats().tables[0].disk_write_errors, 0u);
-    // The refused push changed nothing: no row, no step.
+    // The refused push changed nothing: no row.
+    ExpectAbsent(*store, refused);
+    // Tried again: refused again, changing nothing (no row, no step), or
+    // through if a compaction gave space back meanwhile (then counted).
     const int64_t step = TableStep(*store);
     const absl::Status again = PushOnes(*store, refused, &counts);
-    EXPECT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
-    EXPECT_EQ(TableStep(*store), step);
-    ExpectAbsent(*store, refused);
-    // A pull that would create rows is refused too; one of rows that exist
-    // works (reads keep working), within the memory bound.
-    std::vector<float> out(refused.size() * kDim);
-    EXPECT_EQ(store->Pull("emb", refused, absl::MakeSpan(out)).code(),
-              absl::StatusCode::kResourceExhausted);
+    if (!again.ok()) {
+      EXPECT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
+      EXPECT_EQ(TableStep(*store), step);
+      ExpectAbsent(*store, refused);
+      // A pull that would create rows is refused too.
+      std::vector<float> out(refused.size() * kDim);
+      EXPECT_EQ(store->Pull("emb", refused, absl::MakeSpan(out)).code(),
+                absl::StatusCode::kResourceExhausted);
+      ExpectAbsent(*store, refused);
+    }
+    // Reads keep working, exact, within the memory bound.
     ExpectCounts(*store, counts);
     EXPECT_LE(RowBytes(*store), RowsBound());
-    ExpectAbsent(*store, refused);
 
-    // Space comes back: the same push goes through, no reopen.
+    // Space comes back: the same push goes through, no reopen (once the
+    // store's rate-limited Resume of RocksDB ran, if RocksDB itself hit
+    // the full disk).
     ASSERT_OK(fs->Remove("filler"));
-    ASSERT_OK(PushOnes(*store, refused, &counts));
+    absl::Status last;
+    ASSERT_TRUE(::psdb::testing::WaitFor(
+        [&] {
+          last = PushOnes(*store, refused, &counts);
+          return last.ok();
+        },
+        absl::Seconds(10)))
+        << last;
     // And pushes go on until the disk is full again.
     refused = PushUntilRefused(*store, &next_key, &counts, 2000, &refusal);
     ASSERT_FALSE(refused.empty()) << "the disk never filled again";
@@ -125,7 +144,8 @@ TEST(StoreDiskFullTest,
     ASSERT_FALSE(resident.empty());
     ASSERT_OK(PushOnes(*store, resident, &counts));
     // A clean close on the full disk keeps everything: the headroom rule
-    // left room for the dirty rows and the memtables.
+    // left room for the dirty rows and the memtables, and the close waits
+    // out a compaction whose output took that room.
     ASSERT_OK(store->Close());
   }
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
