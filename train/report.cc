@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "store/file_io.h"
 
 namespace psdb::train {
 namespace {
@@ -25,24 +25,6 @@ std::string Number(double v) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(absl::string_view path,
-                                 absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.close();
-    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, std::string(path), ec);
-  if (ec) {
-    return absl::DataLossError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status WriteMetricsCsv(absl::string_view path,
                              const std::vector<MetricsRow>& rows) {
   std::string out =
@@ -55,7 +37,7 @@ absl::Status WriteMetricsCsv(absl::string_view path,
                     Cell(r.wide_loss), ",", Cell(r.deep_loss), ",",
                     Cell(r.valid_auc), ",", Cell(r.valid_logloss), "\n");
   }
-  return WriteFileAtomically(path, out);
+  return LocalFileIo().WriteFileAtomically(std::string(path), out);
 }
 
 std::optional<std::string> FindOnPath(absl::string_view program) {
@@ -122,7 +104,7 @@ absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
   }
   const std::string script = MetricsPlotScript(csv, png, bayes_auc);
   const std::string script_path = absl::StrCat(png, ".gp");
-  absl::Status s = WriteFileAtomically(script_path, script);
+  absl::Status s = LocalFileIo().WriteFileAtomically(script_path, script);
   if (!s.ok()) return s;
   // pngcairo may be missing from a build of gnuplot; fall back to png.
   std::string cmd =
@@ -133,7 +115,7 @@ absl::Status PlotMetrics(absl::string_view csv, absl::string_view png,
     const std::string from = "set terminal pngcairo size 1000,700 noenhanced";
     fallback.replace(fallback.find(from), from.size(),
                      "set terminal png size 1000,700");
-    s = WriteFileAtomically(script_path, fallback);
+    s = LocalFileIo().WriteFileAtomically(script_path, fallback);
     if (!s.ok()) return s;
     rc = std::system(cmd.c_str());
   }

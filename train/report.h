@@ -75,10 +75,6 @@ class JsonObject {
 
 std::string JsonEscape(absl::string_view s);
 
-// Writes `contents` to `path` via a temporary file and rename.
-absl::Status WriteFileAtomically(absl::string_view path,
-                                 absl::string_view contents);
-
 }  // namespace psdb::train
 
 #endif  // PSDB_TRAIN_REPORT_H_

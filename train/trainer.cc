@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "store/file_io.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/rare_ids.h"
@@ -634,8 +635,8 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
       .AddRaw("store_rows", tiers_json);
   result.summary_json =
       (std::filesystem::path(options.checkpoint_dir) / "summary.json").string();
-  PSDB_RETURN_IF_ERROR(
-      WriteFileAtomically(result.summary_json, summary.ToString()));
+  PSDB_RETURN_IF_ERROR(LocalFileIo().WriteFileAtomically(result.summary_json,
+                                                         summary.ToString()));
   std::string outputs =
       absl::StrCat("reports: ", result.summary_json, ", ", csv_path);
   if (options.plot) {

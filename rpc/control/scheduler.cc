@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
+#include "store/file_io.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {
@@ -251,22 +251,12 @@ std::string Scheduler::RecoveryFile() const {
 
 absl::Status Scheduler::PersistLocked() const {
   if (options_.recovery_path.empty()) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::create_directories(options_.recovery_path, ec);
-  const std::string path = RecoveryFile();
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !MapLocked().SerializeToOstream(&out) || !out.flush()) {
-      return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
+  // Synced file and directory: a restarted scheduler recovers the
+  // membership it acknowledged, even after a power cut.
+  const FileIo& io = LocalFileIo();
+  PSDB_RETURN_IF_ERROR(io.CreateDirs(options_.recovery_path));
+  return io.WriteFileAtomically(RecoveryFile(),
+                                MapLocked().SerializeAsString());
 }
 
 absl::Status Scheduler::Recover(absl::Time now) {
