@@ -252,6 +252,14 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   const std::shared_ptr<const FileIo> io = FileIoOver(options.file_system);
   db_options.write_buffer_manager = t->write_buffer_manager_;
   if (!read_only) {
+    // RocksDB's own by default; the store's, so that StopCompactions can
+    // hold compactions back.
+    t->sst_files_.reset(rocksdb::NewSstFileManager(
+        t->env_ != nullptr ? t->env_.get() : rocksdb::Env::Default(),
+        FileSystemOr(options.file_system)));
+    db_options.sst_file_manager = t->sst_files_;
+  }
+  if (!read_only) {
     db_options.listeners.push_back(
         std::make_shared<ErrorListener>(t->bg_error_, t->flush_events_));
   }
@@ -509,15 +517,18 @@ absl::Status DiskTier::FlushMeta() {
   return AwaitFlushed({default_cf_});
 }
 
-void DiskTier::StopAutoCompactions(
-    const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
-  std::vector<rocksdb::ColumnFamilyHandle*> all = cfs;
-  all.push_back(default_cf_);
-  for (rocksdb::ColumnFamilyHandle* cf : all) {
-    // Fails only for an unknown option; RocksDB applies it even when it
-    // cannot write the OPTIONS file (a full disk).
-    (void)db_->SetOptions(cf, {{"disable_auto_compactions", "true"}});
-  }
+void DiskTier::StopCompactions() {
+  if (sst_files_ == nullptr) return;  // read-only
+  // Without SetOptions(disable_auto_compactions), which appends to the
+  // MANIFEST: when that append fails, RocksDB 7.8 leaves file deletions
+  // enabled and its next DB::Resume() aborts the process on an assertion
+  // (ResumeImpl, file_deletion_disabled; store_fault_test's
+  // CloseWhileTheFaultClears). A compaction that would need more than the
+  // allowed space is not started (Status::CompactionTooLarge, retried by
+  // RocksDB each second), and a flush is refused only once the files
+  // reach the allowed space, which this limit never lets them.
+  sst_files_->SetMaxAllowedSpaceUsage(uint64_t{1} << 61);
+  sst_files_->SetCompactionBufferSize(uint64_t{1} << 62);
 }
 
 void DiskTier::AwaitCompactions(absl::Duration timeout) {

@@ -63,6 +63,7 @@
 #include "absl/types/span.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
+#include "rocksdb/sst_file_manager.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
 #include "store/manifest.pb.h"
@@ -157,13 +158,10 @@ class DiskTier {
   // Flushes the memtables of `cfs` and of the metadata column family,
   // resuming first if a background error is pending.
   absl::Status Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs);
-  // Starts no more compactions of `cfs` and of the metadata column family
-  // (those running go on): for a close, whose flush needs the disk space a
-  // compaction's output would take. Also lifts the write stalls RocksDB
-  // bases on L0 file counts, which only compactions would clear. Not
-  // persisted: the next open compacts as before.
-  void StopAutoCompactions(
-      const std::vector<rocksdb::ColumnFamilyHandle*>& cfs);
+  // Starts no more compactions (those running go on): for a close, whose
+  // flush needs the disk space a compaction's output would take. Not
+  // undone: the next open compacts as before.
+  void StopCompactions();
   // Waits until no compaction runs, for at most `timeout`. A compaction's
   // output takes disk space until it ends, when its inputs are deleted or,
   // if it failed (a full disk), its output: what a flush that failed for
@@ -219,6 +217,9 @@ class DiskTier {
   absl::Time last_resume_ ABSL_GUARDED_BY(resume_mu_) = absl::InfinitePast();
   // Built over StoreOptions::file_system; outlives db_ (declared first).
   std::unique_ptr<rocksdb::Env> env_;
+  // The DB's SstFileManager (nullptr when read-only), over env_:
+  // StopCompactions.
+  std::shared_ptr<rocksdb::SstFileManager> sst_files_;
   // RocksDB's share of the memory budget; outlive db_.
   std::shared_ptr<rocksdb::Cache> cache_;
   std::shared_ptr<rocksdb::WriteBufferManager> write_buffer_manager_;

@@ -115,24 +115,22 @@ absl::Status Store::Impl::Close() {
     // tried again a few times, each after the running compactions ended (a
     // compaction that ran out of space frees its output when it fails).
     // Flush resumes RocksDB after a background error.
-    {
-      std::vector<rocksdb::ColumnFamilyHandle*> cfs;
-      for (const auto& t : Snapshot()) cfs.push_back(t->cf());
-      disk_->StopAutoCompactions(cfs);
-    }
+    disk_->StopCompactions();
     for (int attempt = 0; attempt < kCloseFlushAttempts; ++attempt) {
       if (attempt > 0) {
         disk_->AwaitCompactions(kCloseCompactionWait);
         absl::SleepFor(absl::Milliseconds(100) * attempt);
       }
       status = FlushAll();
+      // The clean mark is a metadata write and flush like the others: it
+      // is retried with them.
+      if (status.ok()) status = PersistMeta(/*clean=*/true);
       if (status.ok()) break;
       // The ballast's space is for exactly this flush.
       if (reserve_ != nullptr && !reserve_->released()) {
         (void)reserve_->Release();
       }
     }
-    if (status.ok()) status = PersistMeta(/*clean=*/true);
     if (!status.ok()) {
       uint64_t dirty = 0;
       for (const auto& t : Snapshot()) dirty += t->DirtyRows();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -222,6 +223,94 @@ TEST_P(StoreFaultTest, CloseThatCannotFlushSaysSoAndKeepsFlushedRows) {
   fs_->ClearFaults();
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
   ExpectCounts(*store, counts);
+}
+
+// One transient fault (the Nth write or sync fails, the next ones
+// succeed) at each op a close issues in turn: the close retries and keeps
+// every acknowledged update, whichever write failed (an SST or MANIFEST
+// write of a memtable flush, of the metadata's, or of the final clean
+// mark, which a close did not retry: one failed write there failed it).
+TEST_P(StoreFaultTest, CloseRetriesPastOneFailedWriteAtEachStep) {
+  int64_t nth = 1;
+  for (;; ++nth) {
+    SCOPED_TRACE(absl::StrCat("op ", nth, " of the close fails"));
+    ScratchDir dir;
+    fs_ = std::make_shared<FaultFileSystem>();
+    const std::string path = dir.Sub("store");
+    Counts counts;
+    bool fired = false;
+    {
+      ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+      ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+      // Rows in files, rows in memtables, dirty resident rows.
+      for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+        ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
+      }
+      ASSERT_OK(store->Flush());
+      for (uint64_t b = 0; b < 4; ++b) {
+        ASSERT_OK(PushOnes(*store, BatchKeys(1000 + b, kBatch), &counts));
+      }
+      ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> resident,
+                           store->ResidentKeys("emb", 256));
+      ASSERT_OK(PushOnes(*store, resident, &counts));
+      FaultFileSystem::Fault fault = StickyFault();
+      fault.sticky = false;
+      fault.nth = nth;
+      fs_->InjectFault(fault);
+      ASSERT_OK(store->Close());
+      fired = fs_->fault_fired();
+    }
+    fs_->ClearFaults();
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+    ExpectCounts(*store, counts);
+    ASSERT_OK(store->Close());
+    if (!fired) break;  // past the close's last op
+  }
+  EXPECT_GT(nth, 3);
+}
+
+// The fault clears while a close retries (the disk gets room back, the
+// device recovers), at different moments, with a background error already
+// pending (the memtable flush failed) or not (the close meets the fault
+// first): the close succeeds and keeps every acknowledged update. Its
+// retries Resume() RocksDB after failed writes of SSTs and of the
+// MANIFEST; a close that stopped compactions with SetOptions (a MANIFEST
+// append of its own) aborted the process here on RocksDB 7.8's assertion
+// in DBImpl::ResumeImpl (file_deletion_disabled).
+TEST_P(StoreFaultTest, CloseWhileTheFaultClears) {
+  for (const bool pending : {true, false}) {
+    for (const int delay_ms : {0, 20, 100, 250}) {
+      SCOPED_TRACE(absl::StrCat("error pending: ", pending, ", fault cleared ",
+                                delay_ms, " ms into the close"));
+      ScratchDir dir;
+      fs_ = std::make_shared<FaultFileSystem>();
+      const std::string path = dir.Sub("store");
+      Counts counts;
+      uint64_t next_key = 1;
+      {
+        ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+        ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+        if (pending) {
+          FillAndRefuse(*store, &counts, &next_key);
+        } else {
+          for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+            ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
+          }
+          fs_->InjectFault(StickyFault());
+        }
+        // The close's retries span 600 ms or more (store.cc).
+        std::thread clearer([&] {
+          absl::SleepFor(absl::Milliseconds(delay_ms));
+          fs_->ClearFaults();
+        });
+        const absl::Status closed = store->Close();
+        clearer.join();
+        ASSERT_OK(closed);
+      }
+      ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
+      ExpectCounts(*store, counts);
+    }
+  }
 }
 
 const FaultCase kNoSpaceOnWrites{
