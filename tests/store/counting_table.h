@@ -47,6 +47,21 @@ inline absl::Status PushOnes(Store& store, const std::vector<uint64_t>& keys,
   return s;
 }
 
+// PushOnes until it is acknowledged, for up to 10 s: after a disk fault
+// clears, the store's Resume() of RocksDB is rate limited. The last status.
+inline absl::Status PushOnesOnceResumed(Store& store,
+                                        const std::vector<uint64_t>& keys,
+                                        Counts* counts) {
+  absl::Status last;
+  (void)WaitFor(
+      [&] {
+        last = PushOnes(store, keys, counts);
+        return last.ok();
+      },
+      absl::Seconds(10));
+  return last;
+}
+
 // Every acknowledged push is there exactly once: each row's values equal
 // its count (pulled kBatch keys at a time).
 inline void ExpectCounts(Store& store, const Counts& counts) {

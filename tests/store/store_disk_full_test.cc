@@ -32,6 +32,7 @@ using ::psdb::testing::kDim;
 using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
 using ::psdb::testing::PushOnes;
+using ::psdb::testing::PushOnesOnceResumed;
 using ::psdb::testing::RowBytes;
 using ::psdb::testing::RowsBound;
 using ::psdb::testing::SmallOptions;
@@ -125,14 +126,7 @@ TEST(StoreDiskFullTest, FullDiskRefusesPushesKeepsReadsAndResumesWithSpace) {
     // store's rate-limited Resume of RocksDB ran, if RocksDB itself hit
     // the full disk).
     ASSERT_OK(fs->Remove("filler"));
-    absl::Status last;
-    ASSERT_TRUE(::psdb::testing::WaitFor(
-        [&] {
-          last = PushOnes(*store, refused, &counts);
-          return last.ok();
-        },
-        absl::Seconds(10)))
-        << last;
+    ASSERT_OK(PushOnesOnceResumed(*store, refused, &counts));
     // And pushes go on until the disk is full again.
     refused = PushUntilRefused(*store, &next_key, &counts, 2000, &refusal);
     ASSERT_FALSE(refused.empty()) << "the disk never filled again";
@@ -189,9 +183,7 @@ TEST(StoreDiskFullTest, WritesStoppedByRocksDbResumeWhenSpaceReturns) {
   // Space returns: the next push that needs room resumes RocksDB (its
   // memtable reaches a file) and goes through; so does a flush.
   ASSERT_OK(fs->Remove("filler"));
-  ASSERT_TRUE(::psdb::testing::WaitFor(
-      [&] { return PushOnes(*store, fresh, &counts).ok(); },
-      absl::Seconds(10)));
+  ASSERT_OK(PushOnesOnceResumed(*store, fresh, &counts));
   ASSERT_OK(store->Flush());
   for (uint64_t b = 0; b < 8; ++b) {
     ASSERT_OK(PushOnes(*store, BatchKeys(2000 + b, kBatch), &counts));

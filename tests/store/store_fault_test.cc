@@ -38,6 +38,7 @@ using ::psdb::testing::kDim;
 using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
 using ::psdb::testing::PushOnes;
+using ::psdb::testing::PushOnesOnceResumed;
 using ::psdb::testing::RowBytes;
 using ::psdb::testing::RowsBound;
 using ::psdb::testing::ScratchDir;
@@ -170,14 +171,7 @@ TEST_P(StoreFaultResumeTest, WritesResumeWhenTheFaultClears) {
     const int64_t step = TableStep(*store);
     // The store's Resume of RocksDB is rate limited, hence the wait.
     fs_->ClearFaults();
-    absl::Status last;
-    ASSERT_TRUE(::psdb::testing::WaitFor(
-        [&] {
-          last = PushOnes(*store, refused, &counts);
-          return last.ok();
-        },
-        absl::Seconds(10)))
-        << last;
+    ASSERT_OK(PushOnesOnceResumed(*store, refused, &counts));
     EXPECT_EQ(TableStep(*store), step + 1);
     for (int b = 0; b < 8; ++b) {
       ASSERT_OK(PushOnes(*store, BatchKeys(next_key++, kBatch), &counts));
