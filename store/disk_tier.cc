@@ -258,8 +258,6 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
         t->env_ != nullptr ? t->env_.get() : rocksdb::Env::Default(),
         FileSystemOr(options.file_system)));
     db_options.sst_file_manager = t->sst_files_;
-  }
-  if (!read_only) {
     db_options.listeners.push_back(
         std::make_shared<ErrorListener>(t->bg_error_, t->flush_events_));
   }
@@ -523,10 +521,10 @@ void DiskTier::StopCompactions() {
   // MANIFEST: when that append fails, RocksDB 7.8 leaves file deletions
   // enabled and its next DB::Resume() aborts the process on an assertion
   // (ResumeImpl, file_deletion_disabled; store_fault_test's
-  // CloseWhileTheFaultClears). A compaction that would need more than the
-  // allowed space is not started (Status::CompactionTooLarge, retried by
-  // RocksDB each second), and a flush is refused only once the files
-  // reach the allowed space, which this limit never lets them.
+  // CloseWhileTheFaultClears). The file manager's check before each
+  // compaction then finds no room for any (RocksDB cancels it as too large
+  // and tries later), while a flush is refused only once the files reach
+  // the allowed space, which this limit never lets them.
   sst_files_->SetMaxAllowedSpaceUsage(uint64_t{1} << 61);
   sst_files_->SetCompactionBufferSize(uint64_t{1} << 62);
 }
