@@ -147,6 +147,8 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
     const std::string trial = Copy(absl::StrCat("cut-", i));
     auto fs = std::make_shared<FaultFileSystem>();
     bool cut_during_checkpoint = false;
+    bool returned_ok = false;
+    std::string fired_op;  // the write or sync the cut failed
     {
       ASSERT_OK_AND_ASSIGN(auto store,
                            Store::Open(SweepOptions(fs), trial + "/store"));
@@ -157,12 +159,10 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
                        .freeze = true});
       absl::Status s = store->Checkpoint(trial + "/ckpts").status();
       cut_during_checkpoint = fs->fault_fired();
-      if (cut_during_checkpoint) {
-        ++fired;
-        EXPECT_FALSE(s.ok()) << "a checkpoint whose write failed reported OK";
-      } else {
-        EXPECT_OK(s);
-      }
+      fired_op = fs->fired_op();
+      returned_ok = s.ok();
+      fired += cut_during_checkpoint;
+      if (!cut_during_checkpoint) EXPECT_OK(s);
     }  // The store closes with the power already off.
     fs->PowerCut();
 
@@ -188,8 +188,20 @@ TEST_F(CheckpointCrashSweepTest, PowerCutAtEveryWriteAndSyncOfACheckpoint) {
     // The newest restores exactly: the old rows, or the new ones.
     const bool made_it = complete.front().seq == 2;
     new_made_it += made_it;
-    // A checkpoint that returned OK is durable.
-    if (!cut_during_checkpoint) EXPECT_TRUE(made_it);
+    // A checkpoint that returned OK is durable, even when the cut fell
+    // during it: on a write of a background job (RocksDB's, or its info
+    // LOG, which the store appends best-effort) after the checkpoint's own
+    // last write. One that swallowed a failed write of its own would not
+    // be (the cut drops everything not synced, and fails every later op).
+    if (cut_during_checkpoint && returned_ok) {
+      std::printf("cut %lld failed %s and the checkpoint returned OK\n",
+                  static_cast<long long>(i), fired_op.c_str());
+    }
+    if (returned_ok) {
+      EXPECT_TRUE(made_it) << "a checkpoint that returned OK is lost; the "
+                              "cut failed "
+                           << fired_op;
+    }
     returned |= !cut_during_checkpoint;
     {
       StoreOptions o = SweepOptions(fs);

@@ -184,6 +184,7 @@ void FaultFileSystem::InjectFault(const Fault& fault) {
   fault_armed_ = true;
   fault_count_ = 0;
   fired_ = false;
+  fired_op_.clear();
   frozen_ = false;
 }
 
@@ -197,6 +198,11 @@ void FaultFileSystem::ClearFaults() {
 bool FaultFileSystem::fault_fired() const {
   absl::MutexLock lock(&mu_);
   return fired_;
+}
+
+std::string FaultFileSystem::fired_op() const {
+  absl::MutexLock lock(&mu_);
+  return fired_op_;
 }
 
 void FaultFileSystem::FailReadsOf(const std::string& name_part) {
@@ -239,6 +245,7 @@ rocksdb::IOStatus FaultFileSystem::CountOp(bool is_sync,
       (fault_count_ > fault_.nth && !fault_.sticky)) {
     return rocksdb::IOStatus::OK();
   }
+  if (!fired_) fired_op_ = absl::StrCat(what, " ", path);
   fired_ = true;
   if (fault_.freeze) frozen_ = true;
   return MakeError(fault_.error, what, path);

@@ -93,6 +93,8 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   void ClearFaults();
   // Whether the injected fault has fired (at least one op failed).
   bool fault_fired() const;
+  // The op the injected fault failed first ("append <path>"), or "".
+  std::string fired_op() const;
 
   // Opening for read a file whose path contains `name_part` fails with EIO.
   void FailReadsOf(const std::string& name_part);
@@ -214,6 +216,7 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   Fault fault_ ABSL_GUARDED_BY(mu_);
   int64_t fault_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::string fired_op_ ABSL_GUARDED_BY(mu_);
   bool frozen_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> failing_reads_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
