@@ -83,6 +83,14 @@ class StoreFaultTest : public ::testing::TestWithParam<FaultCase> {
     return f;
   }
 
+  // Pushes two budgets of new rows (batches from key 1 on): about half of
+  // them are evicted into RocksDB.
+  void PushTwoBudgets(Store& store, Counts* counts) {
+    for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+      ASSERT_OK(PushOnes(store, BatchKeys(1 + b, kBatch), counts));
+    }
+  }
+
   // Fills the memory tier (two budgets of rows, flushed), injects the
   // sticky fault and pushes new rows until one push is refused; checks
   // the refusal (stated code, naming the table), that it changed nothing
@@ -193,9 +201,7 @@ TEST_P(StoreFaultTest, CloseThatCannotFlushSaysSoAndKeepsFlushedRows) {
   {
     ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
     ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
-    for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
-      ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
-    }
+    ASSERT_NO_FATAL_FAILURE(PushTwoBudgets(*store, &counts));
     ASSERT_OK(store->Flush());  // Every row in files: the expected state.
     // Updates of resident rows only: no eviction, nothing written before
     // the close.
@@ -237,9 +243,7 @@ TEST_P(StoreFaultTest, CloseRetriesPastOneFailedWriteAtEachStep) {
       ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options(), path));
       ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
       // Rows in files, rows in memtables, dirty resident rows.
-      for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
-        ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
-      }
+      ASSERT_NO_FATAL_FAILURE(PushTwoBudgets(*store, &counts));
       ASSERT_OK(store->Flush());
       for (uint64_t b = 0; b < 4; ++b) {
         ASSERT_OK(PushOnes(*store, BatchKeys(1000 + b, kBatch), &counts));
@@ -287,9 +291,7 @@ TEST_P(StoreFaultTest, CloseWhileTheFaultClears) {
         if (pending) {
           FillAndRefuse(*store, &counts, &next_key);
         } else {
-          for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
-            ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
-          }
+          ASSERT_NO_FATAL_FAILURE(PushTwoBudgets(*store, &counts));
           fs_->InjectFault(StickyFault());
         }
         // The close's retries span 600 ms or more (store.cc).
