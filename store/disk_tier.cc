@@ -120,7 +120,8 @@ namespace {
 bool IsRecoverableWriteError(rocksdb::BackgroundErrorReason reason,
                              const rocksdb::Status& s) {
   using Reason = rocksdb::BackgroundErrorReason;
-  if (!s.IsIOError() || s.severity() <= rocksdb::Status::Severity::kHardError) {
+  if (!s.IsIOError() ||
+      s.severity() != rocksdb::Status::Severity::kFatalError) {
     return false;
   }
   switch (reason) {
@@ -129,7 +130,7 @@ bool IsRecoverableWriteError(rocksdb::BackgroundErrorReason reason,
     case Reason::kManifestWrite:
     case Reason::kManifestWriteNoWAL:
     case Reason::kCompaction:
-      return s.severity() == rocksdb::Status::Severity::kFatalError;
+      return true;
     default:
       return false;
   }
