@@ -7,31 +7,34 @@
 
 namespace psdb::internal {
 
-absl::StatusOr<std::unique_ptr<DiskReserve>> DiskReserve::Create(
-    std::shared_ptr<rocksdb::FileSystem> fs, const std::string& dir,
-    uint64_t bytes) {
-  const std::string path = absl::StrCat(dir, "/", kFileName);
-  const rocksdb::IOOptions io;
+DiskReserve::DiskReserve(std::shared_ptr<rocksdb::FileSystem> fs,
+                         const std::string& dir, uint64_t bytes)
+    : fs_(std::move(fs)),
+      path_(absl::StrCat(dir, "/", kFileName)),
+      bytes_(bytes) {
   uint64_t size = 0;
-  if (fs->GetFileSize(path, io, &size, nullptr).ok() && size == bytes) {
-    return std::unique_ptr<DiskReserve>(
-        new DiskReserve(std::move(fs), path, bytes));
-  }
+  held_ = fs_->GetFileSize(path_, rocksdb::IOOptions(), &size, nullptr).ok() &&
+          size == bytes_;
+}
+
+absl::Status DiskReserve::Write() {
+  if (held_) return absl::OkStatus();
+  const rocksdb::IOOptions io;
   auto fail = [&](const rocksdb::IOStatus& s) -> absl::Status {
-    (void)fs->DeleteFile(path, io, nullptr);
+    (void)fs_->DeleteFile(path_, io, nullptr);
     const std::string msg =
-        absl::StrCat("cannot reserve ", bytes, " bytes of disk in ", path,
+        absl::StrCat("cannot reserve ", bytes_, " bytes of disk in ", path_,
                      " (StoreOptions::disk_reserve_bytes): ", s.ToString());
     return s.IsNoSpace() ? absl::ResourceExhaustedError(msg)
                          : absl::InternalError(msg);
   };
   std::unique_ptr<rocksdb::FSWritableFile> file;
   rocksdb::IOStatus s =
-      fs->NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr);
+      fs_->NewWritableFile(path_, rocksdb::FileOptions(), &file, nullptr);
   if (!s.ok()) return fail(s);
   const std::string zeros(1 << 20, '\0');
-  for (uint64_t done = 0; done < bytes && s.ok();) {
-    const uint64_t n = std::min<uint64_t>(zeros.size(), bytes - done);
+  for (uint64_t done = 0; done < bytes_ && s.ok();) {
+    const uint64_t n = std::min<uint64_t>(zeros.size(), bytes_ - done);
     s = file->Append(rocksdb::Slice(zeros.data(), n), io, nullptr);
     done += n;
   }
@@ -39,19 +42,18 @@ absl::StatusOr<std::unique_ptr<DiskReserve>> DiskReserve::Create(
   const rocksdb::IOStatus closed = file->Close(io, nullptr);
   if (s.ok()) s = closed;
   if (!s.ok()) return fail(s);
-  return std::unique_ptr<DiskReserve>(
-      new DiskReserve(std::move(fs), path, bytes));
+  held_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status DiskReserve::Release() {
-  if (released_) return absl::OkStatus();
   const rocksdb::IOStatus s =
       fs_->DeleteFile(path_, rocksdb::IOOptions(), nullptr);
   if (!s.ok() && !s.IsNotFound() && !s.IsPathNotFound()) {
     return absl::InternalError(
         absl::StrCat("delete the disk reserve ", path_, ": ", s.ToString()));
   }
-  released_ = true;
+  held_ = false;
   return absl::OkStatus();
 }
 

@@ -233,7 +233,12 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   t->cf_options_.compression = rocksdb::kNoCompression;
   // One memtable may take the whole memtable share; the write buffer
-  // manager flushes the largest once all of them together fill it.
+  // manager flushes the largest once all of them together fill it. A
+  // memtable filling while the one before it flushes (or cannot: the disk
+  // refuses) passes the share: the rows give way (Store::Impl::
+  // YieldToRocksdb). Halving memtables instead doubles the L0 files and,
+  // with evictions spread over the whole key range, the compaction work
+  // per evicted row (BENCHMARKS.md, "Memory").
   t->cf_options_.write_buffer_size = split.memtable_bytes;
   // Evictions overwrite rows spread over the whole key range, so every
   // L0 -> L1 compaction rewrites all of L1: merging twice as many L0 files
@@ -243,7 +248,13 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   t->cf_options_.max_bytes_for_level_base = 1ull << 30;
   // Most miss lookups are not in the memtable: a whole-key bloom filter
   // there saves the skip-list search (the largest cost of a miss otherwise).
-  t->cf_options_.memtable_prefix_bloom_size_ratio = 0.1;
+  // Its size is this share of write_buffer_size, allocated and zeroed
+  // whenever a memtable is made (each CreateTable, each switch): 0.02 gives
+  // even the smallest rows (dim 1, ~80 bytes a memtable entry) about 13
+  // bits a key, a dim-64 Adagrad row ~100; 0.1, as it was, zeroed
+  // 6.4 MiB per memtable at the default budget, 0.004-0.01 CPU-s of a
+  // migration's destination (BENCHMARKS.md, ps-bench migrate, run 13).
+  t->cf_options_.memtable_prefix_bloom_size_ratio = 0.02;
   t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;
@@ -269,6 +280,11 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   db_options.file_checksum_gen_factory =
       rocksdb::GetFileChecksumGenCrc32cFactory();
   db_options.max_background_jobs = 2;
+  // RocksDB preallocates 4 MiB for the new MANIFEST of every writable open:
+  // on a full disk that takes the room the open itself needs next (what a
+  // released disk reserve gave back, store/disk_reserve.h). psdb's
+  // MANIFEST grows by a few hundred bytes per flush or compaction.
+  db_options.manifest_preallocation_size = 64 << 10;
   // Off by default: mapped SST pages count in RSS, outside the memory
   // budget (StoreOptions::rocksdb_mmap_reads).
   db_options.allow_mmap_reads = options.rocksdb_mmap_reads;
@@ -387,14 +403,21 @@ absl::Status DiskTier::WriteRows(rocksdb::WriteBatch* batch) {
   if (!s.ok() && bg_error() && Resume(/*force=*/false).ok()) {
     s = db_->Write(row_write_, batch);
   }
+  return FromWrite(s, "write rows");
+}
+
+absl::Status DiskTier::FromWrite(const rocksdb::Status& s,
+                                 absl::string_view context) const {
   if (s.IsIncomplete() && bg_error()) {
     // A write that waited in a write stall bails out as Incomplete with the
     // background error's text: that error (a full disk, an EIO) is the
     // cause, and its code is what the caller maps.
     absl::MutexLock l(&flush_events_->mu);
-    if (!flush_events_->last_error.ok()) s = flush_events_->last_error;
+    if (!flush_events_->last_error.ok()) {
+      return FromRocks(flush_events_->last_error, context);
+    }
   }
-  return FromRocks(s, "write rows");
+  return FromRocks(s, context);
 }
 
 absl::Status DiskTier::Resume(bool force) {
@@ -467,7 +490,7 @@ uint64_t DiskTier::MemtableBytes() {
 
 absl::Status DiskTier::PutMeta(absl::string_view key, absl::string_view value) {
   (void)Resume(/*force=*/true);  // a pending background error fails writes
-  PSDB_RETURN_IF_ERROR(FromRocks(
+  PSDB_RETURN_IF_ERROR(FromWrite(
       db_->Put(meta_write_, default_cf_, rocksdb::Slice(key.data(), key.size()),
                rocksdb::Slice(value.data(), value.size())),
       absl::StrCat("write metadata ", key)));
@@ -493,14 +516,14 @@ absl::Status DiskTier::PutMetaBatch(
   for (const auto& [k, v] : kvs) batch.Put(default_cf_, k, v);
   (void)Resume(/*force=*/true);
   PSDB_RETURN_IF_ERROR(
-      FromRocks(db_->Write(meta_write_, &batch), "write metadata"));
+      FromWrite(db_->Write(meta_write_, &batch), "write metadata"));
   return FlushMeta();
 }
 
 absl::Status DiskTier::DeleteMeta(absl::string_view key) {
   (void)Resume(/*force=*/true);
   PSDB_RETURN_IF_ERROR(
-      FromRocks(db_->Delete(meta_write_, default_cf_,
+      FromWrite(db_->Delete(meta_write_, default_cf_,
                             rocksdb::Slice(key.data(), key.size())),
                 absl::StrCat("delete metadata ", key)));
   return FlushMeta();
@@ -604,7 +627,7 @@ absl::Status DiskTier::DeleteMetaPrefix(absl::string_view prefix) {
   }
   if (end.empty()) return absl::InvalidArgumentError("empty metadata prefix");
   end.back() = static_cast<char>(end.back() + 1);
-  return FromRocks(
+  return FromWrite(
       db_->DeleteRange(meta_write_, default_cf_,
                        rocksdb::Slice(prefix.data(), prefix.size()), end),
       absl::StrCat("delete metadata ", prefix, "*"));
@@ -638,6 +661,12 @@ absl::Status DiskTier::Flush(std::vector<rocksdb::ColumnFamilyHandle*> cfs) {
   (void)Resume(/*force=*/true);
   rocksdb::FlushOptions fo;
   fo.wait = true;
+  // Without it RocksDB first waits until the flush would not stall writes,
+  // which with L0 past level0_slowdown_writes_trigger needs a compaction,
+  // and a close starts none (StopCompactions): the close hung. The flush is
+  // what frees memory; writes that then stall wait for compactions, as
+  // they would anyway.
+  fo.allow_write_stall = true;
   cfs.push_back(default_cf_);
   PSDB_RETURN_IF_ERROR(FromRocks(db_->Flush(fo, cfs), "flush memtables"));
   return AwaitFlushed(cfs);
@@ -672,6 +701,12 @@ absl::flat_hash_map<std::string, v1::ShardFile> DiskTier::LiveFileChecksums()
 }
 
 uint64_t DiskTier::CacheUsage() const { return cache_->GetUsage(); }
+
+uint64_t DiskTier::PinnedOverCapacity() const {
+  const uint64_t pinned = cache_->GetPinnedUsage();
+  const uint64_t capacity = cache_->GetCapacity();
+  return pinned > capacity ? pinned - capacity : 0;
+}
 
 uint64_t DiskTier::IntProperty(rocksdb::ColumnFamilyHandle* cf,
                                const std::string& property) {

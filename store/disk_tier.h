@@ -177,6 +177,14 @@ class DiskTier {
   // Bytes now charged to RocksDB's cache: blocks and memtables
   // (store/memory_budget.h).
   uint64_t CacheUsage() const;
+  // Bytes by which what RocksDB pins in its cache passes the cache's
+  // capacity: the memtables' charge (over their share by its rounding to
+  // 256 KiB units and by a memtable's last arena block) and the table
+  // readers' index and filter blocks, file metadata and filters being built
+  // (each kind charged in 256 KiB units). Blocks not in use are not pinned:
+  // the cache drops them to make room. What the memory tier's rows give up
+  // so that the whole budget holds (store/memory_budget.h).
+  uint64_t PinnedOverCapacity() const;
   rocksdb::Cache* cache() const { return cache_.get(); }
   rocksdb::WriteBufferManager* write_buffer_manager() const {
     return write_buffer_manager_.get();
@@ -203,6 +211,11 @@ class DiskTier {
   // Writes, syncs and deletes a small file next to the database: whether
   // the file system takes writes again (Resume's precondition).
   absl::Status ProbeWritable();
+  // FromRocks for a write's status, except that a write which bailed out
+  // of a write stall (Incomplete) while a background error is pending
+  // reports that error (a full disk, an EIO): its code is the cause.
+  absl::Status FromWrite(const rocksdb::Status& s,
+                         absl::string_view context) const;
   // Whether RocksDB reported a background error not yet cleared.
   bool bg_error() const { return bg_error_->load(std::memory_order_acquire); }
 

@@ -39,7 +39,10 @@ namespace psdb {
 // The newest manifest format this build reads and the one it writes.
 // Format 2 lists each shard's files with their checksums, which readers
 // check (store/shard_files.h); format 1 manifests, written before, are read
-// without that check.
+// without that check: a restore still counts every table's rows, reading
+// every data block with its RocksDB checksum verified (restore_check.h),
+// so what goes unchecked is only a file that RocksDB's own MANIFEST does
+// not reference.
 inline constexpr uint32_t kManifestFormatVersion = 2;
 // The first format whose shards list their files.
 inline constexpr uint32_t kManifestShardFilesVersion = 2;

@@ -8,7 +8,8 @@
 //             min(clamp(budget / 8, 1 MiB, 256 MiB), budget / 2)
 //   memtables (WriteBufferManager::buffer_size) =
 //             max(rocksdb / 2, kMinMemtableBytes), charged to the cache
-//   rows    = budget - rocksdb
+//   rows    = budget - rocksdb, less what RocksDB pins beyond its share at
+//             each eviction round (Store::Impl::YieldToRocksdb)
 //
 // Thread-safety: pure functions.
 #ifndef PSDB_STORE_MEMORY_BUDGET_H_

@@ -130,6 +130,17 @@ class MemoryTier {
   SlotMeta* meta(uint32_t id) const {
     return reinterpret_cast<SlotMeta*>(slot(id) + meta_offset_);
   }
+  // Asks the CPU to start loading a slot's row bytes (values, state,
+  // header) into its cache: a caller about to read several rows that are
+  // likely not cached prefetches them all first, so their loads overlap.
+  // Only a hint: it needs no lock and changes nothing.
+  void PrefetchRow(uint32_t id) const {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(slot(id));
+    for (uintptr_t line = at & ~uintptr_t{63}; line < at + meta_offset_;
+         line += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
+    }
+  }
   bool has_lsn() const { return lsn_slots_; }
   // REQUIRES: has_lsn(); same locking as the row's bytes.
   uint64_t* lsn(uint32_t id) const {

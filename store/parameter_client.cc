@@ -32,7 +32,10 @@ StoreStats MergeStoreStats(absl::Span<const StoreStats> parts) {
     }
     merged.memory_budget_bytes += s.memory_budget_bytes;
     merged.memory_used_bytes += s.memory_used_bytes;
+    merged.memory_yielded_bytes += s.memory_yielded_bytes;
     merged.disk_running_compactions += s.disk_running_compactions;
+    merged.disk_reserve_bytes += s.disk_reserve_bytes;
+    merged.disk_reserve_held_bytes += s.disk_reserve_held_bytes;
     merged.checkpoints = std::max(merged.checkpoints, s.checkpoints);
     merged.last_checkpoint_duration =
         std::max(merged.last_checkpoint_duration, s.last_checkpoint_duration);

@@ -94,8 +94,18 @@ struct StoreStats {
   // memory tier's rows plus RocksDB's block cache (blocks and memtables).
   uint64_t memory_budget_bytes = 0;
   uint64_t memory_used_bytes = 0;
+  // Bytes of the rows' share that they give up because RocksDB pins more
+  // than its own (index and filter blocks of a table far larger than the
+  // budget, memtables' charges; store/store.h, "Memory").
+  uint64_t memory_yielded_bytes = 0;
   // RocksDB compactions running now (all tables).
   uint64_t disk_running_compactions = 0;
+  // StoreOptions::disk_reserve_bytes (0: no reserve), and how much of it
+  // the ballast holds now: less while it is missing, after a close or a
+  // restart on a full disk gave its room back, until the disk has room for
+  // it again (store/store.h, "Disk full and I/O errors").
+  uint64_t disk_reserve_bytes = 0;
+  uint64_t disk_reserve_held_bytes = 0;
   uint64_t checkpoints = 0;
   absl::Duration last_checkpoint_duration;
   absl::Duration total_checkpoint_duration;
@@ -103,8 +113,9 @@ struct StoreStats {
 
 // The stats of several stores as one (a cluster's servers, a replica's
 // shards): per table (by name, ordered by name) counters and sizes summed,
-// the step the maximum, compaction pending if any is; budgets, use and
-// running compactions summed; checkpoint count and durations the maximum.
+// the step the maximum, compaction pending if any is; budgets, use, disk
+// reserves and running compactions summed; checkpoint count and durations
+// the maximum.
 StoreStats MergeStoreStats(absl::Span<const StoreStats> parts);
 
 class ParameterClient {

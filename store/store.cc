@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "store/file_io_rocksdb.h"
 #include "store/manifest.h"
 #include "store/memory_budget.h"
@@ -107,7 +108,7 @@ absl::Status Store::Impl::Close() {
   StopDeleter();  // before the flush: the rows it deletes are not kept
   StopEvictor();
   absl::Status status;
-  if (opened_ && !read_only_) {
+  if (opened_ && !read_only()) {
     // Close = Flush: dirty rows, memtables, steps and row counts reach
     // files. The headroom rule (disk_tier.h) keeps room for that but not
     // for a compaction's output, which takes space until the compaction
@@ -127,9 +128,8 @@ absl::Status Store::Impl::Close() {
       if (status.ok()) status = PersistMeta(/*clean=*/true);
       if (status.ok()) break;
       // The ballast's space is for exactly this flush.
-      if (reserve_ != nullptr && !reserve_->released()) {
-        (void)reserve_->Release();
-      }
+      absl::MutexLock rl(&reserve_mu_);
+      if (reserve_ != nullptr && reserve_->held()) (void)reserve_->Release();
     }
     if (!status.ok()) {
       uint64_t dirty = 0;
@@ -148,6 +148,7 @@ absl::Status Store::Impl::Close() {
   {
     absl::MutexLock l(&tables_mu_);
     tables_.clear();  // destroys column-family handles before the DB
+    ro_generation_.reset();
   }
   wal_.reset();
   disk_.reset();
@@ -187,26 +188,43 @@ absl::Status Store::Impl::Open() {
     return absl::InternalError(absl::StrCat(
         "cannot remove ", RestoreTmpPath(path_), ": ", s.message()));
   }
-  if (options_.disk_reserve_bytes > 0) {
-    PSDB_ASSIGN_OR_RETURN(
-        reserve_,
-        internal::DiskReserve::Create(fs_, path_, options_.disk_reserve_bytes));
-  }
   const std::string db_path = DbPath(path_);
   const bool had_db = io_->Exists(db_path + "/CURRENT");
+  if (options_.disk_reserve_bytes > 0) {
+    absl::MutexLock l(&reserve_mu_);
+    reserve_ = std::make_unique<internal::DiskReserve>(
+        fs_, path_, options_.disk_reserve_bytes);
+    // A new store on a disk that cannot hold the reserve asked for fails
+    // at once. An existing one opens without it if it must (below).
+    if (!had_db) PSDB_RETURN_IF_ERROR(reserve_->Write());
+  }
   if (had_db || options_.restore_from.empty()) {
     absl::Status s = OpenDb(std::nullopt, /*fresh=*/!had_db);
-    if (s.ok() || !had_db || !absl::IsResourceExhausted(s)) return s;
-    // The disk refused a write the open needs (RocksDB writes a new
-    // MANIFEST at every open): serve the rows read-only rather than not
-    // at all.
-    {
-      absl::MutexLock l(&tables_mu_);
-      tables_.clear();  // column-family handles before the DB
+    if (s.ok()) {
+      RestoreReserve(/*force=*/true);  // if missing, and the disk has room
+      return s;
     }
-    wal_.reset();
-    wal_records_ = 0;
-    disk_.reset();
+    if (!had_db || !absl::IsResourceExhausted(s)) return s;
+    // The disk refused a write the open needs (RocksDB writes a new
+    // MANIFEST at every open). The ballast's room is for such a write:
+    // give it back and open again. Stats() shows the reserve missing
+    // until RestoreReserve writes it again.
+    bool released = false;
+    {
+      absl::MutexLock l(&reserve_mu_);
+      if (reserve_ != nullptr && reserve_->held()) {
+        released = reserve_->Release().ok();
+        // Not written back at once: the room is this open's.
+        last_reserve_try_ = absl::Now();
+      }
+    }
+    if (released) {
+      DropFailedOpen();
+      s = OpenDb(std::nullopt, /*fresh=*/false);
+      if (s.ok() || !absl::IsResourceExhausted(s)) return s;
+    }
+    // Still refused: serve the rows read-only rather than not at all.
+    DropFailedOpen();
     return OpenReadOnlyOnFullDisk(s);
   }
   // A restore: on failure, leave <path> as it was before the attempt.
@@ -229,6 +247,37 @@ absl::Status Store::Impl::Open() {
     if (left.ok() && left->empty()) (void)io_->DeleteRecursively(path_);
   }
   return s;
+}
+
+void Store::Impl::DropFailedOpen() {
+  {
+    absl::MutexLock l(&tables_mu_);
+    tables_.clear();  // column-family handles before the DB
+  }
+  wal_.reset();
+  wal_records_ = 0;
+  disk_.reset();
+}
+
+void Store::Impl::RestoreReserve(bool force) {
+  if (read_only() || !opened_) return;
+  absl::MutexLock l(&reserve_mu_);
+  if (reserve_ == nullptr || reserve_->held() ||
+      closing_.load(std::memory_order_acquire)) {
+    return;
+  }
+  const absl::Time now = absl::Now();
+  if (!force && now - last_reserve_try_ < kReserveRetryInterval) return;
+  last_reserve_try_ = now;
+  // The headroom rule's room stays free after the ballast (RoomFor: the
+  // memtables and the memory tier's rows, what a close must write).
+  if (!disk_->RoomFor(reserve_->bytes(), used().load(std::memory_order_relaxed))
+           .ok()) {
+    return;
+  }
+  // On a file system that cannot say how much is free, the write itself
+  // tells (its partial file is removed).
+  (void)reserve_->Write();
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Table>>> Store::Impl::TablesFromMeta(
@@ -279,10 +328,30 @@ absl::StatusOr<std::vector<std::shared_ptr<Table>>> Store::Impl::TablesFromMeta(
 
 absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
                                  bool fresh) {
-  const std::string db_path = DbPath(path_);
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
-  PSDB_ASSIGN_OR_RETURN(disk_,
-                        internal::DiskTier::Open(db_path, options_, &cfs));
+  PSDB_ASSIGN_OR_RETURN(
+      disk_, internal::DiskTier::Open(DbPath(path_), options_, &cfs));
+  PSDB_ASSIGN_OR_RETURN(
+      std::vector<std::shared_ptr<Table>> opened,
+      TablesOfDb(cfs, restored.has_value() ? &*restored : nullptr, fresh));
+  {
+    absl::MutexLock l(&tables_mu_);
+    for (auto& t : opened) tables_[t->name()] = std::move(t);
+  }
+  // "Not closed cleanly" from the first row write on; a store that only
+  // reads writes nothing, so it opens on a full disk.
+  PSDB_RETURN_IF_ERROR(disk_->PutMetaBeforeRowWrites(kMetaClean, "0"));
+  if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
+  PSDB_RETURN_IF_ERROR(ReplayWal());
+  opened_ = true;
+  if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Table>>> Store::Impl::TablesOfDb(
+    const std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>&
+        cfs,
+    const v1::Manifest* restored, bool fresh) {
   // Orphan handles are destroyed on every path out of here.
   absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
   for (auto& [n, h] : cfs) by_name[n] = h;
@@ -317,8 +386,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
   }
 
   absl::StatusOr<std::vector<std::shared_ptr<Table>>> opened =
-      TablesFromMeta(by_name, restored.has_value() ? &*restored : nullptr,
-                     /*create_missing=*/true);
+      TablesFromMeta(by_name, restored, /*create_missing=*/true);
   if (!opened.ok()) {
     cleanup();
     return opened.status();
@@ -328,18 +396,7 @@ absl::Status Store::Impl::OpenDb(std::optional<v1::Manifest> restored,
     (void)disk_->DropCf(h);
   }
   cleanup();
-  {
-    absl::MutexLock l(&tables_mu_);
-    for (auto& t : *opened) tables_[t->name()] = std::move(t);
-  }
-  // "Not closed cleanly" from the first row write on; a store that only
-  // reads writes nothing, so it opens on a full disk.
-  PSDB_RETURN_IF_ERROR(disk_->PutMetaBeforeRowWrites(kMetaClean, "0"));
-  if (restored.has_value()) PSDB_RETURN_IF_ERROR(PersistMeta(false));
-  PSDB_RETURN_IF_ERROR(ReplayWal());
-  opened_ = true;
-  if (reserve() > 0) evictor_ = std::thread([this] { EvictorLoop(); });
-  return absl::OkStatus();
+  return opened;
 }
 
 absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
@@ -447,8 +504,14 @@ absl::Status Store::Impl::OpenReadOnlyOnFullDisk(const absl::Status& cause) {
   if (!opened.ok()) return fail(opened.status());
   for (auto& [n, h] : by_name) disk_->DestroyCf(h);
   {
+    // Calls get aliases that keep the whole generation alive
+    // (MaybeBecomeWritable).
     absl::MutexLock l(&tables_mu_);
-    for (auto& t : *opened) tables_[t->name()] = std::move(t);
+    ro_generation_ = std::make_shared<ReadOnlyGeneration>();
+    for (auto& t : *opened) {
+      tables_[t->name()] = std::shared_ptr<Table>(ro_generation_, t.get());
+      ro_generation_->tables.push_back(std::move(t));
+    }
   }
   read_only_ = true;
   full_disk_ = std::string(cause.message());
@@ -462,18 +525,73 @@ absl::Status Store::Impl::CheckWritable(absl::string_view what) const {
     return absl::FailedPreconditionError(
         absl::StrCat(what, " refused: store ", path_, " is closed"));
   }
-  if (!read_only_) return absl::OkStatus();
+  if (!read_only()) return absl::OkStatus();
   if (!full_disk_.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, " refused: store ", path_,
         " was opened read-only because the disk refused writes (", full_disk_,
-        "); reads work: free space and open the store again to write"));
+        "); reads work, and writes will once the disk takes the writes of "
+        "opening it (tried at most once a second)"));
   }
   return absl::FailedPreconditionError(
       absl::StrCat(what,
                    " refused: the store is a read-only serving copy of "
                    "checkpoint ",
                    path_));
+}
+
+absl::Status Store::Impl::Writable(absl::string_view what) {
+  MaybeBecomeWritable();
+  return CheckWritable(what);
+}
+
+void Store::Impl::MaybeBecomeWritable() {
+  if (!read_only() || full_disk_.empty()) return;  // only that read-only
+  if (!reopen_mu_.TryLock()) return;               // another call tries
+  BecomeWritableLocked();
+  reopen_mu_.Unlock();
+}
+
+void Store::Impl::BecomeWritableLocked() {
+  if (!read_only() || closing_.load(std::memory_order_acquire)) return;
+  const absl::Time now = absl::Now();
+  if (now - last_writable_try_ < kWritableRetryInterval) return;
+  last_writable_try_ = now;
+  // Cheap first: a disk that says it is full is not worth an open.
+  uint64_t free_bytes = 0;
+  if (fs_->GetFreeSpace(path_, rocksdb::IOOptions(), &free_bytes, nullptr)
+          .ok() &&
+      free_bytes < (1 << 20)) {
+    return;
+  }
+  // Beside the read-only instance, which holds no lock and keeps its SST
+  // files open.
+  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
+  absl::StatusOr<std::unique_ptr<internal::DiskTier>> disk =
+      internal::DiskTier::Open(DbPath(path_), options_, &cfs);
+  if (!disk.ok()) return;  // still refused
+  absl::MutexLock l(&tables_mu_);
+  std::unique_ptr<internal::DiskTier> read_only_disk = std::move(disk_);
+  disk_ = *std::move(disk);
+  absl::StatusOr<std::vector<std::shared_ptr<Table>>> opened =
+      TablesOfDb(cfs, /*restored=*/nullptr, /*fresh=*/false);
+  absl::Status status = opened.status();
+  // The read-only open found no records to replay; replay is for an open.
+  if (status.ok() && wal_records_ > 0) status = absl::UnknownError("replay");
+  if (status.ok()) status = disk_->PutMetaBeforeRowWrites(kMetaClean, "0");
+  if (!status.ok()) {
+    if (opened.ok()) opened->clear();  // handles before their database
+    wal_.reset();
+    wal_records_ = 0;
+    disk_ = std::move(read_only_disk);
+    return;
+  }
+  tables_.clear();
+  for (auto& t : *opened) tables_[t->name()] = std::move(t);
+  // The read-only generation lives on with the calls in flight on it.
+  ro_generation_->disk = std::move(read_only_disk);
+  ro_generation_.reset();
+  read_only_.store(false, std::memory_order_release);
 }
 
 void Store::Impl::WakeEvictor() {
@@ -490,8 +608,13 @@ void Store::Impl::StopEvictor() {
   if (evictor_.joinable()) evictor_.join();
 }
 
+void Store::Impl::YieldToRocksdb() {
+  // disk_ changes once, under tables_mu_ (MaybeBecomeWritable).
+  absl::ReaderMutexLock l(&tables_mu_);
+  set_yielded(disk_->PinnedOverCapacity());
+}
+
 void Store::Impl::EvictorLoop() {
-  const uint64_t target = budget() - std::min(budget(), 2 * reserve());
   while (true) {
     {
       absl::MutexLock l(&evictor_mu_);
@@ -500,6 +623,8 @@ void Store::Impl::EvictorLoop() {
       evictor_wake_ = false;
     }
     ClearWake();  // inserts from now on may wake us for another round
+    YieldToRocksdb();
+    const uint64_t target = budget() - std::min(budget(), 2 * reserve());
     while (!evictor_stopping_.load(std::memory_order_relaxed)) {
       const uint64_t used_now = used().load(std::memory_order_relaxed);
       if (used_now <= target) break;
@@ -517,6 +642,7 @@ void Store::Impl::EvictorLoop() {
       // refused meanwhile (MakeRoom), and Flush or Close reports it.
       if (!write_error.ok() || freed == 0) break;
     }
+    RestoreReserve(/*force=*/false);
   }
 }
 
@@ -548,6 +674,7 @@ absl::Status Store::Impl::PersistMeta(bool clean) {
 
 absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
   PSDB_RETURN_IF_ERROR(ValidateTableSpec(spec));
+  MaybeBecomeWritable();
   absl::MutexLock l(&tables_mu_);
   auto it = tables_.find(spec.name);
   // Creating a table that exists with the same spec writes nothing, so a
@@ -589,7 +716,7 @@ absl::Status Store::Impl::CreateTable(const TableSpec& spec) {
 }
 
 absl::Status Store::Impl::DropTable(absl::string_view name) {
-  PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
+  PSDB_RETURN_IF_ERROR(Writable("DropTable"));
   AwaitDeletes();
   PSDB_RETURN_IF_ERROR(ValidateTableName(name));
   std::shared_ptr<Table> t;
@@ -631,6 +758,7 @@ absl::StatusOr<std::shared_ptr<Table>> Store::Impl::Find(
 absl::Status Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
   absl::Status write_error;
   for (int round = 0; round < 8; ++round) {
+    YieldToRocksdb();  // the last round's writes grew the memtables
     const uint64_t used_now = used().load(std::memory_order_relaxed);
     if (used_now + bytes <= budget()) return absl::OkStatus();
     const uint64_t deficit = used_now + bytes - budget();
@@ -659,6 +787,7 @@ absl::Status Store::Impl::MakeRoom(Table* requester, uint64_t bytes) {
     if (victim != requester && evict(requester) > 0) continue;
     break;
   }
+  YieldToRocksdb();
   if (used().load(std::memory_order_relaxed) + bytes <= budget()) {
     return absl::OkStatus();
   }
@@ -748,9 +877,19 @@ StoreStats Store::Impl::Stats() const {
   s.memory_used_bytes =
       const_cast<Impl*>(this)->used().load(std::memory_order_relaxed);
   if (!closing_.load(std::memory_order_acquire)) {
+    // disk_ changes once, under tables_mu_ (MaybeBecomeWritable).
+    absl::ReaderMutexLock l(&tables_mu_);
     s.memory_used_bytes += disk_->CacheUsage();
+    s.memory_yielded_bytes = yielded();
     s.disk_running_compactions =
         disk_->IntProperty(nullptr, "rocksdb.num-running-compactions");
+  }
+  {
+    absl::MutexLock l(&reserve_mu_);
+    if (reserve_ != nullptr) {
+      s.disk_reserve_bytes = reserve_->bytes();
+      s.disk_reserve_held_bytes = reserve_->held() ? reserve_->bytes() : 0;
+    }
   }
   absl::MutexLock l(&stats_mu_);
   s.checkpoints = checkpoints_;
@@ -760,8 +899,10 @@ StoreStats Store::Impl::Stats() const {
 }
 
 absl::Status Store::Impl::Flush() {
-  PSDB_RETURN_IF_ERROR(CheckWritable("Flush"));
-  return FlushAll();
+  PSDB_RETURN_IF_ERROR(Writable("Flush"));
+  PSDB_RETURN_IF_ERROR(FlushAll());
+  RestoreReserve(/*force=*/false);
+  return absl::OkStatus();
 }
 
 absl::Status Store::Impl::FlushAll() {
@@ -828,8 +969,11 @@ absl::StatusOr<TableSpec> Store::GetTable(absl::string_view name) const {
 absl::Status Store::Pull(absl::string_view table,
                          absl::Span<const uint64_t> keys, absl::Span<float> out,
                          const PullOptions& options) {
+  // Read before Find: a table found while the store was read-only may be
+  // of its read-only generation (Impl::MaybeBecomeWritable).
+  const bool read_only = impl_->read_only();
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
-  if (impl_->read_only() && !options.serving) {
+  if (read_only && !options.serving) {
     PullOptions serving = options;
     serving.serving = true;
     return t->Pull(keys, out, serving);
@@ -841,21 +985,22 @@ absl::Status Store::Push(absl::string_view table,
                          absl::Span<const uint64_t> keys,
                          absl::Span<const float> grads,
                          const PushOptions& options) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Push"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("Push"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->Push(keys, grads, options);
 }
 
 absl::Status Store::PullRows(absl::string_view table,
                              absl::Span<const uint64_t> keys, RowBatch* out) {
+  const bool read_only = impl_->read_only();  // before Find: see Pull
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
-  return t->PullRows(keys, out, /*serving=*/impl_->read_only());
+  return t->PullRows(keys, out, /*serving=*/read_only);
 }
 
 absl::Status Store::PutRows(absl::string_view table,
                             absl::Span<const uint64_t> keys,
                             const RowBatch& rows) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("PutRows"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("PutRows"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->PutRows(keys, rows);
 }
@@ -878,7 +1023,7 @@ absl::Status Store::ScanKeys(
 absl::StatusOr<uint64_t> Store::DeleteRows(absl::string_view table,
                                            absl::Span<const uint64_t> keys,
                                            bool existing) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("DeleteRows"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("DeleteRows"));
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->DeleteRows(keys, existing);
 }
@@ -894,7 +1039,7 @@ absl::Status Store::ReadEncodedRows(absl::string_view table,
 absl::Status Store::IngestRows(absl::string_view table,
                                absl::Span<const uint64_t> keys,
                                absl::string_view rows) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("IngestRows"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("IngestRows"));
   impl_->AwaitDeletes();
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, impl_->Find(table));
   return t->IngestRows(keys, rows);
@@ -902,8 +1047,9 @@ absl::Status Store::IngestRows(absl::string_view table,
 
 void Store::DeleteRowsLater(absl::string_view table,
                             std::vector<uint64_t> keys) {
+  if (impl_->read_only()) return;  // nothing to delete; before Find: Pull
   absl::StatusOr<std::shared_ptr<Table>> t = impl_->Find(table);
-  if (!t.ok() || impl_->read_only()) return;  // nothing to delete
+  if (!t.ok()) return;
   impl_->DeleteLater(*std::move(t), std::move(keys));
 }
 
@@ -911,16 +1057,20 @@ absl::Status Store::WaitForDeletes() { return impl_->WaitForDeletes(); }
 
 absl::StatusOr<CheckpointInfo> Store::Checkpoint(
     absl::string_view root_dir, const CheckpointOptions& options) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("Checkpoint"));
   impl_->AwaitDeletes();
-  return impl_->Checkpoint(root_dir, options);
+  absl::StatusOr<CheckpointInfo> info = impl_->Checkpoint(root_dir, options);
+  if (info.ok()) impl_->RestoreReserve(/*force=*/false);
+  return info;
 }
 
 absl::StatusOr<Store::ShardCheckpoint> Store::CheckpointShard(
     absl::string_view shard_dir) {
-  PSDB_RETURN_IF_ERROR(impl_->CheckWritable("Checkpoint"));
+  PSDB_RETURN_IF_ERROR(impl_->Writable("Checkpoint"));
   impl_->AwaitDeletes();
-  return impl_->CheckpointShard(shard_dir);
+  absl::StatusOr<ShardCheckpoint> shard = impl_->CheckpointShard(shard_dir);
+  if (shard.ok()) impl_->RestoreReserve(/*force=*/false);
+  return shard;
 }
 
 StoreStats Store::Stats() const { return impl_->Stats(); }

@@ -72,14 +72,19 @@
 //    disk are then served without being cached. Bound: the memory tier's
 //    rows <= their share of the budget + the rows of the calls in flight
 //    (each at most max_batch_keys rows); a call that is refused adds
-//    nothing. RocksDB's share (block cache + memtables charged to it) is
-//    not a hard limit: a memtable being filled while another is flushed
-//    (or cannot be: the disk refuses) passes it, and RocksDB charges its
-//    cache in 256 KiB units (memtables, table readers, file metadata), so
-//    memory_used may pass the whole budget by about one memtable plus a
-//    few such units (tests/store/store_fault_test.cc, disabled
-//    MemoryUsedWithinStatedBound: 0.50 MiB over a 1 MiB share, 0.75 MiB
-//    while the disk refused writes).
+//    nothing. The whole budget: Stats().memory_used_bytes (rows + RocksDB's
+//    cache) <= budget + the rows of the calls in flight + what a flush or
+//    compaction charged to the cache since the last eviction round (its
+//    filter being built, its files' metadata and index and filter blocks,
+//    each kind charged in 256 KiB units). Before each eviction round the
+//    rows' budget drops by what RocksDB pins beyond its share
+//    (StoreStats::memory_yielded_bytes: a memtable filling while the one
+//    before it flushes or cannot, index and filter blocks, charging
+//    units), so the rows give way to RocksDB's charges instead of adding
+//    to them; while the disk refuses, evictions move rows into memtables
+//    until RocksDB stops writes (tests/store/store_fault_test.cc
+//    MemoryUsedWithinStatedBound, memory_budget_test.cc). A table whose
+//    index and filter blocks outgrow the whole budget passes it.
 //    TableStats::disk_write_errors counts refused eviction writes.
 //  - Once space returns, writes succeed without a restart: the next
 //    eviction passes the headroom rule; after a RocksDB background error
@@ -110,17 +115,45 @@
 //    writes nothing of psdb's own unless it must (the "not closed cleanly"
 //    mark waits for the first row write; a restore, a log to replay or a
 //    format upgrade must write). RocksDB's open itself writes a new
-//    MANIFEST; when the disk refuses that (or any write the open needs,
-//    ResourceExhausted), the store opens read-only instead: every row in
-//    its files reads exactly (Pull answers a missing key with its default
-//    without creating it, as on a serving copy), read_only() is true, and
-//    every write fails with RESOURCE_EXHAUSTED "<call> refused: store P
-//    was opened read-only because the disk refused writes (<cause>)". It
-//    does not resume writing when space returns: open it again then. A
-//    store whose write-ahead log holds records to replay cannot open so
-//    (replay writes): Open fails with RESOURCE_EXHAUSTED naming the full
-//    disk and the records; the files and the log keep every acknowledged
-//    update for the next open.
+//    MANIFEST (and an OPTIONS file); when the disk refuses that (or any
+//    write the open needs, ResourceExhausted) and the store has its
+//    disk_reserve_bytes ballast, the ballast is deleted and the open tried
+//    again: its room is for exactly such a write. The store then opens
+//    writable without the ballast: every row reads exactly, writes work
+//    within the room given back (the headroom rule still keeps what a close
+//    needs), and Stats().disk_reserve_held_bytes is 0 until the ballast is
+//    written again (below). Otherwise, or if the disk still refuses, the
+//    store opens read-only instead: every row in its files reads exactly
+//    (Pull answers a missing key with its default without creating it, as
+//    on a serving copy), read_only() is true, and every write fails with
+//    RESOURCE_EXHAUSTED "<call> refused: store P was opened read-only
+//    because the disk refused writes (<cause>) ...". Once space returns it
+//    becomes writable by itself, without a reopen: a write call (Push,
+//    PutRows, CreateTable, Flush, ...) that finds it read-only first opens
+//    the database writable again (at most once a second, beside the
+//    read-only instance; skipped while the file system reports less than
+//    1 MiB free) and, if that open succeeds, goes on as on any writable
+//    store; read_only() is false from then on. Tables switch under the
+//    store's table lock: calls already in flight finish on the read-only
+//    tables, which stay open until the last of them returns; the new
+//    tables warm lazily (their hit, miss and eviction counters restart
+//    from zero). Nothing is lost in the switch: a read-only store wrote
+//    nothing and its memory tier held clean rows only. A store whose
+//    write-ahead log holds records to replay cannot open so (replay
+//    writes): Open fails with RESOURCE_EXHAUSTED naming the full disk and
+//    the records; the files and the log keep every acknowledged update for
+//    the next open.
+//  - The reserve while the disk is short of room: an existing store whose
+//    ballast is missing or short (a close or an open deleted it, or it was
+//    never written) and cannot be written opens without it rather than
+//    fail (a new store, with no database yet, still fails: the disk does
+//    not have the reserve asked for). Stats() reports the reserve asked
+//    for (disk_reserve_bytes) and what the ballast holds now
+//    (disk_reserve_held_bytes). A missing ballast is written again once
+//    the disk has room for it plus the headroom rule's (RoomFor with the
+//    ballast as the write: it never takes room a close needs), tried at
+//    open, after a successful Flush or checkpoint, and after each round of
+//    the background evictor, at most once per second.
 //
 // Thread-safety: every method is thread-safe. Pulls and pushes on different
 // keys proceed in parallel (one lock per index stripe); operations on the same
@@ -184,8 +217,9 @@ struct StoreOptions {
   // RocksDB gets R = rocksdb_block_cache_bytes, or when that is 0,
   // min(clamp(budget / 8, 1 MiB, 256 MiB), budget / 2); memtables are
   // flushed once together they reach max(R / 2, 256 KiB); rows get
-  // budget - R. A 64 MiB budget: 8 MiB for RocksDB (4 MiB of memtables),
-  // 56 MiB of rows; 1 GiB: 128 MiB (64 MiB), 896 MiB.
+  // budget - R, less what RocksDB pins beyond R
+  // (StoreStats::memory_yielded_bytes). A 64 MiB budget: 8 MiB for RocksDB (4
+  // MiB of memtables), 56 MiB of rows; 1 GiB: 128 MiB (64 MiB), 896 MiB.
   // Outside it (README.md, "Memory"): the key index (about 16 bytes per
   // resident row), admission counters, per-request buffers (gRPC, batches in
   // flight: about 2 x the request bytes per concurrent call), thread stacks,
@@ -240,11 +274,16 @@ struct StoreOptions {
   // Default: 0
   int shard_id = 0;
   // Bytes of disk the store holds back in a ballast file, <path>/disk-reserve
-  // (written at Open; Open fails with ResourceExhausted if the disk cannot
-  // hold it). A Close whose flush fails deletes it and flushes again: a
-  // clean shutdown then survives a disk that something else filled, as
-  // long as what it must write (the dirty rows and the memtables) fits in
-  // the reserve. The next Open writes it again. 0: no reserve. Default: 0
+  // (written at Open; the Open of a new store fails with ResourceExhausted
+  // if the disk cannot hold it, an existing store opens without it and
+  // writes it once the disk has room: "Disk full and I/O errors" above).
+  // A Close whose flush fails deletes it and flushes again: a clean
+  // shutdown then survives a disk that something else filled, as long as
+  // what it must write (the dirty rows and the memtables) fits in the
+  // reserve. An Open that the full disk refuses deletes it and opens
+  // again (a reserve smaller than what that open writes, a new MANIFEST
+  // preallocated to 64 KiB and an OPTIONS file, cannot make room for it).
+  // 0: no reserve. Default: 0
   uint64_t disk_reserve_bytes = 0;
   // The file system every file of the store goes through: RocksDB's (its
   // Env is built over it) and psdb's own. Tests inject faults here
@@ -270,8 +309,9 @@ class Store {
   // restore checkpoint has a newer format than this build understands (or
   // naming the segment, if its write-ahead log has a newer format or a
   // record type this build does not know). An existing store on a disk
-  // that refuses the open's writes opens read-only ("Disk full and I/O
-  // errors" above).
+  // that refuses the open's writes gives it the room of its disk reserve,
+  // if it has one, or opens read-only until the disk takes writes again
+  // ("Disk full and I/O errors" above).
   // A restore (restore_from) is built in RestoreTmpPath(path), checked,
   // renamed to DbPath(path) and the rename fsynced; when the restore or
   // the open after it fails, <path> is left as before the attempt (the
@@ -360,7 +400,8 @@ class Store {
   StoreStats Stats() const;
 
   // Whether the store came from OpenCheckpoint, or was opened read-only on
-  // a full disk ("Disk full and I/O errors" above).
+  // a full disk and has not become writable since ("Disk full and I/O
+  // errors" above).
   bool read_only() const;
 
   // Up to `max` keys of `table` now resident in the memory tier, in no

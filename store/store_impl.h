@@ -37,7 +37,11 @@
 // queue is empty.
 //
 // Thread-safety: thread-safe. tables_mu_ is taken (shared) once per call to
-// find the table, never per key; ckpt_mu_ serializes checkpoints.
+// find the table, never per key; ckpt_mu_ serializes checkpoints. disk_
+// changes once at most after the open, under tables_mu_ (a store opened
+// read-only on a full disk becoming writable: MaybeBecomeWritable); a call
+// reads it after it found the store writable (read_only(), acquire), or
+// under tables_mu_.
 #ifndef PSDB_STORE_STORE_IMPL_H_
 #define PSDB_STORE_STORE_IMPL_H_
 
@@ -70,16 +74,38 @@ inline constexpr uint32_t kStoreFormatVersionWithoutLog = 1;
 
 class Store::Impl : public internal::BudgetArbiter {
  public:
+  // RestoreReserve tries at most this often: each try that passes the
+  // headroom rule writes the whole ballast.
+  static constexpr absl::Duration kReserveRetryInterval = absl::Seconds(1);
+  // MaybeBecomeWritable tries at most this often: each try opens the
+  // database (every SST file) and writes a new MANIFEST.
+  static constexpr absl::Duration kWritableRetryInterval = absl::Seconds(1);
+
   Impl(const StoreOptions& options, std::string path);
   ~Impl() override;
 
   absl::Status Open();
   // The read-only open of Store::OpenCheckpoint; path_ is the checkpoint.
   absl::Status OpenCheckpointShard(int shard_id);
-  bool read_only() const { return read_only_; }
+  bool read_only() const { return read_only_.load(std::memory_order_acquire); }
   // FailedPrecondition naming `what` if read_only() (ResourceExhausted
   // naming the cause if opened so on a full disk).
   absl::Status CheckWritable(absl::string_view what) const;
+  // MaybeBecomeWritable, then CheckWritable: what a write call checks
+  // first. REQUIRES: tables_mu_ not held.
+  absl::Status Writable(absl::string_view what);
+  // A store opened read-only on a full disk (OpenReadOnlyOnFullDisk) opens
+  // its database writable again once the disk takes the open's writes, at
+  // most once per kWritableRetryInterval, and then serves writes: new
+  // tables over the writable database replace the read-only ones under
+  // tables_mu_, and the read-only generation (its tables and database)
+  // lives on until the last call in flight on it returns (ro_generation_).
+  // Nothing to carry over: a read-only store wrote nothing and counted no
+  // sighting, and its memory tier held clean rows only (the new tables
+  // warm lazily; their hit and miss counters start from zero). A call
+  // that is refused for want of the disk tries it; returns at once if
+  // another call is trying. REQUIRES: tables_mu_ not held.
+  void MaybeBecomeWritable();
 
   absl::Status CreateTable(const TableSpec& spec);
   absl::Status DropTable(absl::string_view name);
@@ -92,6 +118,13 @@ class Store::Impl : public internal::BudgetArbiter {
   absl::StatusOr<ShardCheckpoint> CheckpointShard(absl::string_view shard_dir);
   StoreStats Stats() const;
   absl::Status Flush();
+  // Writes the reserve's ballast if the store has one that is not held,
+  // the store is open and writable, and the disk has room for it plus the
+  // headroom rule's (DiskTier::RoomFor with the memory tier's rows: the
+  // ballast never takes room a close needs). Unless `force`, at most once
+  // per kReserveRetryInterval. Called at open, after a successful Flush or
+  // checkpoint, and by the background evictor after each round.
+  void RestoreReserve(bool force);
   // Store::Close. Idempotent: later calls return the first one's status.
   absl::Status Close();
   // Flush without the writable check (Close flushes after closing_).
@@ -109,6 +142,9 @@ class Store::Impl : public internal::BudgetArbiter {
 
   // BudgetArbiter.
   absl::Status MakeRoom(internal::Table* requester, uint64_t bytes) override;
+  // Lowers the rows' budget by what RocksDB pins beyond its share, so that
+  // rows and RocksDB together keep the whole budget.
+  void YieldToRocksdb();
 
  protected:
   void WakeEvictor() override;
@@ -152,6 +188,14 @@ class Store::Impl : public internal::BudgetArbiter {
   // database did not exist before this open (created or restored), so any
   // write-ahead log found is not its own.
   absl::Status OpenDb(std::optional<v1::Manifest> restored, bool fresh);
+  // The part of OpenDb after DiskTier::Open (disk_, `cfs`): the format
+  // version, the log (PrepareWal) and the tables (TablesFromMeta; column
+  // families without a spec dropped). On error every handle of `cfs` is
+  // destroyed.
+  absl::StatusOr<std::vector<std::shared_ptr<internal::Table>>> TablesOfDb(
+      const std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>>&
+          cfs,
+      const v1::Manifest* restored, bool fresh);
   // The tables whose specs disk_'s metadata holds, each over its column
   // family in `by_name` (taken out of it). A spec without one gets it
   // created, unless !create_missing: then FailedPrecondition "table <name>
@@ -168,6 +212,11 @@ class Store::Impl : public internal::BudgetArbiter {
   // readable, writes refused naming the cause. ResourceExhausted if that
   // cannot be done without writing (a write-ahead log to replay).
   absl::Status OpenReadOnlyOnFullDisk(const absl::Status& cause);
+  // MaybeBecomeWritable's try, once it holds reopen_mu_.
+  void BecomeWritableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reopen_mu_);
+  // Undoes a failed OpenDb of an existing database (tables, log writer,
+  // database closed) so that it can be opened again, differently.
+  void DropFailedOpen();
   // Populates <path>/db from options_.restore_from (built in
   // RestoreTmpPath, checked by internal::CheckRestoredShard, renamed into
   // place); returns its manifest with each table's rows set to the shard's
@@ -187,13 +236,36 @@ class Store::Impl : public internal::BudgetArbiter {
   std::string wal_dir_;
   uint64_t wal_id_ = 0;
   uint64_t wal_records_ = 0;  // records found at open, to replay
-  // StoreOptions::disk_reserve_bytes; null when 0 or read-only.
-  std::unique_ptr<internal::DiskReserve> reserve_;
+  // The ballast of StoreOptions::disk_reserve_bytes (store/disk_reserve.h);
+  // null when 0 and for OpenCheckpoint. Not held while the disk has had no
+  // room for it (released by a close or an open, or never written); then
+  // RestoreReserve writes it again once the headroom rule allows.
+  mutable absl::Mutex reserve_mu_;
+  std::unique_ptr<internal::DiskReserve> reserve_ ABSL_GUARDED_BY(reserve_mu_);
+  // When RestoreReserve last tried (rate limit: kReserveRetryInterval).
+  absl::Time last_reserve_try_ ABSL_GUARDED_BY(reserve_mu_) =
+      absl::InfinitePast();
   bool opened_ = false;
-  bool read_only_ = false;
+  // Set at open; cleared once by MaybeBecomeWritable (release: after
+  // disk_, wal_ and tables_ are the writable ones).
+  std::atomic<bool> read_only_{false};
   // Why the store opened read-only on a full disk (OpenReadOnlyOnFullDisk);
-  // empty otherwise.
+  // empty otherwise. Not changed after the open.
   std::string full_disk_;
+  // The tables and database of a store opened read-only on a full disk.
+  // tables_ holds aliases of `tables` that share ownership of the whole
+  // generation, so that after MaybeBecomeWritable (which moves the
+  // read-only database into `disk`) the calls still using a read-only
+  // table keep its database open; the last one frees both, tables first.
+  struct ReadOnlyGeneration {
+    std::unique_ptr<internal::DiskTier> disk;  // once retired
+    std::vector<std::shared_ptr<internal::Table>> tables;
+  };
+  std::shared_ptr<ReadOnlyGeneration> ro_generation_
+      ABSL_GUARDED_BY(tables_mu_);
+  absl::Mutex reopen_mu_;
+  absl::Time last_writable_try_ ABSL_GUARDED_BY(reopen_mu_) =
+      absl::InfinitePast();
   // RestoreInto renamed its database into <path>/db (Open undoes it when
   // the open fails after that).
   bool restore_placed_ = false;

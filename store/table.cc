@@ -13,6 +13,7 @@
 #include "optim/optimizer.h"
 #include "store/row_codec.h"
 #include "store/store_meta.h"
+#include "store/stripe_groups.h"
 #include "util/key_dedup.h"
 #include "util/status_macros.h"
 
@@ -23,35 +24,6 @@ constexpr uint32_t kNoSlot = 0xffffffffu;
 // Optimistic read-then-insert rounds before Materialize falls back to
 // reading under the stripe lock.
 constexpr int kOptimisticRounds = 3;
-
-// Items 0..n-1 grouped by the stripe of their key (counting sort).
-struct StripeGroups {
-  std::vector<uint32_t> stripe_of;
-  std::vector<uint32_t> bounds;  // stripes + 1
-  std::vector<uint32_t> order;
-
-  template <typename KeyFn>
-  void Build(const MemoryTier& mem, size_t n, KeyFn key) {
-    const size_t ns = static_cast<size_t>(mem.num_stripes());
-    stripe_of.resize(n);
-    bounds.assign(ns + 1, 0);
-    order.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t s = mem.StripeOf(key(i));
-      stripe_of[i] = s;
-      ++bounds[s + 1];
-    }
-    for (size_t s = 0; s < ns; ++s) bounds[s + 1] += bounds[s];
-    // Fill using a moving cursor per stripe (reuses `bounds` shifted).
-    cursor.assign(bounds.begin(), bounds.end() - 1);
-    for (size_t i = 0; i < n; ++i) {
-      order[cursor[stripe_of[i]]++] = static_cast<uint32_t>(i);
-    }
-  }
-
- private:
-  std::vector<uint32_t> cursor;
-};
 
 // Per-thread buffers of the hot path; they grow to the largest batch and
 // are then reused, so a batch allocates nothing.
@@ -246,10 +218,17 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
   std::vector<float> rows;
   std::vector<uint32_t> pending(n);
   std::iota(pending.begin(), pending.end(), 0u);
+  // Orders v by the stripe of its keys (a counting sort: a comparison sort
+  // hashed each key twice per comparison).
+  StripeGroups groups;
+  std::vector<uint32_t> by_stripe_out;
   auto by_stripe = [&](std::vector<uint32_t>& v) {
-    std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
-      return mem_.StripeOf(keys[a]) < mem_.StripeOf(keys[b]);
-    });
+    groups.Build(mem_, v.size(), [&](size_t j) { return keys[v[j]]; });
+    by_stripe_out.resize(v.size());
+    for (size_t j = 0; j < v.size(); ++j) {
+      by_stripe_out[j] = v[groups.order[j]];
+    }
+    v.swap(by_stripe_out);
   };
 
   for (int round = 0; !pending.empty(); ++round) {

@@ -51,6 +51,7 @@
 #ifndef PSDB_STORE_TABLE_H_
 #define PSDB_STORE_TABLE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -100,7 +101,12 @@ class BudgetArbiter {
     }
   }
 
-  uint64_t budget() const { return budget_; }
+  // The rows' budget now: the configured one less what they yield to
+  // RocksDB (set_yielded).
+  uint64_t budget() const {
+    return budget_ -
+           std::min(budget_, yielded_.load(std::memory_order_relaxed));
+  }
   uint64_t reserve() const { return reserve_; }
   std::atomic<uint64_t>& used() { return used_; }
 
@@ -108,11 +114,18 @@ class BudgetArbiter {
   virtual void WakeEvictor() = 0;
   // Re-arms AfterInsert; the evictor calls it before each round.
   void ClearWake() { wake_pending_.store(false, std::memory_order_release); }
+  // Bytes of the budget the rows give up because RocksDB pins more than
+  // its share (DiskTier::PinnedOverCapacity).
+  uint64_t yielded() const { return yielded_.load(std::memory_order_relaxed); }
+  void set_yielded(uint64_t bytes) {
+    yielded_.store(bytes, std::memory_order_relaxed);
+  }
 
  private:
   const uint64_t budget_;
   const uint64_t reserve_;
   std::atomic<uint64_t> used_{0};
+  std::atomic<uint64_t> yielded_{0};
   std::atomic<bool> wake_pending_{false};
 };
 

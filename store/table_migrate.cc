@@ -10,11 +10,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "store/row_codec.h"
+#include "store/stripe_groups.h"
 #include "store/table.h"
 #include "util/key_dedup.h"
 #include "util/status_macros.h"
 
 namespace psdb::internal {
+
+namespace {
+
+constexpr uint32_t kNoSlot = 0xffffffffu;
+
+}  // namespace
 
 absl::Status Table::ReadEncodedRows(absl::Span<const uint64_t> keys,
                                     std::vector<uint64_t>* found,
@@ -27,25 +34,56 @@ absl::Status Table::ReadEncodedRows(absl::Span<const uint64_t> keys,
   const size_t d = static_cast<size_t>(dim());
   const size_t ss = static_cast<size_t>(state_size_);
   const size_t row_bytes = EncodedRowSize(dim(), state_size_);
-  out->reserve(out->size() + keys.size() * row_bytes);
-  // Resident rows are encoded under their stripe lock; the others are read
-  // from RocksDB below, as stored.
-  std::vector<uint64_t> misses;
-  for (uint64_t key : keys) {
-    Stripe& st = mem_.stripe(mem_.StripeOf(key));
+  // Resident rows are encoded under their stripe lock, each stripe locked
+  // once: its keys are looked up and their rows prefetched first, then
+  // encoded, so the rows' cache misses overlap (a source reads rows that
+  // nothing has touched lately). Row i goes to position i, and the rows of
+  // keys not resident are squeezed out afterwards, which keeps the order.
+  // Those keys are read from RocksDB below, as stored.
+  const size_t n = keys.size();
+  const size_t base = out->size();
+  out->resize(base + n * row_bytes);
+  char* const rows = out->data() + base;
+  std::vector<uint8_t> resident(n, 0);
+  std::vector<uint32_t> slots;
+  StripeGroups groups;
+  groups.Build(mem_, n, [&](size_t i) { return keys[i]; });
+  for (int s = 0; s < mem_.num_stripes(); ++s) {
+    const uint32_t b = groups.bounds[s], e = groups.bounds[s + 1];
+    if (b == e) continue;
+    Stripe& st = mem_.stripe(s);
     absl::MutexLock l(&st.mu);
-    auto it = st.index.find(key);
-    if (it == st.index.end()) {
-      misses.push_back(key);
+    slots.clear();
+    for (uint32_t j = b; j < e; ++j) {
+      auto it = st.index.find(keys[groups.order[j]]);
+      const uint32_t slot = it == st.index.end() ? kNoSlot : it->second;
+      if (slot != kNoSlot) mem_.PrefetchRow(slot);
+      slots.push_back(slot);
+    }
+    for (uint32_t j = b; j < e; ++j) {
+      const uint32_t slot = slots[j - b];
+      if (slot == kNoSlot) continue;
+      const uint32_t i = groups.order[j];
+      EncodeRowTo(*mem_.header(slot), absl::MakeConstSpan(mem_.values(slot), d),
+                  absl::MakeConstSpan(mem_.state(slot), ss),
+                  rows + i * row_bytes);
+      resident[i] = 1;
+    }
+  }
+  std::vector<uint64_t> misses;
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!resident[i]) {
+      misses.push_back(keys[i]);
       continue;
     }
-    const uint32_t slot = it->second;
-    const size_t at = out->size();
-    out->resize(at + row_bytes);
-    EncodeRowTo(*mem_.header(slot), absl::MakeConstSpan(mem_.values(slot), d),
-                absl::MakeConstSpan(mem_.state(slot), ss), out->data() + at);
-    found->push_back(key);
+    if (kept != i) {
+      std::memmove(rows + kept * row_bytes, rows + i * row_bytes, row_bytes);
+    }
+    ++kept;
+    found->push_back(keys[i]);
   }
+  out->resize(base + kept * row_bytes);
   if (misses.empty()) return absl::OkStatus();
   std::sort(misses.begin(), misses.end());  // RocksDB walks blocks in order
   const size_t m = misses.size();

@@ -599,9 +599,19 @@ int main(int argc, char** argv) {
     // Store::Open's answer to a disk that refuses writes (store/store.h).
     std::fprintf(stderr,
                  "ps-server: the disk of %s refuses writes: the store is "
-                 "open read-only (pulls work, writes are refused); free "
-                 "space and restart to write\n",
+                 "open read-only (pulls work, writes are refused) until the "
+                 "disk takes writes again\n",
                  data_dir.c_str());
+  }
+  if (const psdb::StoreStats stats = (*store)->Stats();
+      stats.disk_reserve_held_bytes < stats.disk_reserve_bytes) {
+    // A restart on a full disk gave the reserve's room to the open, or
+    // found no room to write it (store/store.h).
+    std::fprintf(stderr,
+                 "ps-server: the disk of %s has no room for the %llu-byte "
+                 "disk reserve: running without it until it has\n",
+                 data_dir.c_str(),
+                 static_cast<unsigned long long>(stats.disk_reserve_bytes));
   }
 
   auto server = psdb::rpc::PsServer::Start(options, store->get());

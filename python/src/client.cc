@@ -177,6 +177,7 @@ py::dict StatsDict(const StoreStats& s) {
   d["tables"] = tables;
   d["memory_budget_bytes"] = s.memory_budget_bytes;
   d["memory_used_bytes"] = s.memory_used_bytes;
+  d["memory_yielded_bytes"] = s.memory_yielded_bytes;
   d["disk_running_compactions"] = s.disk_running_compactions;
   d["checkpoints"] = s.checkpoints;
   d["last_checkpoint_duration_s"] = Seconds(s.last_checkpoint_duration);
@@ -395,7 +396,8 @@ non_finite="reject").)doc")
                 c.Call([](ParameterClient& p) { return p.Stats(); })));
           },
           "{tables: {name: {TableStats fields}}, memory_budget_bytes, "
-          "memory_used_bytes, disk_running_compactions, checkpoints, "
+          "memory_used_bytes, memory_yielded_bytes, disk_running_compactions, "
+          "checkpoints, "
           "last_checkpoint_duration_s, total_checkpoint_duration_s}")
       .def("close", &ClientHandle::Close,
            "Waits for calls in flight, closes the caches opened over this "

@@ -33,46 +33,57 @@ bool LeavesUnder(const ClusterMap& current, const ClusterMap& target,
   return current.Owner(key) == self && target.Owner(key) != self;
 }
 
-// Appends to *out the keys of `keys` that LeavesUnder(current, target,
-// self, key): the same test a batch at a time, so the ring lookups'
-// memory accesses overlap (Ring::OwnerIndicesOfHashes). The target ring
-// is asked first, since few keys leave: the current ring only for those,
-// each key hashed once when both rings hash alike (they do unless the ring
-// options changed).
+// Scratch space of AppendLeaving, reused batch to batch.
+struct LeavingScratch {
+  std::vector<uint64_t> hashes;
+  std::vector<uint32_t> next_owner;
+  std::vector<uint32_t> now_owner;
+  std::vector<uint64_t> moving;
+};
+
+// Appends to (*out)[o] each key of `keys` that LeavesUnder(current, target,
+// self, key) and whose owner under `target` is target.ring().server_id(o):
+// the same test a batch at a time, so the ring lookups' memory accesses
+// overlap (Ring::OwnerIndicesOfHashes), and the keys grouped by where they
+// go, so sending them looks nothing up again. The target ring is asked
+// first, since few keys leave: the current ring only for those, each key
+// hashed once when both rings hash alike (they do unless the ring options
+// changed). REQUIRES: out->size() == target.ring().num_servers().
 void AppendLeaving(const ClusterMap& current, const ClusterMap& target,
                    ServerId self, absl::Span<const uint64_t> keys,
-                   std::vector<uint64_t>* out) {
+                   LeavingScratch* sc,
+                   std::vector<std::vector<uint64_t>>* out) {
   const Ring& now = current.ring();
   const Ring& next = target.ring();
   const std::optional<size_t> self_now = now.IndexOf(self);
-  if (now.empty() || !self_now.has_value()) return;  // owns nothing now
+  if (now.empty() || next.empty() || !self_now.has_value()) return;
   const std::optional<size_t> self_next = next.IndexOf(self);
-  std::vector<uint64_t> hashes(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = next.KeyHash(keys[i]);
-  std::vector<uint32_t> owner(keys.size());
-  // Keys (and their hashes) that are not self's under the target.
-  std::vector<uint64_t> moving;
+  const size_t n = keys.size();
+  sc->hashes.resize(n);
+  sc->next_owner.resize(n);
+  for (size_t i = 0; i < n; ++i) sc->hashes[i] = next.KeyHash(keys[i]);
+  next.OwnerIndicesOfHashes(sc->hashes, absl::MakeSpan(sc->next_owner));
+  // Keys (their hashes, their owners under the target) that are not self's
+  // under the target, moved to the front.
+  sc->moving.clear();
   size_t n_moving = 0;
-  if (next.empty() || !self_next.has_value()) {  // owns nothing after
-    moving.assign(keys.begin(), keys.end());
-    n_moving = keys.size();
-  } else {
-    next.OwnerIndicesOfHashes(hashes, absl::MakeSpan(owner));
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (owner[i] == *self_next) continue;
-      moving.push_back(keys[i]);
-      hashes[n_moving++] = hashes[i];
-    }
+  for (size_t i = 0; i < n; ++i) {
+    if (self_next.has_value() && sc->next_owner[i] == *self_next) continue;
+    sc->moving.push_back(keys[i]);
+    sc->hashes[n_moving] = sc->hashes[i];
+    sc->next_owner[n_moving++] = sc->next_owner[i];
   }
-  owner.resize(n_moving);
+  sc->now_owner.resize(n_moving);
   if (now.options().hash_seed == next.options().hash_seed) {
-    now.OwnerIndicesOfHashes(absl::MakeConstSpan(hashes.data(), n_moving),
-                             absl::MakeSpan(owner));
+    now.OwnerIndicesOfHashes(absl::MakeConstSpan(sc->hashes.data(), n_moving),
+                             absl::MakeSpan(sc->now_owner));
   } else {
-    now.OwnerIndices(moving, absl::MakeSpan(owner));
+    now.OwnerIndices(sc->moving, absl::MakeSpan(sc->now_owner));
   }
   for (size_t i = 0; i < n_moving; ++i) {
-    if (owner[i] == *self_now) out->push_back(moving[i]);
+    if (sc->now_owner[i] == *self_now) {
+      (*out)[sc->next_owner[i]].push_back(sc->moving[i]);
+    }
   }
 }
 
@@ -316,24 +327,29 @@ absl::Status Resharder::Copy(const v1::ReshardRequest& req,
       max_batch_keys_);
   // One pass over the keys (memory, then disk; nothing is flushed): the
   // leaving ones, which also give progress its denominator.
+  // leaving[t][o]: the keys of table t that go to the target ring's
+  // server o.
   const std::vector<TableSpec> tables = store_->ListTables();
-  std::vector<std::vector<uint64_t>> leaving(tables.size());
+  std::vector<std::vector<std::vector<uint64_t>>> leaving(
+      tables.size(),
+      std::vector<std::vector<uint64_t>>(target->ring().num_servers()));
+  LeavingScratch scratch;
   uint64_t to_move = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
     PSDB_RETURN_IF_ERROR(store_->ScanKeys(
         tables[t].name, kScanBatch, [&](absl::Span<const uint64_t> keys) {
-          AppendLeaving(*current, *target, self_, keys, &leaving[t]);
+          AppendLeaving(*current, *target, self_, keys, &scratch, &leaving[t]);
           return absl::OkStatus();
         }));
-    to_move += leaving[t].size();
+    for (const std::vector<uint64_t>& keys : leaving[t]) to_move += keys.size();
   }
   {
     absl::MutexLock lock(&mu_);
     rows_to_move_ = to_move;
   }
   for (size_t t = 0; t < tables.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(SendRows(tables[t], leaving[t], batch_rows,
-                                  req.max_rows_per_second(), deadline));
+    PSDB_RETURN_IF_ERROR(SendGrouped(tables[t], target, leaving[t], batch_rows,
+                                     req.max_rows_per_second(), deadline));
   }
   absl::MutexLock lock(&mu_);
   if (id_ == req.migration_id() && phase_ == Phase::kPrepared) {
@@ -415,25 +431,36 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
                                  absl::Time deadline) {
   if (keys.empty()) return absl::OkStatus();
   std::shared_ptr<const ClusterMap> target;
-  uint64_t id;
   {
     absl::MutexLock lock(&mu_);
     target = target_;
-    id = id_;
   }
   if (target == nullptr) {
     return absl::AbortedError("live resharding aborted while sending rows");
   }
   // Keys by new owner, in their order (batched ring lookups).
-  absl::flat_hash_map<ServerId, std::vector<uint64_t>> by_owner;
+  const Ring& ring = target->ring();
+  if (ring.empty()) return absl::InternalError("target map has no servers");
+  std::vector<std::vector<uint64_t>> by_owner(ring.num_servers());
+  std::vector<uint32_t> owner(keys.size());
+  ring.OwnerIndices(keys, absl::MakeSpan(owner));
+  for (size_t i = 0; i < keys.size(); ++i)
+    by_owner[owner[i]].push_back(keys[i]);
+  return SendGrouped(spec, target, by_owner, batch_rows, rows_per_second,
+                     deadline);
+}
+
+absl::Status Resharder::SendGrouped(
+    const TableSpec& spec, const std::shared_ptr<const ClusterMap>& target,
+    absl::Span<const std::vector<uint64_t>> by_owner, size_t batch_rows,
+    int64_t rows_per_second, absl::Time deadline) {
+  uint64_t id;
   {
-    const Ring& ring = target->ring();
-    if (ring.empty()) return absl::InternalError("target map has no servers");
-    std::vector<uint32_t> owner(keys.size());
-    ring.OwnerIndices(keys, absl::MakeSpan(owner));
-    for (size_t i = 0; i < keys.size(); ++i) {
-      by_owner[ring.server_id(owner[i])].push_back(keys[i]);
+    absl::MutexLock lock(&mu_);
+    if (target_ != target) {
+      return absl::AbortedError("live resharding aborted while sending rows");
     }
+    id = id_;
   }
   // Up to kInFlight Migrate calls at once (reading and encoding the next
   // batch while the last ones travel and are applied). 4 batches of 1024
@@ -459,7 +486,10 @@ absl::Status Resharder::SendRows(const TableSpec& spec,
   const absl::Time start = absl::Now();
   uint64_t launched = 0;
   absl::Status status;
-  for (const auto& [owner, owned] : by_owner) {
+  for (size_t o = 0; o < by_owner.size(); ++o) {
+    const std::vector<uint64_t>& owned = by_owner[o];
+    if (owned.empty()) continue;
+    const ServerId owner = target->ring().server_id(o);
     const ServerInfo* info = target->Find(owner);
     if (info == nullptr) {
       return absl::InternalError(

@@ -139,6 +139,14 @@ class Resharder {
   absl::Status SendRows(const TableSpec& spec, absl::Span<const uint64_t> keys,
                         size_t batch_rows, int64_t rows_per_second,
                         absl::Time deadline);
+  // The same for keys already grouped by owner under `target`, the map
+  // being migrated to: by_owner[o] goes to target->ring().server_id(o).
+  // Aborted when target_ is no longer `target`.
+  absl::Status SendGrouped(const TableSpec& spec,
+                           const std::shared_ptr<const ClusterMap>& target,
+                           absl::Span<const std::vector<uint64_t>> by_owner,
+                           size_t batch_rows, int64_t rows_per_second,
+                           absl::Time deadline);
   // Deletes every row this server does not own under map() (after a
   // COMMIT: the rows handed over; after an ABORT: the rows received).
   absl::Status DropForeignRows();

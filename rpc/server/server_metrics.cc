@@ -158,6 +158,10 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
     AddGaugeFamily(out, "psdb_store_memory_used_bytes",
                    "Bytes the memory tier uses.",
                    static_cast<double>(stats.memory_used_bytes));
+    AddGaugeFamily(out, "psdb_store_memory_yielded_bytes",
+                   "Bytes of the memory tier's share given up to what RocksDB "
+                   "pins beyond its own.",
+                   static_cast<double>(stats.memory_yielded_bytes));
     AddGaugeFamily(out, "psdb_store_disk_running_compactions",
                    "RocksDB compactions running now.",
                    static_cast<double>(stats.disk_running_compactions));

@@ -30,7 +30,8 @@
 //                                                     estimate)
 //      psdb_store_table_step, psdb_store_disk_compaction_pending  gauges
 //    and store-wide psdb_store_memory_budget_bytes,
-//    psdb_store_memory_used_bytes, psdb_store_disk_running_compactions
+//    psdb_store_memory_used_bytes, psdb_store_memory_yielded_bytes,
+//    psdb_store_disk_running_compactions
 //    (gauges), psdb_store_checkpoint_duration_seconds (a summary without
 //    quantiles: _count checkpoints, _sum their total duration) and
 //    psdb_store_last_checkpoint_duration_seconds (gauge).

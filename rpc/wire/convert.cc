@@ -125,6 +125,7 @@ void ToProto(const StoreStats& stats, v1::StatsResponse* out) {
   }
   out->set_memory_budget_bytes(stats.memory_budget_bytes);
   out->set_memory_used_bytes(stats.memory_used_bytes);
+  out->set_memory_yielded_bytes(stats.memory_yielded_bytes);
   out->set_disk_running_compactions(stats.disk_running_compactions);
   out->set_checkpoints(stats.checkpoints);
   out->set_last_checkpoint_micros(
@@ -157,6 +158,7 @@ StoreStats FromProto(const v1::StatsResponse& proto) {
   }
   stats.memory_budget_bytes = proto.memory_budget_bytes();
   stats.memory_used_bytes = proto.memory_used_bytes();
+  stats.memory_yielded_bytes = proto.memory_yielded_bytes();
   stats.disk_running_compactions = proto.disk_running_compactions();
   stats.checkpoints = proto.checkpoints();
   stats.last_checkpoint_duration =

@@ -2,8 +2,10 @@
 // on a real small tmpfs: pushes that need eviction are refused with
 // RESOURCE_EXHAUSTED and change nothing, memory stays within its bound,
 // reads keep working, writes resume without a reopen once space returns
-// (both through the headroom rule and through RocksDB's stopped writes and
-// DiskTier's Resume), and a clean close keeps every acknowledged push.
+// (through the headroom rule, through RocksDB's stopped writes and
+// DiskTier's Resume, and for a store restarted read-only on the full
+// disk), a clean close keeps every acknowledged push, and the disk reserve
+// gives a restart on a full disk its room.
 // Exact checks use a counting-gradient table: SGD, learning rate 1, zero
 // init, every push of gradient -1 adds exactly 1 to each value of its row.
 #include <memory>
@@ -228,19 +230,130 @@ TEST(StoreDiskFullTest, CloseOnADiskFilledByOthers) {
           absl::StatusCode::kFailedPrecondition);
     }
     if (reserve > 0) {
-      // The ballast cannot be written again while the disk is full (what
-      // the close left free is taken too).
+      // The close used the ballast's room, and something takes what it
+      // left free: the ballast cannot be written again, and RocksDB's open
+      // is refused with no ballast to give room back, so the store opens
+      // read-only, every row exact, the reserve reported missing.
       ASSERT_OK(fs->Fill("filler2").status());
-      const auto full = Store::Open(opts, path);
-      EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted)
-          << full.status();
-      EXPECT_THAT(full.status().message(), HasSubstr("disk-reserve"));
+      ASSERT_OK_AND_ASSIGN(auto full, Store::Open(opts, path));
+      EXPECT_TRUE(full->read_only());
+      EXPECT_EQ(full->Stats().disk_reserve_bytes, reserve);
+      EXPECT_EQ(full->Stats().disk_reserve_held_bytes, 0u);
+      ExpectCounts(*full, counts);
+      ASSERT_OK(full->Close());
       ASSERT_OK(fs->Remove("filler2"));
     }
     ASSERT_OK(fs->Remove("filler"));
     ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    EXPECT_FALSE(store->read_only());
+    // Room again: the open writes the ballast back.
+    EXPECT_EQ(store->Stats().disk_reserve_held_bytes, reserve);
     ExpectCounts(*store, counts);
   }
+}
+
+// A restart on a disk that something else filled while the store was
+// down, its ballast in place (the last close did not need it): RocksDB's
+// open is refused, the store deletes the ballast and opens writable in its
+// room. Every row is exact; pushes work within that room (the headroom
+// rule still guards the close); the ballast is not written back while
+// the disk lacks room for it plus the headroom, and is once space returns.
+TEST(StoreDiskFullTest, RestartOnAFullDiskUsesTheReserve) {
+  constexpr uint64_t kReserve = 4 << 20;
+  MOUNT_OR_SKIP(fs, 32 << 20);
+  const std::string path = fs->Sub("store");
+  StoreOptions opts = SmallOptions(kBudget);
+  opts.disk_reserve_bytes = kReserve;
+  Counts counts;
+  uint64_t next_key = 1;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    EXPECT_EQ(store->Stats().disk_reserve_held_bytes, kReserve);
+    // Two budgets of rows: about half are evicted into RocksDB.
+    for (; next_key <= 2 * kBudget / kSlotBytes / kBatch; ++next_key) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(next_key, kBatch), &counts));
+    }
+    ASSERT_OK(PushOnes(*store, BatchKeys(1, kBatch), &counts));
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK(fs->Fill("filler").status());
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    EXPECT_FALSE(store->read_only());
+    EXPECT_EQ(store->Stats().disk_reserve_bytes, kReserve);
+    EXPECT_EQ(store->Stats().disk_reserve_held_bytes, 0u);
+    ExpectCounts(*store, counts);
+    // Updates of existing rows and a batch of new ones (room in memory).
+    ASSERT_OK(PushOnes(*store, BatchKeys(2, kBatch), &counts));
+    ASSERT_OK(PushOnes(*store, BatchKeys(next_key++, kBatch), &counts));
+    ASSERT_OK(store->Flush());
+    // Past the rate limit, a flush tries the ballast again: the disk has
+    // less room than it plus the headroom, so it stays missing and the
+    // disk is not filled by it.
+    absl::SleepFor(absl::Seconds(1.1));
+    const uint64_t free_before = fs->FreeBytes();
+    ASSERT_OK(store->Flush());
+    EXPECT_EQ(store->Stats().disk_reserve_held_bytes, 0u);
+    EXPECT_LT(free_before, kReserve + kReserve / 8 + (1 << 20));
+    ExpectCounts(*store, counts);
+    // Space returns: a flush writes the ballast back (rate limited).
+    ASSERT_OK(fs->Remove("filler"));
+    EXPECT_TRUE(::psdb::testing::WaitFor(
+        [&] {
+          EXPECT_OK(store->Flush());
+          return store->Stats().disk_reserve_held_bytes == kReserve;
+        },
+        absl::Seconds(10)));
+    ASSERT_OK(PushOnes(*store, BatchKeys(3, kBatch), &counts));
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+  EXPECT_EQ(store->Stats().disk_reserve_held_bytes, kReserve);
+  ExpectCounts(*store, counts);
+}
+
+// A restart on a disk that something else filled while the store was
+// down, without a reserve: the store opens read-only (reads exact, writes
+// refused); once the filler is deleted, writes go through without a
+// reopen, and a close and reopen keep every acknowledged push.
+TEST(StoreDiskFullTest, ReadOnlyRestartWritesOnceSpaceReturns) {
+  MOUNT_OR_SKIP(fs, 32 << 20);
+  const std::string path = fs->Sub("store");
+  const StoreOptions opts = SmallOptions(kBudget);
+  Counts counts;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    ASSERT_OK(store->CreateTable(MakeSpec("emb", kDim)));
+    for (uint64_t b = 1; b <= 2 * kBudget / kSlotBytes / kBatch; ++b) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(b, kBatch), &counts));
+    }
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK(fs->Fill("filler").status());
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+    EXPECT_TRUE(store->read_only());
+    ExpectCounts(*store, counts);
+    const std::vector<uint64_t> fresh = BatchKeys(100000, kBatch);
+    Counts refused = counts;
+    const absl::Status push = PushOnes(*store, fresh, &refused);
+    EXPECT_EQ(push.code(), absl::StatusCode::kResourceExhausted) << push;
+    EXPECT_THAT(push.message(), HasSubstr("No space left on device"));
+    ExpectAbsent(*store, fresh);
+    ASSERT_OK(fs->Remove("filler"));  // space returns
+    ASSERT_OK(PushOnesOnceResumed(*store, fresh, &counts));
+    EXPECT_FALSE(store->read_only());
+    for (uint64_t b = 0; b < 2 * kBudget / kSlotBytes / kBatch; ++b) {
+      ASSERT_OK(PushOnes(*store, BatchKeys(200000 + b, kBatch), &counts));
+    }
+    ASSERT_OK(PushOnes(*store, BatchKeys(1, kBatch), &counts));
+    ExpectCounts(*store, counts);
+    ASSERT_OK(store->Close());
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(opts, path));
+  EXPECT_FALSE(store->read_only());
+  ExpectCounts(*store, counts);
 }
 
 }  // namespace

@@ -40,6 +40,36 @@ std::vector<uint64_t> AllKeys(Store& store, const std::string& table) {
   return keys;
 }
 
+// Decodes the encodings `rows` (back to back) of the keys `found` and
+// expects each to be the row of `expect` (PullRows of `found`): values,
+// state, update count and last update step. Returns the decoded headers.
+std::vector<RowHeader> ExpectEncodingsAre(absl::string_view rows,
+                                          const std::vector<uint64_t>& found,
+                                          const RowBatch& expect) {
+  const size_t row_bytes = EncodedRowSize(kDim, kDim);
+  EXPECT_EQ(rows.size(), found.size() * row_bytes);
+  std::vector<RowHeader> headers(found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    std::vector<float> v(kDim), st(kDim);
+    const absl::Status decoded =
+        DecodeRow(rows.substr(i * row_bytes, row_bytes), kDim, kDim,
+                  &headers[i], absl::MakeSpan(v), absl::MakeSpan(st));
+    EXPECT_TRUE(decoded.ok()) << "key " << found[i] << ": " << decoded;
+    if (!decoded.ok()) continue;
+    EXPECT_EQ(v, std::vector<float>(expect.values.begin() + i * kDim,
+                                    expect.values.begin() + (i + 1) * kDim))
+        << "key " << found[i];
+    EXPECT_EQ(st, std::vector<float>(expect.state.begin() + i * kDim,
+                                     expect.state.begin() + (i + 1) * kDim))
+        << "key " << found[i];
+    EXPECT_EQ(headers[i].update_count, expect.headers[i].update_count)
+        << "key " << found[i];
+    EXPECT_EQ(headers[i].last_update_step, expect.headers[i].last_update_step)
+        << "key " << found[i];
+  }
+  return headers;
+}
+
 // Keys 1..n pushed once each (key k with gradient k), then pushed again
 // for the odd ones: rows with state and headers that differ per key.
 void Fill(Store& store, uint64_t n) {
@@ -89,21 +119,11 @@ TEST_F(StoreTransferTest, EncodedRowsOfBothTiersArriveBitIdentical) {
   // Each encoding is the row PullRows gives (values, state, header).
   RowBatch expect;
   ASSERT_OK(src_->PullRows("ada", found, &expect));
+  const std::vector<RowHeader> headers =
+      ExpectEncodingsAre(bytes, found, expect);
   for (size_t i = 0; i < found.size(); ++i) {
-    RowHeader h;
-    std::vector<float> v(kDim), st(kDim);
-    ASSERT_OK(
-        DecodeRow(absl::string_view(bytes).substr(i * row_bytes, row_bytes),
-                  kDim, kDim, &h, absl::MakeSpan(v), absl::MakeSpan(st)));
-    EXPECT_EQ(v, std::vector<float>(expect.values.begin() + i * kDim,
-                                    expect.values.begin() + (i + 1) * kDim))
-        << "key " << found[i];
-    EXPECT_EQ(st, std::vector<float>(expect.state.begin() + i * kDim,
-                                     expect.state.begin() + (i + 1) * kDim));
     // PullRows above counted one more sighting than the encoding saw.
-    EXPECT_EQ(h.update_count, expect.headers[i].update_count);
-    EXPECT_EQ(h.last_update_step, expect.headers[i].last_update_step);
-    EXPECT_EQ(h.frequency + 1, expect.headers[i].frequency);
+    EXPECT_EQ(headers[i].frequency + 1, expect.headers[i].frequency);
   }
 
   const uint64_t created_before = dst_->Stats().tables[0].created;
@@ -129,6 +149,24 @@ TEST_F(StoreTransferTest, EncodedRowsOfBothTiersArriveBitIdentical) {
   ASSERT_OK(dst_->PullRows("ada", {3}, &b));
   EXPECT_EQ(a.values, b.values);
   EXPECT_EQ(a.state, b.state);
+}
+
+// Resident rows are read a stripe at a time: the encodings still come in
+// the order of the keys given (a key twice, twice), followed by the rows
+// read from disk, with absent keys squeezed out between them.
+TEST_F(StoreTransferTest, EncodedRowsComeInTheOrderOfTheKeys) {
+  const std::vector<uint64_t> keys = {40, 5,  99, 22, 21, 0,
+                                      33, 22, 17, 38, 24, 23};
+  std::vector<uint64_t> found;
+  std::string bytes = "xyz";  // appended to
+  ASSERT_OK(src_->ReadEncodedRows("ada", keys, &found, &bytes));
+  const std::vector<uint64_t> want_found = {40, 22, 21, 33, 22,
+                                            38, 24, 23, 5,  17};
+  ASSERT_EQ(found, want_found);
+  EXPECT_EQ(bytes.substr(0, 3), "xyz");
+  RowBatch expect;
+  ASSERT_OK(src_->PullRows("ada", found, &expect));
+  ExpectEncodingsAre(absl::string_view(bytes).substr(3), found, expect);
 }
 
 TEST_F(StoreTransferTest, IngestOverwritesRowsOfBothTiersAndSurvivesReopen) {
