@@ -1,7 +1,9 @@
 // Store::Impl: the state behind psdb::Store. Internal to psdb_store; split
-// over store.cc (open, tables, data path, stats, close),
-// store_checkpoint.cc (checkpoints, restore) and store_wal.cc (the
-// write-ahead log's open, replay and truncation; store/wal.h).
+// over store.cc (tables, eviction, deletes, stats, flush, close),
+// store_open.cc (open, restore's placement, a checkpoint shard, a full
+// disk's read-only open and the way back to writable), store_checkpoint.cc
+// (checkpoints, restore) and store_wal.cc (the write-ahead log's open,
+// replay and truncation; store/wal.h).
 //
 // Metadata kept in the default column family of <path>/db:
 //   psdb/format_version  decimal; a newer one than kStoreFormatVersion is

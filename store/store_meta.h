@@ -1,7 +1,7 @@
 // The keys of the store's metadata in the default column family of a
 // store's RocksDB (and so of every checkpoint shard): written by the Store
-// (store.cc) and by ShardWriter (shard_writer.h), read when a store opens.
-// Internal to psdb_store. store_impl.h describes each key.
+// (store.cc, store_open.cc) and by ShardWriter (shard_writer.h), read when a
+// store opens. Internal to psdb_store. store_impl.h describes each key.
 //
 // Thread-safety: constants.
 #ifndef PSDB_STORE_STORE_META_H_

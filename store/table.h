@@ -1,6 +1,7 @@
 // Table: one psdb table inside a Store: its spec and step, its memory tier,
 // its RocksDB column family, admission counter and statistics, and the
-// pull / push / row-transfer paths (table.cc), its eviction, flush and
+// pull / push paths and their log replay (table.cc), its whole-row reads
+// and writes (table_rows.cc: PullRows, PutRows), its eviction, flush and
 // TTL paths (table_evict.cc) and its encoded row transfer for live
 // resharding (table_migrate.cc). Internal to psdb_store.
 //
@@ -262,6 +263,9 @@ class Table {
                          bool replay, bool* updated);
   absl::Status PutRowsImpl(absl::Span<const uint64_t> keys,
                            const RowBatch& rows, uint64_t replay_lsn);
+  // The calling thread's buffer for the payload of the log record being
+  // appended (kWal): it grows to the largest record and is reused.
+  static std::string& WalPayload();
   absl::StatusOr<uint64_t> DeleteRowsImpl(absl::Span<const uint64_t> keys,
                                           bool existing, uint64_t lsn,
                                           bool replay);

@@ -1,0 +1,238 @@
+// Table's whole-row reads and writes (store/table.h): PullRows, PutRows
+// and the replay of a logged PutRows.
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "store/row_codec.h"
+#include "store/table.h"
+#include "util/key_dedup.h"
+#include "util/status_macros.h"
+
+namespace psdb::internal {
+
+absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
+                             bool serving, std::vector<uint8_t>* present) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  if (out == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PullRows output is null"));
+  }
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  KeyDedup dedup;
+  dedup.Reset(n);
+  std::vector<uint32_t> inverse(n), occ;
+  for (size_t i = 0; i < n; ++i) {
+    bool inserted;
+    const uint32_t u = dedup.Insert(keys[i], &inserted);
+    if (inserted) occ.push_back(0);
+    if (!serving) ++occ[u];
+    inverse[i] = u;
+  }
+  const absl::Span<const uint64_t> ukeys = dedup.unique();
+  const size_t nu = ukeys.size();
+  RowBatch u;
+  u.Resize(dim(), state_size_, nu);
+  std::vector<uint8_t> upresent(present != nullptr ? nu : 0, 1);
+  auto copy_out = [&](size_t i, uint32_t slot) {
+    RowHeader* h = mem_.header(slot);
+    h->frequency += occ[i];
+    std::memcpy(u.values.data() + i * d, mem_.values(slot), 4 * d);
+    if (ss > 0) std::memcpy(u.state.data() + i * ss, mem_.state(slot), 4 * ss);
+    u.headers[i] = *h;
+    mem_.Touch(slot);
+  };
+  // Look up everything; the misses go through Materialize.
+  std::vector<uint64_t> mkeys;
+  std::vector<uint32_t> mocc, mu;
+  for (size_t i = 0; i < nu; ++i) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[i]));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(ukeys[i]);
+    if (it != st.index.end()) {
+      copy_out(i, it->second);
+    } else {
+      mkeys.push_back(ukeys[i]);
+      mocc.push_back(occ[i]);
+      mu.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  hits_.fetch_add(nu - mkeys.size(), std::memory_order_relaxed);
+  misses_.fetch_add(mkeys.size(), std::memory_order_relaxed);
+  if (!mkeys.empty()) {
+    PSDB_RETURN_IF_ERROR(Materialize(
+        mkeys, mocc, serving ? MissMode::kServing : MissMode::kCreate,
+        [&](size_t j, uint32_t slot) { copy_out(mu[j], slot); },
+        [&](size_t j) {
+          const size_t i = mu[j];
+          if (present != nullptr) upresent[i] = 0;
+          DefaultRow(spec_, ukeys[i],
+                     absl::MakeSpan(u.values.data() + i * d, d));
+          optim::InitState(spec_.optimizer, dim(),
+                           absl::MakeSpan(u.state.data() + i * ss, ss));
+          u.headers[i] = RowHeader{};
+        },
+        /*refusable=*/true));
+  }
+  out->Resize(dim(), state_size_, n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = inverse[i];
+    std::memcpy(out->values.data() + i * d, u.values.data() + k * d, 4 * d);
+    if (ss > 0) {
+      std::memcpy(out->state.data() + i * ss, u.state.data() + k * ss, 4 * ss);
+    }
+    out->headers[i] = u.headers[k];
+  }
+  if (present != nullptr) {
+    present->resize(n);
+    for (size_t i = 0; i < n; ++i) (*present)[i] = upresent[inverse[i]];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
+                            const RowBatch& rows) {
+  return PutRowsImpl(keys, rows, /*replay_lsn=*/0);
+}
+
+absl::Status Table::ReplayPutRows(uint64_t lsn, absl::Span<const uint64_t> keys,
+                                  const RowBatch& rows) {
+  std::vector<uint8_t> keep;
+  PSDB_RETURN_IF_ERROR(ReplayKeep(keys, lsn, &keep));
+  std::vector<uint64_t> k;
+  RowBatch r;
+  r.dim = rows.dim;
+  r.state_size = rows.state_size;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keep[i]) continue;
+    k.push_back(keys[i]);
+    r.AppendFrom(rows, i);
+  }
+  if (k.empty()) return absl::OkStatus();
+  return PutRowsImpl(k, r, lsn);
+}
+
+absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
+                                const RowBatch& rows, uint64_t replay_lsn) {
+  PSDB_RETURN_IF_ERROR(CheckBatch(keys.size()));
+  const size_t n = keys.size();
+  const size_t d = static_cast<size_t>(dim());
+  const size_t ss = static_cast<size_t>(state_size_);
+  if (rows.dim != dim() || rows.state_size != state_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PutRows rows have dim ", rows.dim,
+                     " state_size ", rows.state_size, ", table has dim ", dim(),
+                     " state_size ", state_size_));
+  }
+  if (rows.size() != n || rows.values.size() != n * d ||
+      rows.state.size() != n * ss) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", name(), ": PutRows of ", n, " keys got ",
+                     rows.size(), " headers, ", rows.values.size(),
+                     " values and ", rows.state.size(), " state floats"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!AllFinite(rows.values.data() + i * d, d) ||
+        !AllFinite(rows.state.data() + i * ss, ss)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table ", name(), ": PutRows row for key ", keys[i],
+                       " at position ", i, " is not finite (nothing written)"));
+    }
+  }
+  // Last occurrence of each key wins.
+  KeyDedup dedup;
+  dedup.Reset(n);
+  std::vector<uint32_t> last;
+  for (size_t i = 0; i < n; ++i) {
+    bool inserted;
+    const uint32_t u = dedup.Insert(keys[i], &inserted);
+    if (inserted) last.push_back(0);
+    last[u] = static_cast<uint32_t>(i);
+  }
+  const absl::Span<const uint64_t> ukeys = dedup.unique();
+  const size_t nu = ukeys.size();
+  const bool replay = replay_lsn != 0;
+  std::optional<Wal::ApplyScope> scope;
+  std::optional<absl::MutexLock> order;
+  uint64_t lsn = replay_lsn;
+  if (wal_ != nullptr && !replay) {
+    scope.emplace(wal_);
+    order.emplace(&wal_mu_);
+    EncodePutRowsRecord(name(), keys, rows, &WalPayload());
+    lsn = wal_->AppendFramed(WalRecordType::kPutRows, &WalPayload());
+  }
+  const bool track = mem_.has_lsn() && lsn != 0;
+  auto assign = [&](size_t u, uint32_t slot) {
+    if (track) {
+      if (replay && *mem_.lsn(slot) >= lsn) return;
+      *mem_.lsn(slot) = lsn;
+    }
+    const size_t i = last[u];
+    std::memcpy(mem_.values(slot), rows.values.data() + i * d, 4 * d);
+    if (ss > 0)
+      std::memcpy(mem_.state(slot), rows.state.data() + i * ss, 4 * ss);
+    *mem_.header(slot) = rows.headers[i];
+    Stripe& stripe = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    stripe.mu.AssertHeld();  // on_resident runs under it (Materialize)
+    MarkDirty(stripe, slot);
+    mem_.Touch(slot);
+  };
+  // Misses first (the only part that can be refused), then the keys that
+  // were resident, so a refused call assigns nothing; one evicted in
+  // between is materialized again.
+  std::vector<uint64_t> mkeys;
+  std::vector<uint32_t> mocc, mu, hits;
+  for (size_t u = 0; u < nu; ++u) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    absl::MutexLock l(&st.mu);
+    if (st.index.contains(ukeys[u])) {
+      hits.push_back(static_cast<uint32_t>(u));
+    } else {
+      mkeys.push_back(ukeys[u]);
+      mocc.push_back(1);
+      mu.push_back(static_cast<uint32_t>(u));
+    }
+  }
+  if (!mkeys.empty()) {
+    PSDB_RETURN_IF_ERROR(Materialize(
+        mkeys, mocc, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {},
+        /*refusable=*/true));
+  }
+  mkeys.clear();
+  mocc.clear();
+  mu.clear();
+  for (uint32_t u : hits) {
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(ukeys[u]);
+    if (it != st.index.end()) {
+      assign(u, it->second);
+    } else {
+      mkeys.push_back(ukeys[u]);
+      mocc.push_back(1);
+      mu.push_back(u);
+    }
+  }
+  absl::Status s;
+  if (!mkeys.empty()) {
+    s = Materialize(
+        mkeys, mocc, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+  }
+  if (wal_ == nullptr || replay) return s;
+  if (!s.ok()) {
+    wal_->Append(WalRecordType::kAbort,
+                 absl::string_view(reinterpret_cast<const char*>(&lsn), 8));
+  }
+  order.reset();
+  scope.reset();
+  PSDB_RETURN_IF_ERROR(s);
+  return wal_->WaitWritten(lsn);
+}
+
+}  // namespace psdb::internal
