@@ -54,28 +54,11 @@
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
 #include "tools/common/flags_help.h"
+#include "tools/common/tls_flags.h"
 
 ABSL_FLAG(int, heartbeat_interval_ms, 1000, "How often nodes beat.");
 ABSL_FLAG(int, heartbeat_timeout_ms, 5000,
           "A node silent this long is marked dead.");
-ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain.");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA that client certificates chain to.");
-ABSL_FLAG(bool, require_client_cert, false,
-          "Mutual TLS: refuse clients without a certificate from --tls_ca.");
-ABSL_FLAG(bool, insecure, false,
-          "Allow plaintext on a non-loopback --sched_host.");
-ABSL_FLAG(int, cert_expiry_warning_days, 90,
-          "Warn when the server certificate expires within this many days.");
-ABSL_FLAG(std::string, tls_crl, "",
-          "PEM or DER certificate revocation list(s) of --tls_ca: a client "
-          "certificate listed is refused in the handshake. Checked at start "
-          "(signed by a --tls_ca CA, current); read once.");
-ABSL_FLAG(std::string, tls_ciphers, "",
-          "OpenSSL TLS 1.2 cipher list A:B:... for every TLS connection of "
-          "this process (GRPC_SSL_CIPHER_SUITES); a TLS 1.2 client offering "
-          "none is refused. TLS 1.3 uses OpenSSL's suites (gRPC cannot "
-          "choose them). Empty = gRPC's default.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics over HTTP at /metrics on this port; "
           "0 picks a free one, -1 = off.");
@@ -129,13 +112,12 @@ std::string FlagOrEnv(const std::string& flag, const char* variable) {
 
 // The TLS a client of the scheduler (--health, add-server) uses.
 psdb::rpc::ClientTlsOptions AdminTls() {
-  psdb::rpc::ClientTlsOptions tls;
-  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  if (absl::GetFlag(FLAGS_require_client_cert)) {
-    tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-    tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  psdb::rpc::ClientTlsOptions tls = psdb::tools::PeerTlsFromFlags();
+  // A certificate only where this scheduler requires one of its clients.
+  if (!psdb::tools::ServerTlsFromFlags().require_client_cert) {
+    tls.cert_file.clear();
+    tls.key_file.clear();
   }
-  tls.insecure = absl::GetFlag(FLAGS_insecure);
   return tls;
 }
 
@@ -233,15 +215,11 @@ int main(int argc, char** argv) {
       "[--batch_rows=N] [--max_rows_per_second=N]\n"
       "ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID "
       "[--batch_rows=N] [--max_rows_per_second=N]",
-      {"ps_scheduler_main.cc", "node_config_flags.cc"});
+      {"ps_scheduler_main.cc", "node_config_flags.cc", "tls_flags.cc"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
-  if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
-      !ciphers.empty()) {
-    if (absl::Status set = psdb::rpc::SetProcessCipherList(ciphers);
-        !set.ok()) {
-      return Fail(set);
-    }
+  if (absl::Status set = psdb::tools::ApplyTlsCiphersFlag(); !set.ok()) {
+    return Fail(set);
   }
   if (positional.size() > 1) {
     const std::string command = positional[1];
@@ -276,20 +254,9 @@ int main(int argc, char** argv) {
       absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_interval_ms));
   options.heartbeat_timeout =
       absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
-  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
-  options.tls.crl_file = absl::GetFlag(FLAGS_tls_crl);
-  options.tls.cert_expiry_warning_days =
-      absl::GetFlag(FLAGS_cert_expiry_warning_days);
-  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
-  // Reaching ps-servers to migrate rows: their CA, and this scheduler's
-  // certificate as a client's where servers require one.
-  options.server_tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.server_tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.server_tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.server_tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.tls = psdb::tools::ServerTlsFromFlags();
+  // Reaching ps-servers to migrate rows.
+  options.server_tls = psdb::tools::PeerTlsFromFlags();
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   const std::string etcd =
@@ -318,7 +285,7 @@ int main(int argc, char** argv) {
   options.etcd_tls.ca_file = absl::GetFlag(FLAGS_etcd_tls_ca);
   options.etcd_tls.cert_file = absl::GetFlag(FLAGS_etcd_tls_cert);
   options.etcd_tls.key_file = absl::GetFlag(FLAGS_etcd_tls_key);
-  options.etcd_tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.etcd_tls.insecure = options.tls.insecure;
   if (absl::Status valid = psdb::rpc::ValidateSchedulerOptions(options);
       !valid.ok()) {
     return Fail(valid);

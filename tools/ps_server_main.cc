@@ -83,6 +83,7 @@
 #include "store/store.h"
 #include "tools/common/args.h"
 #include "tools/common/flags_help.h"
+#include "tools/common/tls_flags.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -120,23 +121,6 @@ ABSL_FLAG(bool, serve_all_shards, false,
 ABSL_FLAG(int, follow_interval_s, 10,
           "With --serve_from: seconds between looks for a newer checkpoint; "
           "0 = serve the first one only.");
-ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain.");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA that client certificates chain to.");
-ABSL_FLAG(bool, require_client_cert, false,
-          "Mutual TLS: refuse clients without a certificate from --tls_ca.");
-ABSL_FLAG(std::string, tls_crl, "",
-          "PEM or DER certificate revocation list(s) of --tls_ca: a client "
-          "certificate listed is refused in the handshake. Checked at start "
-          "(signed by a --tls_ca CA, current); read once.");
-ABSL_FLAG(std::string, tls_ciphers, "",
-          "OpenSSL TLS 1.2 cipher list A:B:... for every TLS connection of "
-          "this process (GRPC_SSL_CIPHER_SUITES); a TLS 1.2 client offering "
-          "none is refused. TLS 1.3 uses OpenSSL's suites (gRPC cannot "
-          "choose them). Empty = gRPC's default.");
-ABSL_FLAG(int, cert_expiry_warning_days, 90,
-          "Warn when the server certificate expires within this many days.");
-ABSL_FLAG(bool, insecure, false, "Allow plaintext on a non-loopback --host.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics over HTTP at /metrics on this port; "
           "0 picks a free one, -1 = off.");
@@ -202,7 +186,7 @@ int FinishDryRun() {
 
 std::string TransportSummary(const psdb::rpc::ServerOptions& options) {
   if (!options.tls.cert_file.empty()) {
-    const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
+    const std::string ciphers = psdb::tools::TlsCiphersFlag();
     return absl::StrCat(
         "TLS ", options.tls.cert_file,
         options.tls.require_client_cert ? ", client certificates required" : "",
@@ -222,10 +206,7 @@ int RunCheckpoint() {
   options.cluster_epoch = absl::GetFlag(FLAGS_cluster_epoch);
   options.timeout =
       absl::Seconds(absl::GetFlag(FLAGS_checkpoint_timeout_seconds));
-  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.tls = psdb::tools::PeerTlsFromFlags();
   if (!absl::GetFlag(FLAGS_servers).empty()) {
     auto servers = psdb::ParseServerList(absl::GetFlag(FLAGS_servers));
     if (!servers.ok()) return Fail(servers.status());
@@ -342,15 +323,11 @@ int main(int argc, char** argv) {
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
       "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)",
-      {"ps_server_main.cc", "node_config_flags.cc"});
+      {"ps_server_main.cc", "node_config_flags.cc", "tls_flags.cc"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
-  if (const std::string ciphers = absl::GetFlag(FLAGS_tls_ciphers);
-      !ciphers.empty()) {
-    if (absl::Status set = psdb::rpc::SetProcessCipherList(ciphers);
-        !set.ok()) {
-      return Fail(set);
-    }
+  if (absl::Status set = psdb::tools::ApplyTlsCiphersFlag(); !set.ok()) {
+    return Fail(set);
   }
   // Batches of whole rows (PullRows, PutRows, Migrate: hundreds of KiB
   // each) would otherwise each get fresh mmap'd pages, which the kernel
@@ -408,20 +385,9 @@ int main(int argc, char** argv) {
     if (!cluster.ok()) return Fail(cluster.status());
     options.cluster = *std::move(cluster);
   }
-  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
-  options.tls.crl_file = absl::GetFlag(FLAGS_tls_crl);
-  options.tls.cert_expiry_warning_days =
-      absl::GetFlag(FLAGS_cert_expiry_warning_days);
-  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
-  // Live resharding sends rows to peers (Migrate): their CA, and this
-  // server's certificate as a client's where peers require one.
-  options.peer_tls.ca_file = options.tls.ca_file;
-  options.peer_tls.cert_file = options.tls.cert_file;
-  options.peer_tls.key_file = options.tls.key_file;
-  options.peer_tls.insecure = options.tls.insecure;
+  options.tls = psdb::tools::ServerTlsFromFlags();
+  // Live resharding sends rows to peers (Migrate).
+  options.peer_tls = psdb::tools::PeerTlsFromFlags();
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
 
