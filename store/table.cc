@@ -447,6 +447,25 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
   return absl::OkStatus();
 }
 
+void Table::LookUpOrMiss(absl::Span<const uint64_t> ukeys,
+                         absl::Span<const uint32_t> occ, ResidentFn on_hit,
+                         Misses* misses, const std::vector<uint32_t>* only) {
+  const size_t n = only == nullptr ? ukeys.size() : only->size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = only == nullptr ? static_cast<uint32_t>(i) : (*only)[i];
+    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
+    absl::MutexLock l(&st.mu);
+    auto it = st.index.find(ukeys[u]);
+    if (it != st.index.end()) {
+      on_hit(u, it->second);
+    } else {
+      misses->keys.push_back(ukeys[u]);
+      misses->occurrences.push_back(occ.empty() ? 1 : occ[u]);
+      misses->index.push_back(u);
+    }
+  }
+}
+
 absl::Status Table::MaterializeLocked(uint64_t key, uint32_t occurrences,
                                       int8_t admitted, MissMode mode, size_t i,
                                       ResidentFn on_resident,

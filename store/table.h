@@ -294,6 +294,21 @@ class Table {
                            MissMode mode, ResidentFn on_resident,
                            AbsentFn on_absent, bool refusable = false,
                            bool dirties = false);
+  // The keys of a batch that were not resident, as Materialize takes them:
+  // each key, its sightings and its index among the batch's unique keys.
+  struct Misses {
+    std::vector<uint64_t> keys;
+    std::vector<uint32_t> occurrences;
+    std::vector<uint32_t> index;
+  };
+  // Looks up ukeys[u] for each u (each u of *only, if given), one key at
+  // a time: on_hit(u, slot) runs under the key's stripe lock if it is
+  // resident, else the key is appended to *misses with occ[u] sightings (1
+  // when occ is empty).
+  void LookUpOrMiss(absl::Span<const uint64_t> ukeys,
+                    absl::Span<const uint32_t> occ, ResidentFn on_hit,
+                    Misses* misses,
+                    const std::vector<uint32_t>* only = nullptr);
   // The error of a call refused for want of memory while the disk refuses
   // writes: ResourceExhausted for a full disk, Unavailable for another
   // I/O error, naming the table and the cause.

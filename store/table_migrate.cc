@@ -162,7 +162,6 @@ absl::Status Table::IngestRows(absl::Span<const uint64_t> keys,
     last[u] = static_cast<uint32_t>(i);
   }
   const absl::Span<const uint64_t> ukeys = dedup.unique();
-  const size_t nu = ukeys.size();
   auto assign = [&](size_t u, uint32_t slot) {
     CopyVerifiedRow(row(last[u]), dim(), state_size_, mem_.header(slot),
                     mem_.values(slot), ss > 0 ? mem_.state(slot) : nullptr);
@@ -171,24 +170,13 @@ absl::Status Table::IngestRows(absl::Span<const uint64_t> keys,
     MarkDirty(stripe, slot);
     mem_.Touch(slot);
   };
-  std::vector<uint64_t> mkeys;
-  std::vector<uint32_t> mocc, mu;
-  for (size_t u = 0; u < nu; ++u) {
-    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
-    absl::MutexLock l(&st.mu);
-    auto it = st.index.find(ukeys[u]);
-    if (it != st.index.end()) {
-      assign(u, it->second);
-    } else {
-      mkeys.push_back(ukeys[u]);
-      mocc.push_back(1);
-      mu.push_back(static_cast<uint32_t>(u));
-    }
-  }
-  if (mkeys.empty()) return absl::OkStatus();
+  Misses m;
+  LookUpOrMiss(ukeys, {}, assign, &m);
+  if (m.keys.empty()) return absl::OkStatus();
   return Materialize(
-      mkeys, mocc, MissMode::kOverwrite,
-      [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+      m.keys, m.occurrences, MissMode::kOverwrite,
+      [&](size_t j, uint32_t slot) { assign(m.index[j], slot); },
+      [&](size_t) {});
 }
 
 }  // namespace psdb::internal

@@ -47,28 +47,16 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
     mem_.Touch(slot);
   };
   // Look up everything; the misses go through Materialize.
-  std::vector<uint64_t> mkeys;
-  std::vector<uint32_t> mocc, mu;
-  for (size_t i = 0; i < nu; ++i) {
-    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[i]));
-    absl::MutexLock l(&st.mu);
-    auto it = st.index.find(ukeys[i]);
-    if (it != st.index.end()) {
-      copy_out(i, it->second);
-    } else {
-      mkeys.push_back(ukeys[i]);
-      mocc.push_back(occ[i]);
-      mu.push_back(static_cast<uint32_t>(i));
-    }
-  }
-  hits_.fetch_add(nu - mkeys.size(), std::memory_order_relaxed);
-  misses_.fetch_add(mkeys.size(), std::memory_order_relaxed);
-  if (!mkeys.empty()) {
+  Misses m;
+  LookUpOrMiss(ukeys, occ, copy_out, &m);
+  hits_.fetch_add(nu - m.keys.size(), std::memory_order_relaxed);
+  misses_.fetch_add(m.keys.size(), std::memory_order_relaxed);
+  if (!m.keys.empty()) {
     PSDB_RETURN_IF_ERROR(Materialize(
-        mkeys, mocc, serving ? MissMode::kServing : MissMode::kCreate,
-        [&](size_t j, uint32_t slot) { copy_out(mu[j], slot); },
+        m.keys, m.occurrences, serving ? MissMode::kServing : MissMode::kCreate,
+        [&](size_t j, uint32_t slot) { copy_out(m.index[j], slot); },
         [&](size_t j) {
-          const size_t i = mu[j];
+          const size_t i = m.index[j];
           if (present != nullptr) upresent[i] = 0;
           DefaultRow(spec_, ukeys[i],
                      absl::MakeSpan(u.values.data() + i * d, d));
@@ -154,7 +142,6 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
     last[u] = static_cast<uint32_t>(i);
   }
   const absl::Span<const uint64_t> ukeys = dedup.unique();
-  const size_t nu = ukeys.size();
   const bool replay = replay_lsn != 0;
   std::optional<Wal::ApplyScope> scope;
   std::optional<absl::MutexLock> order;
@@ -184,45 +171,25 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
   // Misses first (the only part that can be refused), then the keys that
   // were resident, so a refused call assigns nothing; one evicted in
   // between is materialized again.
-  std::vector<uint64_t> mkeys;
-  std::vector<uint32_t> mocc, mu, hits;
-  for (size_t u = 0; u < nu; ++u) {
-    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
-    absl::MutexLock l(&st.mu);
-    if (st.index.contains(ukeys[u])) {
-      hits.push_back(static_cast<uint32_t>(u));
-    } else {
-      mkeys.push_back(ukeys[u]);
-      mocc.push_back(1);
-      mu.push_back(static_cast<uint32_t>(u));
-    }
-  }
-  if (!mkeys.empty()) {
+  Misses m;
+  std::vector<uint32_t> hits;
+  LookUpOrMiss(
+      ukeys, {}, [&](size_t u, uint32_t) { hits.push_back(u); }, &m);
+  if (!m.keys.empty()) {
     PSDB_RETURN_IF_ERROR(Materialize(
-        mkeys, mocc, MissMode::kAssign,
-        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {},
+        m.keys, m.occurrences, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(m.index[j], slot); },
+        [&](size_t) {},
         /*refusable=*/true));
   }
-  mkeys.clear();
-  mocc.clear();
-  mu.clear();
-  for (uint32_t u : hits) {
-    Stripe& st = mem_.stripe(mem_.StripeOf(ukeys[u]));
-    absl::MutexLock l(&st.mu);
-    auto it = st.index.find(ukeys[u]);
-    if (it != st.index.end()) {
-      assign(u, it->second);
-    } else {
-      mkeys.push_back(ukeys[u]);
-      mocc.push_back(1);
-      mu.push_back(u);
-    }
-  }
+  m = Misses();
+  LookUpOrMiss(ukeys, {}, assign, &m, &hits);
   absl::Status s;
-  if (!mkeys.empty()) {
+  if (!m.keys.empty()) {
     s = Materialize(
-        mkeys, mocc, MissMode::kAssign,
-        [&](size_t j, uint32_t slot) { assign(mu[j], slot); }, [&](size_t) {});
+        m.keys, m.occurrences, MissMode::kAssign,
+        [&](size_t j, uint32_t slot) { assign(m.index[j], slot); },
+        [&](size_t) {});
   }
   if (wal_ == nullptr || replay) return s;
   if (!s.ok()) {
