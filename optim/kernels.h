@@ -35,6 +35,7 @@ struct KernelParams {
   float l2;
   float lr_power;
   float weight_decay;
+  float accumulator_decay;
 };
 
 // Updates value[0..dim) and state with grad[0..dim) at global step `step`.

@@ -15,7 +15,8 @@
 //             the moments and bias correction of a row advance only when the
 //             row is in the batch (as DESIGN.md specifies).
 //  FTRL-Proximal (McMahan et al. 2013, Algorithm 1; TensorFlow ApplyFtrl):
-//             n' = n + g^2;  sigma = (n'^(-p) - n^(-p)) / lr;
+//             n' = d n + g^2 (d = accumulator_decay, 1 in the paper);
+//             sigma = (n'^(-p) - n^(-p)) / lr;
 //             z += g - sigma * w;  n = n';
 //             w = |z| <= l1 ? 0 : (sign(z) l1 - z) / (n^(-p) / lr + 2 l2)
 //             with p = lr_power (-0.5 gives the square roots of the paper).
@@ -38,7 +39,8 @@ PSDB_HOST_DEVICE inline float Decayed(const KernelParams& p, float g, float w) {
 }
 
 PSDB_HOST_DEVICE inline float PowNeg(float n, float lr_power) {
-  // n^(-lr_power); the common lr_power = -0.5 is a square root.
+  // n^(-lr_power); the common lr_power = -0.5 is a square root, -1 is n.
+  if (lr_power == -1.0f) return n;
   return lr_power == -0.5f ? sqrtf(n) : powf(n, -lr_power);
 }
 
@@ -142,7 +144,7 @@ PSDB_HOST_DEVICE inline void ApplyKernel(const KernelParams& p, int dim,
       float* n = state + dim;
       for (int j = 0; j < dim; ++j) {
         const float g = Decayed(p, grad[j], w[j]);
-        const float n_new = n[j] + g * g;
+        const float n_new = p.accumulator_decay * n[j] + g * g;
         const float sigma = (internal::PowNeg(n_new, p.lr_power) -
                              internal::PowNeg(n[j], p.lr_power)) /
                             lr;

@@ -45,7 +45,8 @@ absl::Status Validate(const OptimizerSpec& s) {
         absl::StrCat("optimizer: unknown kind ", kind));
   }
   for (float f : {s.learning_rate, s.momentum, s.initial_accumulator, s.beta1,
-                  s.beta2, s.epsilon, s.l1, s.l2, s.lr_power, s.weight_decay}) {
+                  s.beta2, s.epsilon, s.l1, s.l2, s.lr_power, s.weight_decay,
+                  s.accumulator_decay}) {
     if (!std::isfinite(f)) {
       return FirstFailure({{false, "hyper-parameters must be finite", f}});
     }
@@ -84,7 +85,9 @@ absl::Status Validate(const OptimizerSpec& s) {
            {s.l2 >= 0, "l2 must be >= 0", s.l2},
            {s.lr_power <= 0, "lr_power must be <= 0", s.lr_power},
            {s.initial_accumulator > 0, "ftrl needs initial_accumulator > 0",
-            s.initial_accumulator}});
+            s.initial_accumulator},
+           {s.accumulator_decay > 0 && s.accumulator_decay <= 1,
+            "accumulator_decay must be in (0, 1]", s.accumulator_decay}});
   }
   return absl::OkStatus();
 }
@@ -105,7 +108,8 @@ KernelParams KernelParamsOf(const OptimizerSpec& s) {
                       s.l1,
                       s.l2,
                       s.lr_power,
-                      s.weight_decay};
+                      s.weight_decay,
+                      s.accumulator_decay};
 }
 
 void InitState(const OptimizerSpec& spec, int dim, absl::Span<float> state) {

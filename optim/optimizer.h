@@ -59,10 +59,18 @@ struct OptimizerSpec {
   // L2 weight decay added to the gradient (grad += wd * value) before any
   // kind's update. Default: 0
   float weight_decay = 0.0f;
+  // FTRL only: each update of a row first multiplies its accumulator n by
+  // this factor, in (0, 1] (n' = decay * n + g^2), so a row's learning rate
+  // stops shrinking once its recent gradients settle: the row forgets
+  // gradients older than about 1 / (1 - decay) of its own updates and can
+  // track weights that drift. Lazy: counted in the row's updates, never a
+  // sweep. Default: 1 (none; the textbook FTRL-Proximal)
+  float accumulator_decay = 1.0f;
 };
 
 // Checks ranges (learning_rate > 0, 0 <= beta < 1, l1, l2 >= 0,
-// lr_power <= 0, initial_accumulator >= 0 (> 0 for FTRL), ...).
+// lr_power <= 0, initial_accumulator >= 0 (> 0 for FTRL),
+// accumulator_decay in (0, 1], ...).
 absl::Status Validate(const OptimizerSpec& spec);
 
 // Number of floats of optimizer state per row of width `dim`:

@@ -146,6 +146,7 @@ v1::TableSpec TableSpecToProto(const TableSpec& spec) {
   po->set_l2(o.l2);
   po->set_lr_power(o.lr_power);
   po->set_weight_decay(o.weight_decay);
+  po->set_accumulator_decay(o.accumulator_decay);
   p.set_seed(spec.seed);
   p.set_admission_threshold(spec.admission_threshold);
   p.set_ttl_steps(spec.ttl_steps);
@@ -192,6 +193,9 @@ absl::StatusOr<TableSpec> TableSpecFromProto(const v1::TableSpec& p) {
   if (po.has_l2()) o.l2 = po.l2();
   if (po.has_lr_power()) o.lr_power = po.lr_power();
   if (po.has_weight_decay()) o.weight_decay = po.weight_decay();
+  if (po.has_accumulator_decay()) {
+    o.accumulator_decay = po.accumulator_decay();
+  }
   if (p.has_seed()) spec.seed = p.seed();
   if (p.has_admission_threshold()) {
     spec.admission_threshold = p.admission_threshold();

@@ -43,7 +43,8 @@ bool OptimizerSpecEqual(const optim::OptimizerSpec& x,
          x.initial_accumulator == y.initial_accumulator && x.beta1 == y.beta1 &&
          x.beta2 == y.beta2 && x.epsilon == y.epsilon && x.l1 == y.l1 &&
          x.l2 == y.l2 && x.lr_power == y.lr_power &&
-         x.weight_decay == y.weight_decay;
+         x.weight_decay == y.weight_decay &&
+         x.accumulator_decay == y.accumulator_decay;
 }
 
 }  // namespace

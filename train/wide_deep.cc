@@ -17,6 +17,7 @@ constexpr char kWideTable[] = "wide";
 constexpr char kDeepTable[] = "deep";
 constexpr char kLinearTable[] = "wide_linear";
 constexpr char kFwFmTable[] = "fwfm.r";
+constexpr char kScaleTable[] = "wide.scale";
 constexpr int kLinearSize = kNumIntFeatures + 1;
 
 // Width of the deep input, [26 deep embeddings | 13 normalized ints].
@@ -31,13 +32,16 @@ std::vector<int> MlpSizes(const WideDeepConfig& c) {
   return sizes;
 }
 
+// The wide part's FTRL (both tables).
 optim::OptimizerSpec Ftrl(const WideDeepConfig& c) {
   optim::OptimizerSpec o;
-  o.kind = optim::OptimizerKind::kFtrl;
   o.learning_rate = c.wide_lr;
+  o.kind = optim::OptimizerKind::kFtrl;
   o.l1 = c.wide_l1;
   o.l2 = c.wide_l2;
-  o.initial_accumulator = 0.1f;
+  o.initial_accumulator = c.wide_initial_accumulator;
+  o.lr_power = c.wide_lr_power;
+  o.accumulator_decay = c.wide_accumulator_decay;
   return o;
 }
 
@@ -91,6 +95,7 @@ WideDeepShape ShapeOf(const WideDeepConfig& config) {
   WideDeepShape shape;
   shape.kind = config.kind;
   shape.deep_dim = config.deep_dim;
+  shape.wide_field_scale = config.wide_field_scale;
   shape.mlp = Mlp(MlpSizes(config));
   shape.cross =
       CrossNet(DeepInputWidth(config),
@@ -129,6 +134,7 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
   const bool fm = shape.kind == ModelKind::kDeepFm;
   const bool cross = shape.kind == ModelKind::kDcn;
   const bool fwfm = shape.kind == ModelKind::kDeepFwFm;
+  const bool scaled = shape.wide_field_scale;
   // Deep input (MLP and cross network): [deep embeddings | normalized
   // integer features].
   std::vector<float> x;
@@ -174,7 +180,8 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
     double z = deep_logit[i] + in.linear[kNumIntFeatures];
     double wide_z = in.linear[kNumIntFeatures];
     for (int f = 0; f < kNumCatFeatures; ++f) {
-      const float w = in.wide[static_cast<size_t>(i) * kNumCatFeatures + f];
+      float w = in.wide[static_cast<size_t>(i) * kNumCatFeatures + f];
+      if (scaled) w *= in.wide_scale[f];
       z += w;
       wide_z += w;
     }
@@ -199,9 +206,17 @@ WideDeepLoss ForwardBackward(const WideDeepShape& shape,
 
   grads->wide.resize(static_cast<size_t>(n) * kNumCatFeatures);
   grads->linear.assign(kLinearSize, 0.0f);
+  grads->wide_scale.assign(scaled ? kNumCatFeatures : 0, 0.0f);
   for (int i = 0; i < n; ++i) {
-    std::fill_n(grads->wide.begin() + static_cast<size_t>(i) * kNumCatFeatures,
-                kNumCatFeatures, dlogit[i]);
+    const size_t row = static_cast<size_t>(i) * kNumCatFeatures;
+    std::fill_n(grads->wide.begin() + row, kNumCatFeatures, dlogit[i]);
+    if (scaled) {
+      // d/dw_f = dlogit s_f, d/ds_f = sum_i dlogit_i w_if.
+      for (int f = 0; f < kNumCatFeatures; ++f) {
+        grads->wide[row + f] *= in.wide_scale[f];
+        grads->wide_scale[f] += dlogit[i] * in.wide[row + f];
+      }
+    }
     for (int j = 0; j < kNumIntFeatures; ++j) {
       grads->linear[j] +=
           dlogit[i] * in.dense[static_cast<size_t>(i) * kNumIntFeatures + j];
@@ -285,6 +300,11 @@ WideDeepModel::WideDeepModel(const WideDeepConfig& config,
     part_values_.emplace_back(pairs);
     push_part_.emplace_back(pairs);
   }
+  if (config.wide_field_scale) {
+    scale_tensors_.emplace_back(kScaleTable, kNumCatFeatures, config.block_dim);
+    scale_values_.emplace_back(kNumCatFeatures);
+    push_scale_.emplace_back(kNumCatFeatures);
+  }
   linear_values_.resize(kLinearSize);
 }
 
@@ -326,6 +346,7 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
     std::vector<const DenseTensor*> tensors = {&model->linear_};
     for (const DenseTensor& t : model->mlp_tensors_) tensors.push_back(&t);
     for (const DenseTensor& t : model->part_tensors_) tensors.push_back(&t);
+    for (const DenseTensor& t : model->scale_tensors_) tensors.push_back(&t);
     std::vector<TableSpec> specs;
     const std::vector<TableSpec> all = ModelTableSpecs(config);
     for (const DenseTensor* t : tensors) {
@@ -369,11 +390,20 @@ std::vector<TableSpec> ModelTableSpecs(const WideDeepConfig& config) {
   DenseTensor linear(kLinearTable, kLinearSize, config.block_dim);
   specs.push_back(
       linear.Spec({InitKind::kZeros, 0, 0}, Ftrl(config), seed + 2));
-
-  if (!has_deep) return specs;
   optim::OptimizerSpec adam;
   adam.kind = optim::OptimizerKind::kAdam;
   adam.learning_rate = config.dense_lr;
+  if (config.wide_field_scale) {
+    // Every field starts at scale 1 (the unscaled model); the seed is one
+    // no other table uses.
+    DenseTensor scale(kScaleTable, kNumCatFeatures, config.block_dim);
+    optim::OptimizerSpec scale_adam = adam;
+    scale_adam.learning_rate = config.wide_scale_lr;
+    specs.push_back(
+        scale.Spec({InitKind::kConstant, 1.0f, 0}, scale_adam, seed + 1000));
+  }
+
+  if (!has_deep) return specs;
   const WideDeepShape shape = ShapeOf(config);
   const std::vector<size_t> sizes = shape.mlp.TensorSizes();
   for (size_t t = 0; t < sizes.size(); ++t) {
@@ -496,12 +526,12 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     }
   }
   if (replicated_ != nullptr) {
-    // Tensor 0 is the linear part, then the MLP's, then the cross
-    // network's (Create's order).
+    // Tensor 0 is the linear part, then the MLP's, then the extra
+    // part's, then the wide scales (Create's order).
     size_t r = 0;
     absl::Span<const float> v = replicated_->values(r++);
     linear_values_.assign(v.begin(), v.end());
-    for (auto* values : {&mlp_values_, &part_values_}) {
+    for (auto* values : {&mlp_values_, &part_values_, &scale_values_}) {
       for (std::vector<float>& tensor : *values) {
         v = replicated_->values(r++);
         tensor.assign(v.begin(), v.end());
@@ -517,6 +547,10 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     for (size_t t = 0; t < part_tensors_.size(); ++t) {
       PSDB_RETURN_IF_ERROR(part_tensors_[t].Pull(
           client_, absl::MakeSpan(part_values_[t]), serving));
+    }
+    for (size_t t = 0; t < scale_tensors_.size(); ++t) {
+      PSDB_RETURN_IF_ERROR(scale_tensors_[t].Pull(
+          client_, absl::MakeSpan(scale_values_[t]), serving));
     }
   }
   NormalizeIntFeatures(batch, &dense_);
@@ -540,6 +574,7 @@ absl::Status WideDeepModel::PushDense(int64_t step) {
     std::vector<absl::Span<const float>> grads = {push_linear_};
     for (const auto& g : push_mlp_) grads.push_back(g);
     for (const auto& g : push_part_) grads.push_back(g);
+    for (const auto& g : push_scale_) grads.push_back(g);
     return replicated_->Apply(grads, step);
   }
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
@@ -548,6 +583,9 @@ absl::Status WideDeepModel::PushDense(int64_t step) {
   }
   for (size_t t = 0; t < part_tensors_.size(); ++t) {
     PSDB_RETURN_IF_ERROR(part_tensors_[t].Push(client_, push_part_[t], step));
+  }
+  for (size_t t = 0; t < scale_tensors_.size(); ++t) {
+    PSDB_RETURN_IF_ERROR(scale_tensors_[t].Push(client_, push_scale_[t], step));
   }
   return absl::OkStatus();
 }
@@ -579,6 +617,7 @@ WideDeepInputs WideDeepModel::Inputs(const CriteoBatch& batch) const {
   in.linear = linear_values_;
   for (const auto& v : mlp_values_) in.mlp.push_back(v);
   for (const auto& v : part_values_) in.part.push_back(v);
+  if (!scale_values_.empty()) in.wide_scale = scale_values_[0];
   return in;
 }
 
@@ -615,6 +654,7 @@ absl::StatusOr<WideDeepLoss> WideDeepModel::TrainStep(
   for (size_t t = 0; t < push_part_.size(); ++t) {
     push_part_[t] = grads_.part[t];
   }
+  if (!push_scale_.empty()) push_scale_[0] = grads_.wide_scale;
   if (config_.async_push) {
     // A cache is driven by this thread only: its update stays here.
     const bool embeddings_async = embeddings_->ConcurrentUpdate();

@@ -26,8 +26,9 @@
 //   lr      no deep part: logistic regression on hashed one-hot features
 //           (the wide part alone), the baseline the others must beat.
 // The wide logit is the sum of the 26 wide embeddings plus the linear model
-// (weights . normalized ints + bias); the deep logit is the deep part's
-// output (MLP, MLP + FM, MLP + cross readout, MLP + FwFM; 0 for lr).
+// (weights . normalized ints + bias), with each field's embedding times a
+// learned per-field scale under wide_field_scale; the deep logit is the deep
+// part's output (MLP, MLP + FM, MLP + cross readout, MLP + FwFM; 0 for lr).
 // Besides the trained loss, ForwardBackward reports each part's own loss
 // (WideDeepLoss): the log-loss of sigmoid(wide logit) and of sigmoid(deep
 // logit), from the same forward pass. They say how well each part predicts
@@ -39,7 +40,8 @@
 // Tables (created idempotently by Create): "wide" (dim 1), "deep"
 // (dim deep_dim; not lr), "wide_linear" (13 weights + bias), "mlp.w<l>" and
 // "mlp.b<l>" (not lr), "cross.w<l>", "cross.b<l>" and "cross.out" (dcn),
-// "fwfm.r" (deepfwfm) (dense, blocks of block_dim floats).
+// "fwfm.r" (deepfwfm), "wide.scale" (wide_field_scale) (dense, blocks of
+// block_dim floats).
 //
 // ForwardBackward() is the pure math (no I/O), checked against finite
 // differences in tests; WideDeepModel wires it to an EmbeddingSource and a
@@ -123,11 +125,32 @@ struct WideDeepConfig {
   // DeepFM +0.0014 / +0.0036 on additive / pairs (BENCHMARKS.md, issue
   // 18). Default: 0.002
   float deep_init = 0.002f;
-  // FTRL learning rate, L1 and L2 of the wide part. Defaults: 0.05, 0,
+  // FTRL learning rate, L1 and L2 of the wide part (ps-train's own
+  // defaults for the models with a deep part and for lr are in
+  // tools/train/train_cli.cc). Defaults: 0.05, 0,
   // 0.001
   float wide_lr = 0.05f;
   float wide_l1 = 0.0f;
   float wide_l2 = 0.001f;
+  // The wide FTRL's starting accumulator n, learning-rate power and
+  // accumulator decay (optim::OptimizerSpec's initial_accumulator, lr_power,
+  // accumulator_decay; ps-train --wide_init_acc, --wide_lr_power,
+  // --wide_decay). Defaults: 0.1, -0.5, 1
+  float wide_initial_accumulator = 0.1f;
+  float wide_lr_power = -0.5f;
+  float wide_accumulator_decay = 1.0f;
+  // Per-field scales of the wide logit (ps-train --wide_field_scale):
+  // wide logit = sum_f s_f w_f(id) + linear, with the 26 s_f a dense table
+  // ("wide.scale", all 1 at start, Adam at wide_scale_lr), so the model
+  // can shrink a field whose ids carry little signal and grow one whose
+  // ids carry much, as the Bayes estimator of per-field weight priors
+  // would. Default: false
+  bool wide_field_scale = false;
+  // Adam learning rate of the scales (ps-train --wide_scale_lr): 0.03
+  // scored +0.0007 / +0.0011 / +0.0000 AUC over 0.01 on the additive /
+  // pairs / longtail data with ps-train's other wide defaults and
+  // --wide_decay 0.993 (issue 18). Default: 0.03
+  float wide_scale_lr = 0.03f;
   // L2 on the deep embedding rows: the deep table's optimizer weight_decay
   // (grad += deep_l2 * row), applied by the store when a row is updated,
   // never as a sweep over the table (lazy, as TensorFlow's sparse L2 and
@@ -163,6 +186,9 @@ struct WideDeepShape {
   Mlp mlp{{kNumCatFeatures * 16 + kNumIntFeatures, 256, 128, 1}};
   // kDcn's cross network (0 layers, unused, for the other kinds).
   CrossNet cross{kNumCatFeatures * 16 + kNumIntFeatures, 0};
+  // Whether the wide embeddings are scaled per field
+  // (WideDeepConfig::wide_field_scale).
+  bool wide_field_scale = false;
   // Whether the model has a deep part (deep embeddings and an MLP).
   bool has_deep() const { return kind != ModelKind::kLr; }
 };
@@ -176,6 +202,9 @@ struct WideDeepInputs {
   absl::Span<const float> dense;   // n * 13 normalized integer features
   absl::Span<const float> labels;  // n
   absl::Span<const float> linear;  // 14: 13 weights, then the bias
+  // 26 per-field scales of the wide embeddings (wide_field_scale only;
+  // empty otherwise).
+  absl::Span<const float> wide_scale;
   std::vector<absl::Span<const float>> mlp;  // Mlp::TensorSizes() tensors
   // The extra part's dense tensors: dcn's CrossNet::TensorSizes(),
   // deepfwfm's pair weights (one tensor); empty for the others.
@@ -187,6 +216,7 @@ struct WideDeepGrads {
   std::vector<float> wide;               // n * 26
   std::vector<float> deep;               // n * 26 * deep_dim
   std::vector<float> linear;             // 14
+  std::vector<float> wide_scale;         // 26 (wide_field_scale; else empty)
   std::vector<std::vector<float>> mlp;   // empty for lr
   std::vector<std::vector<float>> part;  // as WideDeepInputs::part
 };
@@ -278,8 +308,9 @@ class WideDeepModel {
   ParameterClient* const client_;
   EmbeddingSource* const embeddings_;
   DenseTensor linear_;
-  std::vector<DenseTensor> mlp_tensors_;   // empty for lr
-  std::vector<DenseTensor> part_tensors_;  // dcn only
+  std::vector<DenseTensor> mlp_tensors_;    // empty for lr
+  std::vector<DenseTensor> part_tensors_;   // dcn, deepfwfm
+  std::vector<DenseTensor> scale_tensors_;  // wide_field_scale: "wide.scale"
 
   // Per-step buffers.
   std::vector<uint64_t> uniq_;
@@ -291,12 +322,14 @@ class WideDeepModel {
   std::vector<float> linear_values_;
   std::vector<std::vector<float>> mlp_values_;
   std::vector<std::vector<float>> part_values_;
+  std::vector<std::vector<float>> scale_values_;
   WideDeepGrads grads_;
   // Gradients per unique id, owned by the (possibly asynchronous) push.
   std::vector<uint64_t> push_keys_;
   std::vector<float> push_wide_, push_deep_, push_linear_;
   std::vector<std::vector<float>> push_mlp_;
   std::vector<std::vector<float>> push_part_;
+  std::vector<std::vector<float>> push_scale_;
   std::future<absl::Status> pending_push_;
   // Set when config_.dense_reducer is: the dense tensors live here.
   std::unique_ptr<ReplicatedDense> replicated_;

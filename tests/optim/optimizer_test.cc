@@ -236,6 +236,43 @@ TEST(OptimizerTest, FtrlGeneralLearningRatePower) {
   EXPECT_NEAR(r.value[0], -0.15747983, 1e-6);
 }
 
+// accumulator_decay d: n' = d n + g^2 at each update, the rest as FTRL
+// (with l1 = l2 = 0, w' = w - lr g / sqrt(n')). Reference in double.
+TEST(OptimizerTest, FtrlAccumulatorDecay) {
+  OptimizerSpec s = Spec(OptimizerKind::kFtrl, 0.1f);
+  s.accumulator_decay = 0.5f;
+  Row r(s, {0.0f});
+  const float g[] = {1.0f, -0.5f, 2.0f};
+  const double w[] = {-0.0975900073, -0.0407938239, -0.136275807};
+  const double z[] = {1.0, 0.359124693, 2.85448212};
+  const double n[] = {1.05, 0.775, 4.3875};
+  for (int i = 0; i < 3; ++i) {
+    r.Step({g[i]}, i + 1);
+    EXPECT_NEAR(r.value[0], w[i], 1e-6) << "step " << i + 1;
+    EXPECT_NEAR(r.state[0], z[i], 1e-5) << "step " << i + 1;
+    EXPECT_NEAR(r.state[1], n[i], 1e-6) << "step " << i + 1;
+  }
+  s.accumulator_decay = 0.0f;
+  EXPECT_THAT(Validate(s), StatusIs(absl::StatusCode::kInvalidArgument));
+  s.accumulator_decay = 1.5f;
+  EXPECT_THAT(Validate(s), StatusIs(absl::StatusCode::kInvalidArgument));
+  s.accumulator_decay = 1.0f;
+  EXPECT_TRUE(Validate(s).ok());
+}
+
+// lr_power -1: w = -lr z / n, a per-coordinate Newton step w' = w - lr g / n'.
+TEST(OptimizerTest, FtrlLearningRatePowerMinusOne) {
+  OptimizerSpec s = Spec(OptimizerKind::kFtrl, 0.5f);
+  s.lr_power = -1.0f;
+  s.initial_accumulator = 1.0f;
+  Row r(s, {0.0f});
+  r.Step({2.0f}, 1);  // n = 5
+  EXPECT_NEAR(r.value[0], -0.2, 1e-7);
+  r.Step({-1.0f}, 2);  // n = 6: -0.2 + 0.5 / 6
+  EXPECT_NEAR(r.value[0], -0.116666667, 1e-7);
+  EXPECT_NEAR(r.state[0], 1.4, 1e-6);
+}
+
 // Dense parameters are tables whose rows are blocks of a tensor: for every
 // element-wise optimizer, updating a tensor block by block is the same as
 // updating it whole, bit for bit.

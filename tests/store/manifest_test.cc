@@ -22,6 +22,7 @@ TableSpec FullSpec() {
   s.optimizer.l1 = 0.001f;
   s.optimizer.l2 = 0.002f;
   s.optimizer.lr_power = -0.5f;
+  s.optimizer.accumulator_decay = 0.99f;
   s.optimizer.nesterov = true;
   s.seed = 0xfedcba9876543210ULL;
   s.admission_threshold = 3;
@@ -96,6 +97,7 @@ TEST(ManifestTest, UnsetFieldsTakeTheCppDefaults) {
   EXPECT_EQ(minimal.optimizer.learning_rate, 0.01f);
   EXPECT_EQ(minimal.optimizer.momentum, 0.9f);
   EXPECT_EQ(minimal.optimizer.lr_power, -0.5f);
+  EXPECT_EQ(minimal.optimizer.accumulator_decay, 1.0f);
   // The same from JSON naming only the name and the dim, and with empty
   // enum strings (proto3 JSON clients send "" for "not set").
   ASSERT_OK_AND_ASSIGN(TableSpec from_json,

@@ -83,7 +83,7 @@ class TrainCliTest : public ::testing::Test {
             "--batch_size",     "100",   "--deep_dim",         "4",
             "--hidden",         "16,8",  "--block_dim",        "64",
             "--log_every",      "10",    "--checkpoint_every", "20",
-            "--deep_lr",        "0.01",  "--wide_lr",          "0.1",
+            "--deep_lr",        "0.01",  "--wide_lr",          "0.002",
             "--dense_lr",       "0.003", "--no_progress",      "--no_plot",
             "--valid_fraction", "0"};
   }
@@ -113,8 +113,9 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   ASSERT_EQ(RunPsTrain(b), 0);
   const Rows rows_a = CheckpointRows(dir_.Sub("ckpt-a"));
   const Rows rows_b = CheckpointRows(dir_.Sub("ckpt-b"));
-  // wide, deep, wide_linear, mlp.{w,b}{0,1,2}, fwfm.r (the default model's).
-  ASSERT_EQ(rows_a.size(), 10u);
+  // wide, deep, wide_linear, wide.scale, mlp.{w,b}{0,1,2}, fwfm.r (the
+  // default model's).
+  ASSERT_EQ(rows_a.size(), 11u);
   EXPECT_GT(rows_a.at("deep").size(), 500u);
   EXPECT_TRUE(rows_a == rows_b);
 
@@ -149,14 +150,25 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
   const std::map<std::string, std::vector<std::string>> tables = {
       {"deepfm",
        {"deep", "mlp.b0", "mlp.b1", "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2",
-        "wide", "wide_linear"}},
+        "wide", "wide.scale", "wide_linear"}},
       {"dcn",
        {"cross.b0", "cross.out", "cross.w0", "deep", "mlp.b0", "mlp.b1",
-        "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide_linear"}},
+        "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide.scale",
+        "wide_linear"}},
       {"lr", {"wide", "wide_linear"}}};
   for (const auto& [model, want] : tables) {
     SCOPED_TRACE(model);
-    std::vector<std::string> a = TrainArgs("ckpt-" + model);
+    // lr's textbook FTRL at its own default rate (TrainArgs' rate is for the
+    // others' Newton-step FTRL).
+    auto args = [&](const std::string& ckpt) {
+      std::vector<std::string> v = TrainArgs(ckpt);
+      if (model == "lr") {
+        const auto at = std::find(v.begin(), v.end(), "--wide_lr");
+        v.erase(at, at + 2);
+      }
+      return v;
+    };
+    std::vector<std::string> a = args("ckpt-" + model);
     a.insert(a.end(), {"--model", model, "--cache_rows", "6000"});
     if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
     std::string out;
@@ -173,7 +185,7 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
     EXPECT_EQ(names, want);
     EXPECT_GT(rows.at("wide").size(), 500u);
 
-    std::vector<std::string> c = TrainArgs("ckpt-" + model + "-nocache");
+    std::vector<std::string> c = args("ckpt-" + model + "-nocache");
     c.insert(c.end(), {"--model", model, "--cache_rows", "0"});
     if (model == "dcn") c.insert(c.end(), {"--cross_layers", "1"});
     ASSERT_EQ(RunPsTrain(c), 0);
@@ -200,9 +212,11 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
   }
 }
 
-// The lr baseline's FTRL rate defaults to 1.0, the others' to 0.05; an
+// The lr baseline's FTRL rate defaults to 1.0, the others' to 0.0015; an
 // explicit --wide_lr wins. Read back from the checkpoint's table specs.
 TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
+  std::vector<std::string> last_tables;
+  optim::OptimizerSpec last_wide;
   auto wide_lr = [&](const std::string& ckpt,
                      std::vector<std::string> flags) -> float {
     std::vector<std::string> args = TrainArgs(ckpt);
@@ -214,21 +228,47 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
     auto reader = ckpt::CheckpointReader::Open(dir_.Sub(ckpt));
     EXPECT_TRUE(reader.ok()) << reader.status();
     if (!reader.ok()) return -1;
+    last_tables.clear();
+    float lr = -1;
     for (const ckpt::TableInfo& t : (*reader)->tables()) {
-      if (t.spec.name == "wide") return t.spec.optimizer.learning_rate;
+      last_tables.push_back(t.spec.name);
+      if (t.spec.name == "wide") {
+        last_wide = t.spec.optimizer;
+        lr = t.spec.optimizer.learning_rate;
+      }
     }
-    return -1;
+    return lr;
   };
+  auto has_scale = [&] {
+    return std::find(last_tables.begin(), last_tables.end(), "wide.scale") !=
+           last_tables.end();
+  };
+  // lr: textbook FTRL (accumulator 0.1, power -0.5, no decay), no scales.
   EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 1.0f);
+  EXPECT_EQ(last_wide.initial_accumulator, 0.1f);
+  EXPECT_EQ(last_wide.lr_power, -0.5f);
+  EXPECT_EQ(last_wide.accumulator_decay, 1.0f);
+  EXPECT_FALSE(has_scale());
   EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
-  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.05f);
+  // The others: the Newton-step FTRL with decay and per-field scales.
+  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.0015f);
+  EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);
+  EXPECT_EQ(last_wide.lr_power, -1.0f);
+  EXPECT_EQ(last_wide.accumulator_decay, 0.99f);
+  EXPECT_TRUE(has_scale());
+  wide_lr("ckpt-ws", {"--wide_field_scale=false", "--wide_decay", "1",
+                      "--wide_lr_power", "-0.5", "--wide_init_acc", "0.1"});
+  EXPECT_EQ(last_wide.initial_accumulator, 0.1f);
+  EXPECT_EQ(last_wide.lr_power, -0.5f);
+  EXPECT_EQ(last_wide.accumulator_decay, 1.0f);
+  EXPECT_FALSE(has_scale());
   // --min_count: 2 by default, 0 for lr, an explicit value wins.
   auto min_count = [&](const std::string& ckpt) {
     return JsonNumber(ReadAll(dir_.Sub(ckpt + "/summary.json")), "min_count");
   };
   EXPECT_EQ(min_count("ckpt-wd"), 2);
   EXPECT_EQ(min_count("ckpt-lr"), 0);
-  EXPECT_EQ(wide_lr("ckpt-mc", {"--min_count", "0"}), 0.05f);
+  EXPECT_EQ(wide_lr("ckpt-mc", {"--min_count", "0"}), 0.0015f);
   EXPECT_EQ(min_count("ckpt-mc"), 0);
 }
 
@@ -317,6 +357,11 @@ TEST_F(TrainCliTest, RejectsBadModelFlags) {
               ::testing::HasSubstr("--model deepfwfm|wide_deep|deepfm|dcn|lr"));
   EXPECT_THAT(out, ::testing::HasSubstr("[--deep_init F]"));
   EXPECT_THAT(out, ::testing::HasSubstr("[--pair_lr F] [--pair_init F]"));
+  EXPECT_THAT(out,
+              ::testing::HasSubstr(
+                  "[--wide_init_acc F] [--wide_lr_power F] [--wide_decay F]"));
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "[--wide_field_scale[=false]] [--wide_scale_lr F]"));
 }
 
 // The built ps-train binary's stdout: each loss line is followed by seed
@@ -377,7 +422,7 @@ TEST_F(TrainCliTest, TrainsOnGzipAndZstdFilesExactlyAsOnPlainOnes) {
   ASSERT_TRUE(JsonNumber(s_plain, "auc").has_value()) << s_plain;
   EXPECT_EQ(JsonNumber(s_packed, "auc"), JsonNumber(s_plain, "auc"));
   const Rows rows_plain = CheckpointRows(dir_.Sub("ckpt-plain"));
-  ASSERT_EQ(rows_plain.size(), 10u);
+  ASSERT_EQ(rows_plain.size(), 11u);
   EXPECT_TRUE(CheckpointRows(dir_.Sub("ckpt-packed")) == rows_plain);
 }
 

@@ -17,13 +17,16 @@ struct Problem {
   WideDeepShape shape;
   int n = 3;
   std::vector<float> wide, deep, dense, labels, linear;
+  std::vector<float> wide_scale;  // 26 with wide_field_scale, else empty
   std::vector<std::vector<float>> mlp, cross;
 
-  explicit Problem(uint32_t seed, ModelKind kind = ModelKind::kWideDeep) {
+  explicit Problem(uint32_t seed, ModelKind kind = ModelKind::kWideDeep,
+                   bool wide_field_scale = false) {
     WideDeepConfig c;
     c.kind = kind;
     c.deep_dim = 2;
     c.hidden = {5, 3};
+    c.wide_field_scale = wide_field_scale;
     shape = ShapeOf(c);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -35,6 +38,11 @@ struct Problem {
     fill(&deep, n * kNumCatFeatures * 2, 0.5f);
     fill(&dense, n * kNumIntFeatures, 1.0f);
     fill(&linear, kNumIntFeatures + 1, 0.2f);
+    if (wide_field_scale) {
+      // Around 1, both signs of the change: scales in [0.5, 1.5].
+      fill(&wide_scale, kNumCatFeatures, 0.5f);
+      for (float& s : wide_scale) s += 1.0f;
+    }
     labels = {1, 0, 1};
     for (size_t s : shape.mlp.TensorSizes()) {
       mlp.emplace_back();
@@ -61,6 +69,7 @@ struct Problem {
     in.dense = dense;
     in.labels = labels;
     in.linear = linear;
+    in.wide_scale = wide_scale;
     for (const auto& t : mlp) in.mlp.push_back(t);
     for (const auto& t : cross) in.part.push_back(t);
     in.dropout = dropout;
@@ -75,13 +84,16 @@ struct Problem {
 
   // Example i's logits computed here, in double, straight from the
   // definitions in wide_deep.h (not through ForwardBackward or Mlp):
-  // wide = bias + sum of its 26 wide embeddings + linear . dense,
+  // wide = bias + sum of its 26 wide embeddings (each times its field's
+  // scale with wide_field_scale) + linear . dense,
   // deep = the MLP (w_l row-major [in x out], ReLU between layers) on
   // [its deep embeddings | dense].
   double WideLogit(int i) const {
     double z = linear[kNumIntFeatures];
-    for (int f = 0; f < kNumCatFeatures; ++f)
-      z += wide[i * kNumCatFeatures + f];
+    for (int f = 0; f < kNumCatFeatures; ++f) {
+      z += static_cast<double>(wide[i * kNumCatFeatures + f]) *
+           (wide_scale.empty() ? 1.0 : wide_scale[f]);
+    }
     for (int j = 0; j < kNumIntFeatures; ++j) {
       z += static_cast<double>(linear[j]) * dense[i * kNumIntFeatures + j];
     }
@@ -300,6 +312,40 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ModelMathTest,
                            return std::string(ModelKindName(info.param));
                          });
 
+// With per-field wide scales: the scales' and the scaled embeddings'
+// gradients against central differences, and the losses against the
+// hand-computed logits, for every model (lr included).
+TEST_P(ModelMathTest, WideFieldScaleGradientsAndLossesMatch) {
+  for (uint32_t seed : {7u, 13u}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    Problem p(seed, GetParam(), /*wide_field_scale=*/true);
+    std::vector<float> probs;
+    WideDeepGrads g;
+    const WideDeepLoss got = ForwardBackward(p.shape, p.Inputs(), &probs, &g);
+    ASSERT_EQ(g.wide_scale.size(), static_cast<size_t>(kNumCatFeatures));
+    CheckGradient(&p, &p.wide_scale, g.wide_scale, "wide scale");
+    CheckGradient(&p, &p.wide, g.wide, "wide");
+    CheckGradient(&p, &p.linear, g.linear, "linear");
+    if (GetParam() != ModelKind::kLr) {
+      CheckGradient(&p, &p.deep, g.deep, "deep");
+      CheckGradient(&p, &p.mlp[0], g.mlp[0], "mlp weight");
+    }
+    double want_loss = 0, want_wide = 0;
+    for (int i = 0; i < p.n; ++i) {
+      want_loss += LogLoss(p.WideLogit(i) + p.DeepLogit(i), p.labels[i]) / p.n;
+      want_wide += LogLoss(p.WideLogit(i), p.labels[i]) / p.n;
+    }
+    EXPECT_NEAR(got.wide_loss, want_wide, 1e-6);
+    EXPECT_NEAR(got.loss, want_loss, 1e-5);
+  }
+  // Without the option the gradients have no scale entries.
+  Problem plain(7, GetParam());
+  std::vector<float> probs;
+  WideDeepGrads g;
+  ForwardBackward(plain.shape, plain.Inputs(), &probs, &g);
+  EXPECT_TRUE(g.wide_scale.empty());
+}
+
 // The extra part is really in the logit: the same parameters give another
 // loss with it than the MLP alone does.
 TEST(ModelMathTest, DeepFmAndDcnAddTheirTermToTheDeepLogit) {
@@ -438,6 +484,33 @@ TEST(ModelTableSpecsTest, EachModelHasItsTables) {
   EXPECT_EQ(ModelTableSpecs(fwfm_config)[1].initializer.b, 0.002f);
   EXPECT_EQ(names(ModelKind::kLr),
             (std::vector<std::string>{"wide", "wide_linear"}));
+  // wide_field_scale adds "wide.scale" after the wide tables: 26 scales at
+  // 1, Adam at wide_scale_lr.
+  WideDeepConfig scaled;
+  scaled.wide_field_scale = true;
+  scaled.wide_scale_lr = 0.03f;
+  const std::vector<TableSpec> scaled_specs = ModelTableSpecs(scaled);
+  ASSERT_GT(scaled_specs.size(), 3u);
+  EXPECT_EQ(scaled_specs[3].name, "wide.scale");
+  EXPECT_EQ(scaled_specs[3].initializer.kind, InitKind::kConstant);
+  EXPECT_EQ(scaled_specs[3].initializer.a, 1.0f);
+  EXPECT_EQ(scaled_specs[3].optimizer.kind, optim::OptimizerKind::kAdam);
+  EXPECT_EQ(scaled_specs[3].optimizer.learning_rate, 0.03f);
+  // The wide FTRL's accumulator, power and decay reach both wide tables.
+  WideDeepConfig newton;
+  newton.wide_initial_accumulator = 1e-4f;
+  newton.wide_lr_power = -1.0f;
+  newton.wide_accumulator_decay = 0.99f;
+  const std::vector<TableSpec> newton_specs = ModelTableSpecs(newton);
+  for (int t : {0, 2}) {
+    const optim::OptimizerSpec& o = newton_specs[t].optimizer;
+    EXPECT_EQ(o.kind, optim::OptimizerKind::kFtrl);
+    EXPECT_EQ(o.initial_accumulator, 1e-4f);
+    EXPECT_EQ(o.lr_power, -1.0f);
+    EXPECT_EQ(o.accumulator_decay, 0.99f);
+  }
+  EXPECT_EQ(ModelTableSpecs(WideDeepConfig{})[0].optimizer.accumulator_decay,
+            1.0f);
   WideDeepConfig lr;
   lr.kind = ModelKind::kLr;
   EXPECT_EQ(EmbeddingTables(lr), (std::vector<std::string>{"wide"}));
