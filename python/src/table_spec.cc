@@ -49,6 +49,7 @@ TableSpec TableSpecFromArgs(const TableSpecArgs& a) {
   o->set_l2(static_cast<float>(a.l2));
   o->set_lr_power(static_cast<float>(a.lr_power));
   o->set_weight_decay(static_cast<float>(a.weight_decay));
+  o->set_accumulator_decay(static_cast<float>(a.accumulator_decay));
   v1::InitializerSpec* init = p.mutable_initializer();
   init->set_kind(a.initializer);
   init->set_a(static_cast<float>(a.init_a));
@@ -77,7 +78,7 @@ A table's definition, as the store holds it (read-only).
 
 Attributes: name, dim, optimizer, learning_rate, momentum, nesterov,
 initial_accumulator, beta1, beta2, epsilon, l1, l2, lr_power, weight_decay,
-initializer, init_a, init_b, seed, admission_threshold, ttl_steps,
+accumulator_decay, initializer, init_a, init_b, seed, admission_threshold, ttl_steps,
 non_finite, serving_default (the keyword arguments of Client.create_table),
 and state_size: floats of optimizer state per row (SGD 0, Adagrad dim,
 row-wise Adagrad 1, Adam 2*dim+1, FTRL 2*dim, ...).
@@ -120,7 +121,8 @@ row-wise Adagrad 1, Adam 2*dim+1, FTRL 2*dim, ...).
           {"l1", &optim::OptimizerSpec::l1},
           {"l2", &optim::OptimizerSpec::l2},
           {"lr_power", &optim::OptimizerSpec::lr_power},
-          {"weight_decay", &optim::OptimizerSpec::weight_decay}};
+          {"weight_decay", &optim::OptimizerSpec::weight_decay},
+          {"accumulator_decay", &optim::OptimizerSpec::accumulator_decay}};
   for (const auto& [field, member] : kOptimizerFloats) {
     spec.def_property_readonly(field, [member = member](const TableSpec& s) {
       return ShortestDouble(s.optimizer.*member);
@@ -157,6 +159,7 @@ row-wise Adagrad 1, Adam 2*dim+1, FTRL 2*dim, ...).
                                   "l2",
                                   "lr_power",
                                   "weight_decay",
+                                  "accumulator_decay",
                                   "initializer",
                                   "init_a",
                                   "init_b",
@@ -184,8 +187,9 @@ void RegisterCreateTable(
          double learning_rate, double momentum, bool nesterov,
          double initial_accumulator, double beta1, double beta2, double epsilon,
          double l1, double l2, double lr_power, double weight_decay,
-         std::string initializer, double init_a, double init_b, uint64_t seed,
-         int64_t admission_threshold, int64_t ttl_steps, std::string non_finite,
+         double accumulator_decay, std::string initializer, double init_a,
+         double init_b, uint64_t seed, int64_t admission_threshold,
+         int64_t ttl_steps, std::string non_finite,
          std::string serving_default) {
         const TableSpec spec = TableSpecFromArgs({std::move(name),
                                                   dim,
@@ -201,6 +205,7 @@ void RegisterCreateTable(
                                                   l2,
                                                   lr_power,
                                                   weight_decay,
+                                                  accumulator_decay,
                                                   std::move(initializer),
                                                   init_a,
                                                   init_b,
@@ -226,6 +231,7 @@ void RegisterCreateTable(
       py::arg("l2") = ShortestDouble(o.l2),
       py::arg("lr_power") = ShortestDouble(o.lr_power),
       py::arg("weight_decay") = ShortestDouble(o.weight_decay),
+      py::arg("accumulator_decay") = ShortestDouble(o.accumulator_decay),
       py::arg("initializer") = names.initializer().kind(),
       py::arg("init_a") = ShortestDouble(defaults.initializer.a),
       py::arg("init_b") = ShortestDouble(defaults.initializer.b),

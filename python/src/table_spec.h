@@ -27,7 +27,7 @@ struct TableSpecArgs {
   double learning_rate, momentum;
   bool nesterov;
   double initial_accumulator, beta1, beta2, epsilon, l1, l2, lr_power,
-      weight_decay;
+      weight_decay, accumulator_decay;
   std::string initializer;
   double init_a, init_b;
   uint64_t seed;

@@ -111,6 +111,27 @@ def test_table_specs(client):
         client.get_table("d")
 
 
+def test_ftrl_accumulator_decay_reaches_the_store(client):
+    # FTRL's accumulator n' = decay * n + g^2 at each update of a row.
+    client.create_table("f", 2, optimizer="ftrl", initial_accumulator=0.5,
+                        accumulator_decay=0.5)
+    f = client.get_table("f")
+    assert (f.optimizer, f.accumulator_decay) == ("ftrl", 0.5)
+    assert f.to_dict()["accumulator_decay"] == 0.5
+    assert f.state_size == 4
+    ids = np.array([3], dtype=np.uint64)
+    client.pull("f", ids)
+    client.push("f", ids, np.full((1, 2), 2.0, dtype=np.float32), step=1)
+    client.push("f", ids, np.full((1, 2), 2.0, dtype=np.float32), step=2)
+    # n: 0.5 -> 0.25 + 4 = 4.25 -> 2.125 + 4 = 6.125 (state: z then n).
+    n = client.pull_rows("f", ids).state[0, 2:]
+    np.testing.assert_array_equal(n, np.full(2, 6.125, np.float32))
+    with pytest.raises(ValueError, match="accumulator_decay"):
+        client.create_table("g", 2, optimizer="ftrl", accumulator_decay=0.0)
+    with pytest.raises(ValueError, match="accumulator_decay"):
+        client.create_table("g", 2, optimizer="ftrl", accumulator_decay=1.5)
+
+
 def test_pull_rows_and_put_rows_move_whole_rows(client, tmp_path):
     client.create_table("g", 3, optimizer="adagrad", learning_rate=0.1)
     ids = np.array([5, 6, 7], dtype=np.uint64)

@@ -275,7 +275,9 @@ TEST_F(FaultFileSystemTest, RenamedDirectoriesCarryWhatIsTracked) {
     ASSERT_TRUE(Append(f.get(), "cd").ok());
     ASSERT_TRUE(f->Close(io_, nullptr).ok());
     ASSERT_TRUE(fs_->RenameFile(d, e, io_, nullptr).ok());
-    if (sync_dir) ASSERT_TRUE(SyncDir().ok());
+    if (sync_dir) {
+      ASSERT_TRUE(SyncDir().ok());
+    }
   }
   fs_->PowerCut();
   EXPECT_EQ(OnDisk(dir_.Sub("d0/f")), "ab");  // Rename undone.

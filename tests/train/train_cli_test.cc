@@ -155,20 +155,10 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
        {"cross.b0", "cross.out", "cross.w0", "deep", "mlp.b0", "mlp.b1",
         "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide.scale",
         "wide_linear"}},
-      {"lr", {"wide", "wide_linear"}}};
+      {"lr", {"wide", "wide.scale", "wide_linear"}}};
   for (const auto& [model, want] : tables) {
     SCOPED_TRACE(model);
-    // lr's textbook FTRL at its own default rate (TrainArgs' rate is for the
-    // others' Newton-step FTRL).
-    auto args = [&](const std::string& ckpt) {
-      std::vector<std::string> v = TrainArgs(ckpt);
-      if (model == "lr") {
-        const auto at = std::find(v.begin(), v.end(), "--wide_lr");
-        v.erase(at, at + 2);
-      }
-      return v;
-    };
-    std::vector<std::string> a = args("ckpt-" + model);
+    std::vector<std::string> a = TrainArgs("ckpt-" + model);
     a.insert(a.end(), {"--model", model, "--cache_rows", "6000"});
     if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
     std::string out;
@@ -185,7 +175,7 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
     EXPECT_EQ(names, want);
     EXPECT_GT(rows.at("wide").size(), 500u);
 
-    std::vector<std::string> c = args("ckpt-" + model + "-nocache");
+    std::vector<std::string> c = TrainArgs("ckpt-" + model + "-nocache");
     c.insert(c.end(), {"--model", model, "--cache_rows", "0"});
     if (model == "dcn") c.insert(c.end(), {"--cross_layers", "1"});
     ASSERT_EQ(RunPsTrain(c), 0);
@@ -243,12 +233,12 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
     return std::find(last_tables.begin(), last_tables.end(), "wide.scale") !=
            last_tables.end();
   };
-  // lr: textbook FTRL (accumulator 0.1, power -0.5, no decay), no scales.
-  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 1.0f);
-  EXPECT_EQ(last_wide.initial_accumulator, 0.1f);
-  EXPECT_EQ(last_wide.lr_power, -0.5f);
-  EXPECT_EQ(last_wide.accumulator_decay, 1.0f);
-  EXPECT_FALSE(has_scale());
+  // lr: the same Newton-step FTRL and scales, with its own decay.
+  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 0.0015f);
+  EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);
+  EXPECT_EQ(last_wide.lr_power, -1.0f);
+  EXPECT_EQ(last_wide.accumulator_decay, 0.98f);
+  EXPECT_TRUE(has_scale());
   EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
   // The others: the Newton-step FTRL with decay and per-field scales.
   EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.0015f);

@@ -31,8 +31,6 @@
 namespace psdb::train {
 namespace {
 
-// --wide_lr's default for --model lr (the others': kDeepWideLr).
-constexpr double kLrWideLr = 1.0;
 // --model's default: DeepFwFM, within 0.0003 of the best model on the
 // additive and longtail kinds of ps-bench train's data and the best on
 // pairs by 0.011 (BENCHMARKS.md, issue 18).
@@ -42,24 +40,27 @@ constexpr char kDefaultModel[] = "deepfwfm";
 // AUC on the longtail data, 2.5 x faster there: no row per singleton); lr
 // keeps 0, its best (-0.0003 at 2).
 constexpr int64_t kDeepMinCount = 2;
-// The wide part of the models with deep embeddings, unless its flags are
-// given (issue 18; lr keeps WideDeepConfig's textbook FTRL at kLrWideLr):
+// The wide part of every model, unless its flags are given (issue 18):
 // FTRL with lr_power -1 is a per-coordinate online Newton step,
 // w = -lr z / n, n = initial accumulator + sum of squared gradients (the
 // Fisher information of the id's weight), i.e. the Laplace-approximated
 // posterior mean under a N(0, 1 / (initial_accumulator B^2)) prior at
 // batch B when lr is about 1/B: 0.0015 and 1e-4 at batch 512 (a prior std
 // of about 0.2, the generators' per-field weight scale). The accumulator
-// decays by 0.99 per update of a row, so hot ids keep tracking weights
-// that drift, and each field's embeddings are scaled by a learned factor
-// (Adam at 0.03), the per-field prior a Bayes estimator would use. Against
-// the textbook FTRL at 0.05: +0.0029 / +0.0066 / +0.0021 test AUC on the
-// additive / pairs / longtail data (seed 1), +0.0018 / +0.0074 / +0.0017
-// on a second draw (seed 2), at batch 512 (BENCHMARKS.md, issue 18).
-constexpr double kDeepWideLr = 0.0015;
-constexpr double kDeepWideInitAcc = 1e-4;
-constexpr double kDeepWideLrPower = -1.0;
+// decays per update of a row, so hot ids keep tracking weights that
+// drift, and each field's embeddings are scaled by a learned factor (Adam
+// at 0.03), the per-field prior a Bayes estimator would use. Against the
+// textbook FTRL (0.05 in the models with deep embeddings, 1.0 for lr, its
+// best): deepfwfm +0.0029 / +0.0066 / +0.0021 test AUC on the additive /
+// pairs / longtail data (seed 1), +0.0018 / +0.0074 / +0.0017 on a second
+// draw (seed 2); lr +0.0041 / +0.0027 / +0.0033 (seed 1), at batch 512
+// (BENCHMARKS.md, issue 18). The decay is each model's best: 0.99 with
+// deep embeddings, 0.98 for lr (0.97 and 0.995 score lower on two kinds).
+constexpr double kWideLr = 0.0015;
+constexpr double kWideInitAcc = 1e-4;
+constexpr double kWideLrPower = -1.0;
 constexpr double kDeepWideDecay = 0.99;
+constexpr double kLrWideDecay = 0.98;
 
 constexpr char kUsage[] =
     "usage:\n"
@@ -120,13 +121,13 @@ constexpr char kUsage[] =
     "           [--wide_field_scale[=false]] [--wide_scale_lr F]\n"
     "  (the wide part's FTRL: --wide_lr, starting accumulator, lr power and\n"
     "  accumulator decay per row update (n' = F n + g^2); defaults 0.0015,\n"
-    "  1e-4, -1 (a per-coordinate Newton step), 0.99, and 1.0, 0.1, -0.5, 1\n"
-    "  (textbook FTRL) for lr. With --wide_lr_power -1 --wide_lr is about\n"
+    "  1e-4, -1 (a per-coordinate Newton step) and 0.99 (0.98 for lr);\n"
+    "  --wide_lr_power -0.5 --wide_init_acc 0.1 --wide_decay 1 is the\n"
+    "  textbook FTRL. With --wide_lr_power -1 --wide_lr is about\n"
     "  1 / batch size (0.0015 is for batch 512); textbook FTRL rates such\n"
     "  as 0.1 overshoot badly. --wide_field_scale: each field's wide\n"
     "  embedding times a learned factor (dense table wide.scale, all 1 at\n"
-    "  start, Adam at --wide_scale_lr, default 0.03); on by default, off\n"
-    "  for lr)\n"
+    "  start, Adam at --wide_scale_lr, default 0.03); on by default)\n"
     "           [--dropout F] [--min_count N]\n"
     "  (--min_count N: ids seen fewer than N times in training share their\n"
     "  field's learned fallback row; 0 = off; default 2, 0 for lr)\n"
@@ -388,33 +389,22 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("deep_init", o->model.deep_init, 1e-9, 1));
   o->model.deep_init = static_cast<float>(lr);
-  // The wide part alone (lr) learns at a larger FTRL rate: one epoch of
-  // ps-bench train's data peaks at 1.0 (AUC and log-loss; BENCHMARKS.md).
   const bool lr_model = o->model.kind == ModelKind::kLr;
-  const double wide_lr_default = lr_model ? kLrWideLr : kDeepWideLr;
-  PSDB_ASSIGN_OR_RETURN(lr,
-                        args.GetDouble("wide_lr", wide_lr_default, 1e-9, 100));
+  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr", kWideLr, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble(
-              "wide_init_acc",
-              lr_model ? o->model.wide_initial_accumulator : kDeepWideInitAcc,
-              1e-12, 1e6));
+      lr, args.GetDouble("wide_init_acc", kWideInitAcc, 1e-12, 1e6));
   o->model.wide_initial_accumulator = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble("wide_lr_power",
-                         lr_model ? o->model.wide_lr_power : kDeepWideLrPower,
-                         -10, 0));
+  PSDB_ASSIGN_OR_RETURN(lr,
+                        args.GetDouble("wide_lr_power", kWideLrPower, -10, 0));
   o->model.wide_lr_power = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble(
-              "wide_decay",
-              lr_model ? o->model.wide_accumulator_decay : kDeepWideDecay, 1e-6,
-              1));
+      lr, args.GetDouble("wide_decay", lr_model ? kLrWideDecay : kDeepWideDecay,
+                         1e-6, 1));
   o->model.wide_accumulator_decay = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(o->model.wide_field_scale,
                         args.GetBool("wide_field_scale"));
-  if (!args.Has("wide_field_scale")) o->model.wide_field_scale = !lr_model;
+  if (!args.Has("wide_field_scale")) o->model.wide_field_scale = true;
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("wide_scale_lr", o->model.wide_scale_lr, 1e-9, 100));
   o->model.wide_scale_lr = static_cast<float>(lr);
