@@ -73,6 +73,7 @@
 #include "store/store.h"
 #include "store/table_spec.h"
 #include "store/wal.h"
+#include "util/key_dedup.h"
 
 namespace psdb::internal {
 
@@ -294,6 +295,11 @@ class Table {
                            MissMode mode, ResidentFn on_resident,
                            AbsentFn on_absent, bool refusable = false,
                            bool dirties = false);
+  // A write's keys de-duplicated into *dedup (reset for them), the last
+  // occurrence of each winning: (*last)[u] is the position in `keys` of
+  // unique key dedup->unique()[u]'s last occurrence.
+  static void LastOccurrences(absl::Span<const uint64_t> keys, KeyDedup* dedup,
+                              std::vector<uint32_t>* last);
   // The keys of a batch that were not resident, as Materialize takes them:
   // each key, its sightings and its index among the batch's unique keys.
   struct Misses {

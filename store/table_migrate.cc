@@ -153,14 +153,8 @@ absl::Status Table::IngestRows(absl::Span<const uint64_t> keys,
   }
   // Last occurrence of each key wins, as in PutRows.
   KeyDedup dedup;
-  dedup.Reset(n);
   std::vector<uint32_t> last;
-  for (size_t i = 0; i < n; ++i) {
-    bool inserted;
-    const uint32_t u = dedup.Insert(keys[i], &inserted);
-    if (inserted) last.push_back(0);
-    last[u] = static_cast<uint32_t>(i);
-  }
+  LastOccurrences(keys, &dedup, &last);
   const absl::Span<const uint64_t> ukeys = dedup.unique();
   auto assign = [&](size_t u, uint32_t slot) {
     CopyVerifiedRow(row(last[u]), dim(), state_size_, mem_.header(slot),

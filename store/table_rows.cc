@@ -133,14 +133,8 @@ absl::Status Table::PutRowsImpl(absl::Span<const uint64_t> keys,
   }
   // Last occurrence of each key wins.
   KeyDedup dedup;
-  dedup.Reset(n);
   std::vector<uint32_t> last;
-  for (size_t i = 0; i < n; ++i) {
-    bool inserted;
-    const uint32_t u = dedup.Insert(keys[i], &inserted);
-    if (inserted) last.push_back(0);
-    last[u] = static_cast<uint32_t>(i);
-  }
+  LastOccurrences(keys, &dedup, &last);
   const absl::Span<const uint64_t> ukeys = dedup.unique();
   const bool replay = replay_lsn != 0;
   std::optional<Wal::ApplyScope> scope;
