@@ -344,9 +344,9 @@ absl::StatusOr<std::unique_ptr<WideDeepModel>> WideDeepModel::Create(
   PSDB_RETURN_IF_ERROR(model->CreateTables());
   if (config.dense_reducer != nullptr) {
     std::vector<const DenseTensor*> tensors = {&model->linear_};
-    for (const DenseTensor& t : model->mlp_tensors_) tensors.push_back(&t);
-    for (const DenseTensor& t : model->part_tensors_) tensors.push_back(&t);
-    for (const DenseTensor& t : model->scale_tensors_) tensors.push_back(&t);
+    for (const DenseGroup& g : model->DenseGroups()) {
+      for (const DenseTensor& t : *g.tensors) tensors.push_back(&t);
+    }
     std::vector<TableSpec> specs;
     const std::vector<TableSpec> all = ModelTableSpecs(config);
     for (const DenseTensor* t : tensors) {
@@ -531,8 +531,8 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
     size_t r = 0;
     absl::Span<const float> v = replicated_->values(r++);
     linear_values_.assign(v.begin(), v.end());
-    for (auto* values : {&mlp_values_, &part_values_, &scale_values_}) {
-      for (std::vector<float>& tensor : *values) {
+    for (const DenseGroup& g : DenseGroups()) {
+      for (std::vector<float>& tensor : *g.values) {
         v = replicated_->values(r++);
         tensor.assign(v.begin(), v.end());
       }
@@ -540,17 +540,11 @@ absl::Status WideDeepModel::PullAll(const CriteoBatch& batch,
   } else {
     PSDB_RETURN_IF_ERROR(
         linear_.Pull(client_, absl::MakeSpan(linear_values_), serving));
-    for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
-      PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Pull(
-          client_, absl::MakeSpan(mlp_values_[t]), serving));
-    }
-    for (size_t t = 0; t < part_tensors_.size(); ++t) {
-      PSDB_RETURN_IF_ERROR(part_tensors_[t].Pull(
-          client_, absl::MakeSpan(part_values_[t]), serving));
-    }
-    for (size_t t = 0; t < scale_tensors_.size(); ++t) {
-      PSDB_RETURN_IF_ERROR(scale_tensors_[t].Pull(
-          client_, absl::MakeSpan(scale_values_[t]), serving));
+    for (const DenseGroup& g : DenseGroups()) {
+      for (size_t t = 0; t < g.tensors->size(); ++t) {
+        PSDB_RETURN_IF_ERROR((*g.tensors)[t].Pull(
+            client_, absl::MakeSpan((*g.values)[t]), serving));
+      }
     }
   }
   NormalizeIntFeatures(batch, &dense_);
@@ -572,20 +566,16 @@ absl::Status WideDeepModel::PushEmbeddings(int64_t step) {
 absl::Status WideDeepModel::PushDense(int64_t step) {
   if (replicated_ != nullptr) {
     std::vector<absl::Span<const float>> grads = {push_linear_};
-    for (const auto& g : push_mlp_) grads.push_back(g);
-    for (const auto& g : push_part_) grads.push_back(g);
-    for (const auto& g : push_scale_) grads.push_back(g);
+    for (const DenseGroup& g : DenseGroups()) {
+      for (const std::vector<float>& push : *g.push) grads.push_back(push);
+    }
     return replicated_->Apply(grads, step);
   }
   PSDB_RETURN_IF_ERROR(linear_.Push(client_, push_linear_, step));
-  for (size_t t = 0; t < mlp_tensors_.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(mlp_tensors_[t].Push(client_, push_mlp_[t], step));
-  }
-  for (size_t t = 0; t < part_tensors_.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(part_tensors_[t].Push(client_, push_part_[t], step));
-  }
-  for (size_t t = 0; t < scale_tensors_.size(); ++t) {
-    PSDB_RETURN_IF_ERROR(scale_tensors_[t].Push(client_, push_scale_[t], step));
+  for (const DenseGroup& g : DenseGroups()) {
+    for (size_t t = 0; t < g.tensors->size(); ++t) {
+      PSDB_RETURN_IF_ERROR((*g.tensors)[t].Push(client_, (*g.push)[t], step));
+    }
   }
   return absl::OkStatus();
 }

@@ -51,6 +51,7 @@
 #ifndef PSDB_TRAIN_WIDE_DEEP_H_
 #define PSDB_TRAIN_WIDE_DEEP_H_
 
+#include <array>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -302,6 +303,19 @@ class WideDeepModel {
   absl::Status PushDense(int64_t step);
   // The batch's inputs to ForwardBackward, from the pulled buffers.
   WideDeepInputs Inputs(const CriteoBatch& batch) const;
+  // The dense tensors after the linear part, each group with its pulled
+  // values and its gradients to push, in Create's order (the replicated
+  // tensors' too): the MLP's, the extra part's, the wide scales.
+  struct DenseGroup {
+    std::vector<DenseTensor>* tensors;
+    std::vector<std::vector<float>>* values;
+    std::vector<std::vector<float>>* push;
+  };
+  std::array<DenseGroup, 3> DenseGroups() {
+    return {{{&mlp_tensors_, &mlp_values_, &push_mlp_},
+             {&part_tensors_, &part_values_, &push_part_},
+             {&scale_tensors_, &scale_values_, &push_scale_}}};
+  }
 
   const WideDeepConfig config_;
   const WideDeepShape shape_;
