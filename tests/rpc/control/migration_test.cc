@@ -437,7 +437,9 @@ TEST_F(MigrationTest, NewServerKilledMidCopyAbortsThenTheAddIsRedone) {
   ASSERT_TRUE(WaitFor(
       [&] {
         added = Change(MembershipChange::Kind::kAdd, "s2");
-        if (!added.ok()) EXPECT_EQ(Map(), epoch1);
+        if (!added.ok()) {
+          EXPECT_EQ(Map(), epoch1);
+        }
         return added.ok();
       },
       absl::Seconds(60)))
