@@ -31,6 +31,11 @@ TEST(ArgsTest, FlagsAndPositionals) {
   EXPECT_TRUE(json);
   ASSERT_OK_AND_ASSIGN(bool ws, a.GetBool("with-state"));
   EXPECT_FALSE(ws);
+  // An absent flag is its default; a given one is what it says.
+  ASSERT_OK_AND_ASSIGN(bool ws_default, a.GetBool("with-state", true));
+  EXPECT_TRUE(ws_default);
+  ASSERT_OK_AND_ASSIGN(bool json_default, a.GetBool("json", false));
+  EXPECT_TRUE(json_default);
   ASSERT_OK_AND_ASSIGN(int64_t absent, a.GetInt("dim", 64, 1, 100));
   EXPECT_EQ(absent, 64);
   EXPECT_OK(a.CheckKnown({"rows", "table", "json"}));

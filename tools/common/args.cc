@@ -107,9 +107,9 @@ absl::StatusOr<double> Args::GetDouble(absl::string_view name, double def,
   return v;
 }
 
-absl::StatusOr<bool> Args::GetBool(absl::string_view name) const {
+absl::StatusOr<bool> Args::GetBool(absl::string_view name, bool def) const {
   auto it = flags_.find(name);
-  if (it == flags_.end()) return false;
+  if (it == flags_.end()) return def;
   bool v = false;
   if (!absl::SimpleAtob(it->second, &v)) {
     return absl::InvalidArgumentError(

@@ -50,8 +50,9 @@ class Args {
                                  int64_t min, int64_t max) const;
   absl::StatusOr<double> GetDouble(absl::string_view name, double def,
                                    double min, double max) const;
-  // A bare flag is true; `--name=true|false|1|0` also work.
-  absl::StatusOr<bool> GetBool(absl::string_view name) const;
+  // A bare flag is true; `--name=true|false|1|0` also work; `def` when
+  // the flag is not given.
+  absl::StatusOr<bool> GetBool(absl::string_view name, bool def = false) const;
   // Comma-separated unsigned 64-bit integers (`--keys=1,2,3`).
   absl::StatusOr<std::vector<uint64_t>> GetUint64List(
       absl::string_view name) const;

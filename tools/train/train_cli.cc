@@ -403,8 +403,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                          1e-6, 1));
   o->model.wide_accumulator_decay = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(o->model.wide_field_scale,
-                        args.GetBool("wide_field_scale"));
-  if (!args.Has("wide_field_scale")) o->model.wide_field_scale = true;
+                        args.GetBool("wide_field_scale", /*def=*/true));
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("wide_scale_lr", o->model.wide_scale_lr, 1e-9, 100));
   o->model.wide_scale_lr = static_cast<float>(lr);
