@@ -101,7 +101,12 @@ struct Resharder::Peer {
 };
 
 Resharder::Pass::~Pass() {
-  if (owner_ != nullptr) owner_->Leave(sync_, leaving_);
+  if (owner_ == nullptr) return;
+  if (prepared_) {
+    owner_->Leave(sync_, leaving_);
+  } else {
+    owner_->LeaveUnprepared();
+  }
 }
 
 Resharder::Resharder(ClusterMap map, ServerId self, Store* store,
@@ -132,11 +137,31 @@ void Resharder::Leave(bool sync, bool leaving) {
   if (leaving) --running_leaving_;
 }
 
+void Resharder::LeaveUnprepared() {
+  // Sequentially consistent with PREPARE's store of active_ and its read
+  // of the count: either PREPARE sees this request gone, or this sees
+  // active_ and wakes it (a waiter's condition is evaluated again when
+  // mu_ is released).
+  if (running_unprepared_.fetch_sub(1) == 1 && active_.load()) {
+    absl::MutexLock lock(&mu_);
+  }
+}
+
 absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
     const GateRequest& req, std::function<void()> resume) {
-  if (!active()) return Pass();
+  if (!active()) {
+    // Counted before active_ is checked again, so PREPARE, which sets
+    // active_ before it reads the count, either waits for this request or
+    // is seen by it.
+    running_unprepared_.fetch_add(1);
+    if (!active_.load()) return Pass(this, false, false, false);
+    running_unprepared_.fetch_sub(1);  // PREPARE re-reads it under mu_
+  }
   absl::MutexLock lock(&mu_);
-  if (phase_ == Phase::kNone) return Pass();
+  if (phase_ == Phase::kNone) {
+    running_unprepared_.fetch_add(1);
+    return Pass(this, false, false, false);
+  }
   if (shut_down_) {
     return absl::UnavailableError("server shutting down during resharding");
   }
@@ -177,7 +202,7 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
       if (Leaves(current, key)) touched.insert(key);
     }
   }
-  return Pass(this, sync, leaving);
+  return Pass(this, true, sync, leaving);
 }
 
 void Resharder::Shutdown() {
@@ -220,7 +245,7 @@ absl::Status Resharder::Reshard(const v1::ReshardRequest& req,
         PSDB_RETURN_IF_ERROR(DropForeignRows());
       }
       absl::MutexLock lock(&mu_);
-      status = Prepare(req);
+      status = Prepare(req, deadline);
       break;
     }
     case v1::RESHARD_PHASE_COPY:
@@ -282,30 +307,57 @@ void Resharder::Fill(v1::ReshardResponse* resp) const {
   resp->set_rows_received(rows_received_.load());
 }
 
-absl::Status Resharder::Prepare(const v1::ReshardRequest& req) {
-  if (phase_ != Phase::kNone) {
-    if (id_ == req.migration_id()) return absl::OkStatus();  // re-sent
+absl::Status Resharder::Prepare(const v1::ReshardRequest& req,
+                                absl::Time deadline) {
+  if (phase_ != Phase::kNone && id_ != req.migration_id()) {
     return absl::FailedPreconditionError(
         absl::StrCat("Reshard PREPARE ", req.migration_id(), ": migration ",
                      id_, " is already prepared here"));
   }
-  PSDB_ASSIGN_OR_RETURN(ClusterMap target, ClusterMapFromProto(req.target()));
-  if (target.ring().num_servers() == 0) {
-    return absl::InvalidArgumentError(
-        "Reshard PREPARE: the target map has no server on the ring");
+  if (phase_ == Phase::kNone) {  // else re-sent: wait as the first did
+    PSDB_ASSIGN_OR_RETURN(ClusterMap target, ClusterMapFromProto(req.target()));
+    if (target.ring().num_servers() == 0) {
+      return absl::InvalidArgumentError(
+          "Reshard PREPARE: the target map has no server on the ring");
+    }
+    id_ = req.migration_id();
+    phase_ = Phase::kPrepared;
+    target_ = std::make_shared<const ClusterMap>(std::move(target));
+    source_ = map_->Find(self_) != nullptr && OnRing(map_->Find(self_)->state);
+    closed_ = holding_ = false;
+    started_steps_.clear();
+    touched_.clear();
+    handed_over_.clear();
+    rows_to_move_ = 0;
+    rows_moved_ = 0;
+    rows_received_ = 0;
+    active_.store(true);
   }
-  id_ = req.migration_id();
-  phase_ = Phase::kPrepared;
-  target_ = std::make_shared<const ClusterMap>(std::move(target));
-  source_ = map_->Find(self_) != nullptr && OnRing(map_->Find(self_)->state);
-  closed_ = holding_ = false;
-  started_steps_.clear();
-  touched_.clear();
-  handed_over_.clear();
-  rows_to_move_ = 0;
-  rows_moved_ = 0;
-  rows_received_ = 0;
-  active_.store(true, std::memory_order_release);
+  // Requests admitted before now are not tracked: wait until they are
+  // answered, so no write COPY misses is still running when it reads.
+  auto drained = [this]() { return running_unprepared_.load() == 0; };
+  const bool done = mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
+  if (id_ != req.migration_id()) {
+    return absl::AbortedError(absl::StrCat(
+        "Reshard PREPARE ", req.migration_id(), ": aborted meanwhile"));
+  }
+  if (!done) {  // the coordinator aborts
+    return absl::DeadlineExceededError(
+        absl::StrCat("Reshard PREPARE: ", running_unprepared_.load(),
+                     " requests admitted before it still running"));
+  }
+  // A round still waiting for workers holds pushes of requests that
+  // entered before PREPARE; its apply (at the last worker's push) writes
+  // their keys too. Leaving ones count as touched: HANDOFF sends them
+  // again.
+  if (source_ && sync_ != nullptr) {
+    sync_->ForEachPendingPush(
+        [&](absl::string_view table, absl::Span<const uint64_t> keys) {
+          for (uint64_t key : keys) {
+            if (Leaves(*map_, key)) touched_[table].insert(key);
+          }
+        });
+  }
   return absl::OkStatus();
 }
 

@@ -7,11 +7,12 @@
 // migration is prepared, its target ring. Roles in one migration:
 //  - source: owns keys under the current map that the target gives to
 //    another server. From PREPARE it records every handed-over key a
-//    request touches; COPY streams its handed-over rows (the keys present
-//    when it starts, read as they are when sent) to their new owners
-//    (Migrate); HANDOFF holds new requests for handed-over
-//    keys, waits for those running, and re-sends every touched row; COMMIT
-//    installs the published map, answers, and leaves the rows it handed
+//    request touches (PREPARE waits for the requests admitted before it
+//    and adds the keys of synchronous rounds still waiting); COPY streams its
+//    handed-over rows (the keys present when it starts, read as they are when
+//    sent) to their new owners (Migrate); HANDOFF holds new requests for
+//    handed-over keys, waits for those running, and re-sends every touched row;
+//    COMMIT installs the published map, answers, and leaves the rows it handed
 //    over to the store's background deletes (Store::DeleteRowsLater; the
 //    next PREPARE waits for them). Rows travel encoded
 //    (Store::ReadEncodedRows / IngestRows).
@@ -86,10 +87,16 @@ class Resharder {
   class Pass {
    public:
     Pass() = default;
-    Pass(Resharder* owner, bool sync, bool leaving)
-        : owner_(owner), sync_(sync), leaving_(leaving) {}
+    // `prepared`: entered while a migration was prepared (tracked as
+    // `sync` / `leaving`); otherwise counted until it leaves, which
+    // PREPARE waits for.
+    Pass(Resharder* owner, bool prepared, bool sync, bool leaving)
+        : owner_(owner), prepared_(prepared), sync_(sync), leaving_(leaving) {}
     Pass(Pass&& other) noexcept
-        : owner_(other.owner_), sync_(other.sync_), leaving_(other.leaving_) {
+        : owner_(other.owner_),
+          prepared_(other.prepared_),
+          sync_(other.sync_),
+          leaving_(other.leaving_) {
       other.owner_ = nullptr;
     }
     Pass& operator=(Pass&&) = delete;
@@ -97,6 +104,7 @@ class Resharder {
 
    private:
     Resharder* owner_ = nullptr;
+    bool prepared_ = false;
     bool sync_ = false;
     bool leaving_ = false;
   };
@@ -125,7 +133,7 @@ class Resharder {
   bool active() const { return active_.load(std::memory_order_acquire); }
   // Whether `key` leaves this server under the target. REQUIRES: prepared.
   bool Leaves(const ClusterMap& current, uint64_t key) const;
-  absl::Status Prepare(const v1::ReshardRequest& req)
+  absl::Status Prepare(const v1::ReshardRequest& req, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Copy(const v1::ReshardRequest& req, absl::Time deadline);
   absl::Status Close(absl::Time deadline);
@@ -153,6 +161,7 @@ class Resharder {
   void Fill(v1::ReshardResponse* resp) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Peer*> PeerFor(ServerId id, const std::string& address);
   void Leave(bool sync, bool leaving);
+  void LeaveUnprepared();
   // Ends the migration's state (COMMIT, ABORT) and returns the held
   // requests' resume functions, to call once mu_ is released.
   std::vector<std::function<void()>> EndLocked()
@@ -165,6 +174,11 @@ class Resharder {
   const size_t max_batch_keys_;
   // Set while a migration is prepared: the fast path skips the lock.
   std::atomic<bool> active_{false};
+  // Requests admitted by the fast path and not yet answered. PREPARE sets
+  // active_, then waits for this to reach 0: requests that entered before
+  // it are not tracked (their keys are not in touched_), so their writes
+  // must be done before COPY reads rows.
+  std::atomic<int> running_unprepared_{0};
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const ClusterMap> map_ ABSL_GUARDED_BY(mu_);

@@ -130,4 +130,18 @@ int SyncAggregator::pending_rounds() const {
   return n;
 }
 
+void SyncAggregator::ForEachPendingPush(
+    absl::FunctionRef<void(absl::string_view table,
+                           absl::Span<const uint64_t> keys)>
+        fn) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, t] : tables_) {
+    for (const auto& [round, step] : t.steps) {
+      for (const WorkerPart& part : step.workers) {
+        if (part.arrived) fn(name, part.keys);
+      }
+    }
+  }
+}
+
 }  // namespace psdb::rpc

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -83,6 +84,13 @@ class SyncAggregator {
   int64_t last_applied_step(absl::string_view table) const;
   // Rounds of every table waiting for workers.
   int pending_rounds() const;
+  // Calls `fn` with the table and keys of each push recorded in a round
+  // that still waits for workers (what that round's apply will write),
+  // under the aggregator's lock.
+  void ForEachPendingPush(
+      absl::FunctionRef<void(absl::string_view table,
+                             absl::Span<const uint64_t> keys)>
+          fn) const;
 
  private:
   struct WorkerPart {

@@ -11,8 +11,11 @@
 //  - An add moves about 1/(N+1) of the rows, all onto the new server, and
 //    every server then holds exactly the rows it owns.
 //  - An abort after the copy leaves the map and every row as they were.
+#include "rpc/server/resharder.h"
+
 #include <barrier>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -35,6 +38,14 @@ namespace {
 using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
+
+// How LiveCluster::Change runs.
+struct ChangeOptions {
+  int64_t rows_per_second = 0;
+  bool abort_after_copy = false;
+  // Called after COPY, before CLOSE.
+  std::function<void()> after_copy;
+};
 
 // Servers 0..total-1 on loopback; the first `initial` form the ring at
 // epoch 1, the others are joining.
@@ -92,10 +103,23 @@ class LiveCluster {
     return RemoteClient::Open(options);
   }
 
+  // The published map with the ring of `ring_ids` (the others joining),
+  // at `epoch`.
+  absl::StatusOr<ClusterMap> MapOf(const std::vector<int>& ring_ids,
+                                   uint64_t epoch) const {
+    ClusterMapSpec next = published().spec();
+    next.epoch = epoch;
+    for (ServerInfo& s : next.servers) {
+      const bool on =
+          std::find(ring_ids.begin(), ring_ids.end(), s.id) != ring_ids.end();
+      s.state = on ? ServerState::kAlive : ServerState::kJoining;
+    }
+    return ClusterMap::Create(next);
+  }
+
   // Moves the cluster to a ring of `ring_ids` with the protocol's phases.
   absl::Status Change(const std::vector<int>& ring_ids,
-                      int64_t rows_per_second = 0,
-                      bool abort_after_copy = false) {
+                      const ChangeOptions& options = {}) {
     const ClusterMap old = published();
     v1::ClusterMap target;
     target.set_ready(true);
@@ -122,7 +146,7 @@ class LiveCluster {
           req.set_migration_id(id);
           *req.mutable_target() = map;
           req.set_batch_rows(256);
-          req.set_max_rows_per_second(rows_per_second);
+          req.set_max_rows_per_second(options.rows_per_second);
           grpc::ClientContext ctx;
           ctx.set_deadline(std::chrono::system_clock::now() +
                            std::chrono::seconds(60));
@@ -142,20 +166,15 @@ class LiveCluster {
     };
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_PREPARE, all, target));
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_COPY, old_ring, target));
-    if (abort_after_copy) {
+    if (options.after_copy) options.after_copy();
+    if (options.abort_after_copy) {
       return phase(v1::RESHARD_PHASE_ABORT, all, target);
     }
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_CLOSE, old_ring, target));
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_HANDOFF, old_ring, target));
     // Publish: the commit point.
-    ClusterMapSpec next = old.spec();
-    next.epoch = old.epoch() + 1;
-    for (ServerInfo& s : next.servers) {
-      const bool on =
-          std::find(ring_ids.begin(), ring_ids.end(), s.id) != ring_ids.end();
-      s.state = on ? ServerState::kAlive : ServerState::kJoining;
-    }
-    PSDB_ASSIGN_OR_RETURN(ClusterMap next_map, ClusterMap::Create(next));
+    PSDB_ASSIGN_OR_RETURN(ClusterMap next_map,
+                          MapOf(ring_ids, old.epoch() + 1));
     {
       absl::MutexLock lock(&mu_);
       published_ = next_map;
@@ -323,7 +342,7 @@ TEST(LiveReshardTest, AbortLeavesTheMapAndEveryRow) {
   ASSERT_OK(
       client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
   const auto before = cluster.KeysByServer("count");
-  ASSERT_OK(cluster.Change({0, 1, 2, 3}, 0, /*abort_after_copy=*/true));
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.abort_after_copy = true}));
   EXPECT_EQ(cluster.published().epoch(), 1u);
   EXPECT_EQ(cluster.KeysByServer("count"), before);  // the copies are gone
   ASSERT_OK(
@@ -331,6 +350,95 @@ TEST(LiveReshardTest, AbortLeavesTheMapAndEveryRow) {
   RowBatch rows;
   ASSERT_OK(client->PullRows("count", keys, &rows));
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(rows.values[i], 2.0f);
+}
+
+// A synchronous round whose first push arrived before PREPARE and whose
+// last arrives after COPY: its apply writes the first push's keys, which
+// no request since PREPARE named, after COPY sent their rows. The source
+// counts the keys of rounds pending at PREPARE as touched, so HANDOFF
+// sends them again.
+TEST(LiveReshardTest, RoundPendingAtPrepareReachesTheNewOwner) {
+  LiveCluster cluster(4, 3, /*sync_workers=*/2);
+  ASSERT_OK_AND_ASSIGN(auto w0, cluster.Client(0, true));
+  ASSERT_OK_AND_ASSIGN(auto w1, cluster.Client(1, true));
+  ASSERT_OK(w0->CreateTable(CountingTable()));
+  ASSERT_OK_AND_ASSIGN(const ClusterMap target, cluster.MapOf({0, 1, 2, 3}, 2));
+  uint64_t moving = 0;
+  while (target.Owner(moving) != 3) ++moving;
+  uint64_t staying = moving + 1;
+  while (target.Owner(staying) == 3) ++staying;
+  const std::vector<uint64_t> keys = {moving, staying};
+  std::vector<float> values(2);
+  ASSERT_OK(
+      w0->Pull("count", keys, absl::MakeSpan(values), {}));  // COPY sends both
+  PushOptions push;
+  push.step = 1;
+  // Returns once recorded: the round waits for worker 1.
+  ASSERT_OK(w0->Push("count", {moving}, {-1.0f}, push));
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.after_copy = [&] {
+                             EXPECT_OK(
+                                 w1->Push("count", {staying}, {-1.0f}, push));
+                           }}));
+  ASSERT_OK_AND_ASSIGN(auto reader, cluster.Client(0, false));
+  RowBatch rows;
+  ASSERT_OK(reader->PullRows("count", keys, &rows));
+  // Each key: the mean of one worker's -1 and the other's 0, at rate 1.
+  EXPECT_EQ(rows.values[0], 0.5f);
+  EXPECT_EQ(rows.values[1], 0.5f);
+  EXPECT_EQ(rows.headers[0].update_count, 1u);
+  cluster.ExpectEveryRowAtItsOwner("count");
+}
+
+// PREPARE waits for the requests the gate admitted before it: they are not
+// tracked, so COPY must not read rows they may still write. Requests
+// admitted once it is prepared do not hold it up.
+TEST(ResharderTest, PrepareWaitsForRequestsAdmittedBeforeIt) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("s")));
+  ClusterMapSpec spec;
+  spec.epoch = 1;
+  v1::ClusterMap target;
+  target.set_ready(true);
+  for (int i = 0; i < 4; ++i) {
+    ServerInfo info;
+    info.id = i;
+    info.address = absl::StrCat("127.0.0.1:", 1000 + i);
+    info.state = i < 3 ? ServerState::kAlive : ServerState::kJoining;
+    spec.servers.push_back(info);
+    v1::NodeEntry* entry = target.add_servers();
+    entry->set_rank(i);
+    entry->set_address(info.address);
+    entry->set_state(v1::NODE_STATE_ALIVE);
+  }
+  ASSERT_OK_AND_ASSIGN(ClusterMap map, ClusterMap::Create(spec));
+  internal::Resharder resharder(map, 0, store.get(), /*sync=*/nullptr,
+                                ClientTlsOptions(), 1024);
+  const uint64_t key = 7;
+  internal::GateRequest pull;
+  pull.table = "t";
+  pull.keys = absl::MakeConstSpan(&key, 1);
+  pull.client_epoch = 1;
+  auto before = resharder.TryEnter(pull, [] {});
+  ASSERT_OK(before.status());
+  ASSERT_TRUE(before->has_value());
+  v1::ReshardRequest prepare;
+  prepare.set_phase(v1::RESHARD_PHASE_PREPARE);
+  prepare.set_migration_id(1);
+  *prepare.mutable_target() = target;
+  v1::ReshardResponse resp;
+  EXPECT_EQ(
+      resharder.Reshard(prepare, &resp, absl::Now() + absl::Milliseconds(50))
+          .code(),
+      absl::StatusCode::kDeadlineExceeded);
+  auto after = resharder.TryEnter(pull, [] {});
+  ASSERT_OK(after.status());
+  ASSERT_TRUE(after->has_value());
+  before->reset();  // answered
+  EXPECT_OK(resharder.Reshard(prepare, &resp, absl::Now() + absl::Seconds(60)));
+  EXPECT_EQ(resp.phase(), v1::RESHARD_PHASE_PREPARE);
+  after->reset();
+  prepare.set_phase(v1::RESHARD_PHASE_ABORT);
+  EXPECT_OK(resharder.Reshard(prepare, &resp, absl::Now() + absl::Seconds(60)));
 }
 
 TableSpec AdamTable() {

@@ -1,5 +1,8 @@
 #include "rpc/server/sync_aggregator.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/testing/test_util.h"
@@ -35,6 +38,24 @@ class SyncAggregatorTest : public ::testing::Test {
   }
   std::vector<Applied> applied_;
 };
+
+// What the rounds still waiting for workers will write, push by push.
+TEST_F(SyncAggregatorTest, ForEachPendingPushListsWaitingRoundsOnly) {
+  SyncAggregator agg = Make(2, SyncReduce::kMean);
+  ASSERT_OK(agg.Push("a", 1, 0, 1, std::vector<uint64_t>{4, 9}, {1, 1}));
+  ASSERT_OK(agg.Push("a", 1, 1, 1, std::vector<uint64_t>{5}, {1}));  // applied
+  ASSERT_OK(agg.Push("a", 1, 1, 2, std::vector<uint64_t>{6}, {1}));
+  ASSERT_OK(agg.Push("b", 1, 0, 1, std::vector<uint64_t>{8, 2}, {1, 1}));
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> pending;
+  agg.ForEachPendingPush(
+      [&](absl::string_view table, absl::Span<const uint64_t> keys) {
+        pending.emplace_back(std::string(table),
+                             std::vector<uint64_t>(keys.begin(), keys.end()));
+      });
+  std::sort(pending.begin(), pending.end());
+  using Push = std::pair<std::string, std::vector<uint64_t>>;
+  EXPECT_THAT(pending, ElementsAre(Push{"a", {6}}, Push{"b", {8, 2}}));
+}
 
 TEST_F(SyncAggregatorTest, MeanOfWorkerGradientsAppliedOnceWhenAllArrive) {
   SyncAggregator agg = Make(2, SyncReduce::kMean);
