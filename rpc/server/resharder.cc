@@ -102,8 +102,8 @@ struct Resharder::Peer {
 
 Resharder::Pass::~Pass() {
   if (owner_ == nullptr) return;
-  if (prepared_) {
-    owner_->Leave(sync_, leaving_);
+  if (generation_ != 0) {
+    owner_->Leave(generation_, sync_, leaving_);
   } else {
     owner_->LeaveUnprepared();
   }
@@ -131,8 +131,13 @@ bool Resharder::Leaves(const ClusterMap& current, uint64_t key) const {
   return LeavesUnder(current, *target_, self_, key);
 }
 
-void Resharder::Leave(bool sync, bool leaving) {
+void Resharder::Leave(uint64_t generation, bool sync, bool leaving) {
   absl::MutexLock lock(&mu_);
+  if (generation != generation_) {
+    --running_stale_;
+    return;
+  }
+  --running_tracked_;
   if (sync) --running_sync_;
   if (leaving) --running_leaving_;
 }
@@ -140,8 +145,9 @@ void Resharder::Leave(bool sync, bool leaving) {
 void Resharder::LeaveUnprepared() {
   // Sequentially consistent with PREPARE's store of active_ and its read
   // of the count: either PREPARE sees this request gone, or this sees
-  // active_ and wakes it (a waiter's condition is evaluated again when
-  // mu_ is released).
+  // active_ and wakes it. The count is not guarded by mu_, so the change
+  // is followed by a release of mu_, which is when absl::Mutex evaluates
+  // its waiters' conditions again.
   if (running_unprepared_.fetch_sub(1) == 1 && active_.load()) {
     absl::MutexLock lock(&mu_);
   }
@@ -154,13 +160,13 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
     // active_ before it reads the count, either waits for this request or
     // is seen by it.
     running_unprepared_.fetch_add(1);
-    if (!active_.load()) return Pass(this, false, false, false);
+    if (!active_.load()) return Pass(this, 0, false, false);
     running_unprepared_.fetch_sub(1);  // PREPARE re-reads it under mu_
   }
   absl::MutexLock lock(&mu_);
   if (phase_ == Phase::kNone) {
     running_unprepared_.fetch_add(1);
-    return Pass(this, false, false, false);
+    return Pass(this, 0, false, false);
   }
   if (shut_down_) {
     return absl::UnavailableError("server shutting down during resharding");
@@ -190,6 +196,7 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
     parked_.push_back(std::move(resume));
     return std::nullopt;
   }
+  ++running_tracked_;
   const bool sync = req.sync_step.has_value();
   if (sync) {
     if (!closed_) started_steps_.insert(*req.sync_step);
@@ -202,7 +209,7 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
       if (Leaves(current, key)) touched.insert(key);
     }
   }
-  return Pass(this, true, sync, leaving);
+  return Pass(this, generation_, sync, leaving);
 }
 
 void Resharder::Shutdown() {
@@ -216,6 +223,11 @@ void Resharder::Shutdown() {
 }
 
 std::vector<std::function<void()>> Resharder::EndLocked() {
+  // Requests still running were tracked by this migration only: the next
+  // PREPARE waits for them.
+  running_stale_ += running_tracked_;
+  running_tracked_ = running_sync_ = running_leaving_ = 0;
+  ++generation_;
   id_ = 0;
   phase_ = Phase::kNone;
   target_.reset();
@@ -333,30 +345,38 @@ absl::Status Resharder::Prepare(const v1::ReshardRequest& req,
     rows_received_ = 0;
     active_.store(true);
   }
-  // Requests admitted before now are not tracked: wait until they are
-  // answered, so no write COPY misses is still running when it reads.
-  auto drained = [this]() { return running_unprepared_.load() == 0; };
+  // Requests admitted before now are not tracked by this migration: wait
+  // until they are answered, so no write COPY misses is still running when
+  // it reads. (An ABORT meanwhile ends the wait.)
+  auto drained =
+      [this, id = req.migration_id()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return (running_unprepared_.load() == 0 && running_stale_ == 0) ||
+               id_ != id;
+      };
   const bool done = mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
   if (id_ != req.migration_id()) {
     return absl::AbortedError(absl::StrCat(
         "Reshard PREPARE ", req.migration_id(), ": aborted meanwhile"));
   }
   if (!done) {  // the coordinator aborts
-    return absl::DeadlineExceededError(
-        absl::StrCat("Reshard PREPARE: ", running_unprepared_.load(),
-                     " requests admitted before it still running"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Reshard PREPARE: ", running_unprepared_.load() + running_stale_,
+        " requests admitted before it still running"));
   }
   // A round still waiting for workers holds pushes of requests that
   // entered before PREPARE; its apply (at the last worker's push) writes
   // their keys too. Leaving ones count as touched: HANDOFF sends them
   // again.
-  if (source_ && sync_ != nullptr) {
-    sync_->ForEachPendingPush(
-        [&](absl::string_view table, absl::Span<const uint64_t> keys) {
-          for (uint64_t key : keys) {
-            if (Leaves(*map_, key)) touched_[table].insert(key);
-          }
-        });
+  // Their steps count as started: CLOSE lets their last pushes in.
+  if (sync_ != nullptr) {
+    sync_->ForEachPendingPush([&](absl::string_view table, int64_t step,
+                                  absl::Span<const uint64_t> keys) {
+      started_steps_.insert(step);
+      if (!source_) return;
+      for (uint64_t key : keys) {
+        if (Leaves(*map_, key)) touched_[table].insert(key);
+      }
+    });
   }
   return absl::OkStatus();
 }

@@ -87,14 +87,17 @@ class Resharder {
   class Pass {
    public:
     Pass() = default;
-    // `prepared`: entered while a migration was prepared (tracked as
-    // `sync` / `leaving`); otherwise counted until it leaves, which
-    // PREPARE waits for.
-    Pass(Resharder* owner, bool prepared, bool sync, bool leaving)
-        : owner_(owner), prepared_(prepared), sync_(sync), leaving_(leaving) {}
+    // `generation`: the migration it was admitted under (tracked as `sync`
+    // / `leaving`), or 0 when none was prepared. A later PREPARE waits for
+    // every request admitted before it that is not tracked by it.
+    Pass(Resharder* owner, uint64_t generation, bool sync, bool leaving)
+        : owner_(owner),
+          generation_(generation),
+          sync_(sync),
+          leaving_(leaving) {}
     Pass(Pass&& other) noexcept
         : owner_(other.owner_),
-          prepared_(other.prepared_),
+          generation_(other.generation_),
           sync_(other.sync_),
           leaving_(other.leaving_) {
       other.owner_ = nullptr;
@@ -104,7 +107,7 @@ class Resharder {
 
    private:
     Resharder* owner_ = nullptr;
-    bool prepared_ = false;
+    uint64_t generation_ = 0;
     bool sync_ = false;
     bool leaving_ = false;
   };
@@ -160,7 +163,7 @@ class Resharder {
   absl::Status DropForeignRows();
   void Fill(v1::ReshardResponse* resp) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Peer*> PeerFor(ServerId id, const std::string& address);
-  void Leave(bool sync, bool leaving);
+  void Leave(uint64_t generation, bool sync, bool leaving);
   void LeaveUnprepared();
   // Ends the migration's state (COMMIT, ABORT) and returns the held
   // requests' resume functions, to call once mu_ is released.
@@ -192,10 +195,15 @@ class Resharder {
   // HANDOFF reached: requests touching leaving keys are held.
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<int64_t> started_steps_ ABSL_GUARDED_BY(mu_);
-  // Requests admitted and not yet answered: sync pushes, and requests
-  // touching leaving keys.
+  // The migration requests are admitted under now (moves on when one
+  // ends). Requests admitted under it and not yet answered: all, sync
+  // pushes, and those touching leaving keys; and the ones admitted under
+  // an earlier migration, which the next PREPARE waits for.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  int running_tracked_ ABSL_GUARDED_BY(mu_) = 0;
   int running_sync_ ABSL_GUARDED_BY(mu_) = 0;
   int running_leaving_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_stale_ ABSL_GUARDED_BY(mu_) = 0;
   // Migrate calls being applied (ABORT waits for them before deleting).
   int running_receive_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

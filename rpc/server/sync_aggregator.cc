@@ -131,14 +131,14 @@ int SyncAggregator::pending_rounds() const {
 }
 
 void SyncAggregator::ForEachPendingPush(
-    absl::FunctionRef<void(absl::string_view table,
+    absl::FunctionRef<void(absl::string_view table, int64_t step,
                            absl::Span<const uint64_t> keys)>
         fn) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [name, t] : tables_) {
     for (const auto& [round, step] : t.steps) {
       for (const WorkerPart& part : step.workers) {
-        if (part.arrived) fn(name, part.keys);
+        if (part.arrived) fn(name, round.first, part.keys);
       }
     }
   }

@@ -84,11 +84,11 @@ class SyncAggregator {
   int64_t last_applied_step(absl::string_view table) const;
   // Rounds of every table waiting for workers.
   int pending_rounds() const;
-  // Calls `fn` with the table and keys of each push recorded in a round
-  // that still waits for workers (what that round's apply will write),
-  // under the aggregator's lock.
+  // Calls `fn` with the table, step and keys of each push recorded in a
+  // round that still waits for workers (what that round's apply will
+  // write), under the aggregator's lock.
   void ForEachPendingPush(
-      absl::FunctionRef<void(absl::string_view table,
+      absl::FunctionRef<void(absl::string_view table, int64_t step,
                              absl::Span<const uint64_t> keys)>
           fn) const;
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -44,7 +45,7 @@ struct ChangeOptions {
   int64_t rows_per_second = 0;
   bool abort_after_copy = false;
   // Called after COPY, before CLOSE.
-  std::function<void()> after_copy;
+  std::function<void()> before_close;
 };
 
 // Servers 0..total-1 on loopback; the first `initial` form the ring at
@@ -166,7 +167,7 @@ class LiveCluster {
     };
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_PREPARE, all, target));
     PSDB_RETURN_IF_ERROR(phase(v1::RESHARD_PHASE_COPY, old_ring, target));
-    if (options.after_copy) options.after_copy();
+    if (options.before_close) options.before_close();
     if (options.abort_after_copy) {
       return phase(v1::RESHARD_PHASE_ABORT, all, target);
     }
@@ -181,6 +182,19 @@ class LiveCluster {
     }
     target.set_epoch(next_map.epoch());
     return phase(v1::RESHARD_PHASE_COMMIT, all, target);
+  }
+
+  // The phase server `i` is in for the migration Change runs now.
+  v1::ReshardPhase PhaseOf(int i) {
+    v1::ReshardRequest req;
+    req.set_phase(v1::RESHARD_PHASE_STATUS);
+    req.set_migration_id(next_id_ - 1);
+    grpc::ClientContext ctx;
+    v1::ReshardResponse resp;
+    if (!stubs_[i]->Reshard(&ctx, req, &resp).ok()) {
+      return v1::RESHARD_PHASE_UNSPECIFIED;
+    }
+    return resp.phase();
   }
 
   // Every key of `table` each server's store holds, sorted.
@@ -353,10 +367,11 @@ TEST(LiveReshardTest, AbortLeavesTheMapAndEveryRow) {
 }
 
 // A synchronous round whose first push arrived before PREPARE and whose
-// last arrives after COPY: its apply writes the first push's keys, which
+// last arrives after CLOSE: its apply writes the first push's keys, which
 // no request since PREPARE named, after COPY sent their rows. The source
 // counts the keys of rounds pending at PREPARE as touched, so HANDOFF
-// sends them again.
+// sends them again; and their steps as started, so CLOSE lets the last
+// push in (holding it would keep CLOSE waiting for the round).
 TEST(LiveReshardTest, RoundPendingAtPrepareReachesTheNewOwner) {
   LiveCluster cluster(4, 3, /*sync_workers=*/2);
   ASSERT_OK_AND_ASSIGN(auto w0, cluster.Client(0, true));
@@ -369,16 +384,27 @@ TEST(LiveReshardTest, RoundPendingAtPrepareReachesTheNewOwner) {
   while (target.Owner(staying) == 3) ++staying;
   const std::vector<uint64_t> keys = {moving, staying};
   std::vector<float> values(2);
-  ASSERT_OK(
-      w0->Pull("count", keys, absl::MakeSpan(values), {}));  // COPY sends both
+  ASSERT_OK(w0->Pull("count", keys, absl::MakeSpan(values), {}));  // rows exist
   PushOptions push;
   push.step = 1;
   // Returns once recorded: the round waits for worker 1.
   ASSERT_OK(w0->Push("count", {moving}, {-1.0f}, push));
-  ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.after_copy = [&] {
-                             EXPECT_OK(
-                                 w1->Push("count", {staying}, {-1.0f}, push));
-                           }}));
+  // Worker 1's push, once every old server is in CLOSE.
+  auto all_closed = [&] {
+    for (int i = 0; i < 3; ++i) {
+      if (cluster.PhaseOf(i) != v1::RESHARD_PHASE_CLOSE) return false;
+    }
+    return true;
+  };
+  std::thread last;
+  auto push_when_closed = [&] {
+    last = std::thread([&] {
+      EXPECT_TRUE(WaitFor(all_closed));
+      EXPECT_OK(w1->Push("count", {staying}, {-1.0f}, push));
+    });
+  };
+  EXPECT_OK(cluster.Change({0, 1, 2, 3}, {.before_close = push_when_closed}));
+  if (last.joinable()) last.join();
   ASSERT_OK_AND_ASSIGN(auto reader, cluster.Client(0, false));
   RowBatch rows;
   ASSERT_OK(reader->PullRows("count", keys, &rows));
@@ -389,56 +415,142 @@ TEST(LiveReshardTest, RoundPendingAtPrepareReachesTheNewOwner) {
   cluster.ExpectEveryRowAtItsOwner("count");
 }
 
-// PREPARE waits for the requests the gate admitted before it: they are not
-// tracked, so COPY must not read rows they may still write. Requests
-// admitted once it is prepared do not hold it up.
-TEST(ResharderTest, PrepareWaitsForRequestsAdmittedBeforeIt) {
-  ScratchDir dir;
-  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("s")));
-  ClusterMapSpec spec;
-  spec.epoch = 1;
-  v1::ClusterMap target;
-  target.set_ready(true);
-  for (int i = 0; i < 4; ++i) {
-    ServerInfo info;
-    info.id = i;
-    info.address = absl::StrCat("127.0.0.1:", 1000 + i);
-    info.state = i < 3 ? ServerState::kAlive : ServerState::kJoining;
-    spec.servers.push_back(info);
-    v1::NodeEntry* entry = target.add_servers();
-    entry->set_rank(i);
-    entry->set_address(info.address);
-    entry->set_state(v1::NODE_STATE_ALIVE);
+// One Resharder on its own (no peers are reached: no phase here sends
+// rows): PREPARE waits for the requests the gate admitted before it that
+// the migration does not track, since COPY must not read rows they may
+// still write; requests admitted once it is prepared do not hold it up.
+class ResharderTest : public ::testing::Test {
+ protected:
+  ResharderTest() {
+    auto store = Store::Open({}, dir_.Sub("s"));
+    EXPECT_OK(store.status());
+    store_ = *std::move(store);
+    ClusterMapSpec spec;
+    spec.epoch = 1;
+    target_.set_ready(true);
+    for (int i = 0; i < 4; ++i) {
+      ServerInfo info;
+      info.id = i;
+      info.address = absl::StrCat("127.0.0.1:", 1000 + i);
+      info.state = i < 3 ? ServerState::kAlive : ServerState::kJoining;
+      spec.servers.push_back(info);
+      v1::NodeEntry* entry = target_.add_servers();
+      entry->set_rank(i);
+      entry->set_address(info.address);
+      entry->set_state(v1::NODE_STATE_ALIVE);
+    }
+    auto map = ClusterMap::Create(spec);
+    EXPECT_OK(map.status());
+    resharder_ = std::make_unique<internal::Resharder>(
+        *map, 0, store_.get(), /*sync=*/nullptr, ClientTlsOptions(), 1024);
   }
-  ASSERT_OK_AND_ASSIGN(ClusterMap map, ClusterMap::Create(spec));
-  internal::Resharder resharder(map, 0, store.get(), /*sync=*/nullptr,
-                                ClientTlsOptions(), 1024);
-  const uint64_t key = 7;
-  internal::GateRequest pull;
-  pull.table = "t";
-  pull.keys = absl::MakeConstSpan(&key, 1);
-  pull.client_epoch = 1;
-  auto before = resharder.TryEnter(pull, [] {});
-  ASSERT_OK(before.status());
-  ASSERT_TRUE(before->has_value());
-  v1::ReshardRequest prepare;
-  prepare.set_phase(v1::RESHARD_PHASE_PREPARE);
-  prepare.set_migration_id(1);
-  *prepare.mutable_target() = target;
-  v1::ReshardResponse resp;
-  EXPECT_EQ(
-      resharder.Reshard(prepare, &resp, absl::Now() + absl::Milliseconds(50))
-          .code(),
-      absl::StatusCode::kDeadlineExceeded);
-  auto after = resharder.TryEnter(pull, [] {});
-  ASSERT_OK(after.status());
-  ASSERT_TRUE(after->has_value());
-  before->reset();  // answered
-  EXPECT_OK(resharder.Reshard(prepare, &resp, absl::Now() + absl::Seconds(60)));
-  EXPECT_EQ(resp.phase(), v1::RESHARD_PHASE_PREPARE);
-  after->reset();
-  prepare.set_phase(v1::RESHARD_PHASE_ABORT);
-  EXPECT_OK(resharder.Reshard(prepare, &resp, absl::Now() + absl::Seconds(60)));
+
+  // A pull of key 7 through the gate: admitted, not held.
+  std::optional<internal::Resharder::Pass> Enter() {
+    internal::GateRequest pull;
+    pull.table = "t";
+    pull.keys = absl::MakeConstSpan(&key_, 1);
+    pull.client_epoch = 1;
+    auto pass = resharder_->TryEnter(pull, [] {});
+    EXPECT_OK(pass.status());
+    EXPECT_TRUE(pass.ok() && pass->has_value());
+    return pass.ok() ? *std::move(pass) : std::nullopt;
+  }
+
+  absl::Status Phase(v1::ReshardPhase phase, uint64_t id,
+                     absl::Duration timeout = absl::Seconds(60)) {
+    v1::ReshardRequest req;
+    req.set_phase(phase);
+    req.set_migration_id(id);
+    *req.mutable_target() = target_;
+    v1::ReshardResponse resp;
+    return resharder_->Reshard(req, &resp, absl::Now() + timeout);
+  }
+
+  // PREPARE `id` on a thread; `done()` once it returned, `status()` after.
+  class PrepareThread {
+   public:
+    PrepareThread(ResharderTest* test, uint64_t id)
+        : thread_([this, test, id] {
+            absl::Status s = test->Phase(v1::RESHARD_PHASE_PREPARE, id);
+            absl::MutexLock lock(&mu_);
+            status_ = std::move(s);
+          }) {}
+    ~PrepareThread() {
+      if (thread_.joinable()) thread_.join();
+    }
+    bool done() {
+      absl::MutexLock lock(&mu_);
+      return status_.has_value();
+    }
+    absl::Status status() {
+      if (thread_.joinable()) thread_.join();
+      absl::MutexLock lock(&mu_);
+      return *status_;
+    }
+
+   private:
+    absl::Mutex mu_;
+    std::optional<absl::Status> status_ ABSL_GUARDED_BY(mu_);
+    std::thread thread_;
+  };
+
+  // Whether migration `id` is prepared here (STATUS answers for it).
+  bool Prepared(uint64_t id) {
+    return Phase(v1::RESHARD_PHASE_STATUS, id).ok();
+  }
+
+  ScratchDir dir_;
+  std::unique_ptr<Store> store_;
+  v1::ClusterMap target_;
+  std::unique_ptr<internal::Resharder> resharder_;
+  const uint64_t key_ = 7;
+};
+
+TEST_F(ResharderTest, PrepareWaitsForRequestsAdmittedBeforeIt) {
+  std::optional<internal::Resharder::Pass> before = Enter();
+  EXPECT_EQ(Phase(v1::RESHARD_PHASE_PREPARE, 1, absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::optional<internal::Resharder::Pass> after = Enter();  // not waited for
+  before.reset();
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_PREPARE, 1));  // re-sent: waits again
+  after.reset();
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_ABORT, 1));
+}
+
+TEST_F(ResharderTest, AnsweringTheLastRequestWakesAWaitingPrepare) {
+  std::optional<internal::Resharder::Pass> before = Enter();
+  PrepareThread prepare(this, 1);
+  // Prepared here means waiting: PREPARE keeps the lock until it waits.
+  EXPECT_TRUE(WaitFor([&] { return Prepared(1); }));
+  EXPECT_FALSE(prepare.done());
+  before.reset();
+  EXPECT_TRUE(WaitFor([&] { return prepare.done(); }, absl::Seconds(10)));
+  EXPECT_OK(prepare.status());
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_ABORT, 1));
+}
+
+TEST_F(ResharderTest, AbortEndsAWaitingPrepare) {
+  std::optional<internal::Resharder::Pass> before = Enter();
+  PrepareThread prepare(this, 1);
+  EXPECT_TRUE(WaitFor([&] { return Prepared(1); }));
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_ABORT, 1));
+  EXPECT_TRUE(WaitFor([&] { return prepare.done(); }, absl::Seconds(10)));
+  EXPECT_EQ(prepare.status().code(), absl::StatusCode::kAborted);
+  before.reset();
+}
+
+// A request tracked by a migration that ended (here: aborted) is not
+// tracked by the next one, which waits for it.
+TEST_F(ResharderTest, PrepareWaitsForRequestsOfAnEndedMigration) {
+  ASSERT_OK(Phase(v1::RESHARD_PHASE_PREPARE, 1));
+  std::optional<internal::Resharder::Pass> during = Enter();
+  ASSERT_OK(Phase(v1::RESHARD_PHASE_ABORT, 1));
+  EXPECT_EQ(Phase(v1::RESHARD_PHASE_PREPARE, 2, absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  during.reset();
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_PREPARE, 2));
+  EXPECT_OK(Phase(v1::RESHARD_PHASE_ABORT, 2));
 }
 
 TableSpec AdamTable() {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include "tests/testing/test_util.h"
@@ -45,16 +45,17 @@ TEST_F(SyncAggregatorTest, ForEachPendingPushListsWaitingRoundsOnly) {
   ASSERT_OK(agg.Push("a", 1, 0, 1, std::vector<uint64_t>{4, 9}, {1, 1}));
   ASSERT_OK(agg.Push("a", 1, 1, 1, std::vector<uint64_t>{5}, {1}));  // applied
   ASSERT_OK(agg.Push("a", 1, 1, 2, std::vector<uint64_t>{6}, {1}));
-  ASSERT_OK(agg.Push("b", 1, 0, 1, std::vector<uint64_t>{8, 2}, {1, 1}));
-  std::vector<std::pair<std::string, std::vector<uint64_t>>> pending;
-  agg.ForEachPendingPush(
-      [&](absl::string_view table, absl::Span<const uint64_t> keys) {
-        pending.emplace_back(std::string(table),
-                             std::vector<uint64_t>(keys.begin(), keys.end()));
-      });
+  ASSERT_OK(agg.Push("b", 1, 0, 3, std::vector<uint64_t>{8, 2}, {1, 1}));
+  using Pending = std::tuple<std::string, int64_t, std::vector<uint64_t>>;
+  std::vector<Pending> pending;
+  agg.ForEachPendingPush([&](absl::string_view table, int64_t step,
+                             absl::Span<const uint64_t> keys) {
+    pending.emplace_back(std::string(table), step,
+                         std::vector<uint64_t>(keys.begin(), keys.end()));
+  });
   std::sort(pending.begin(), pending.end());
-  using Push = std::pair<std::string, std::vector<uint64_t>>;
-  EXPECT_THAT(pending, ElementsAre(Push{"a", {6}}, Push{"b", {8, 2}}));
+  EXPECT_THAT(pending,
+              ElementsAre(Pending{"a", 2, {6}}, Pending{"b", 3, {8, 2}}));
 }
 
 TEST_F(SyncAggregatorTest, MeanOfWorkerGradientsAppliedOnceWhenAllArrive) {
