@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "optim/optimizer.h"
@@ -155,58 +156,29 @@ class RemoteClient::Impl {
           keys.size() * dim, " (", keys.size(), " keys of dim ", dim, ")"));
     }
     if (keys.empty()) return absl::OkStatus();
-    const absl::Time deadline = Deadline();
-    Partitioner& part = ThreadPartitioner();
-    std::shared_ptr<const RoutedMap> map = fan_out_->map();
-    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
-    const std::vector<uint64_t> unique(part.sent_keys().begin(),
-                                       part.sent_keys().end());
-    const std::vector<uint32_t> inverse(part.inverse().begin(),
-                                        part.inverse().end());
-    // One row per unique key; calls that succeed fill theirs even when
-    // another is refused and re-sent (a read is not repeated where it was
-    // answered: it counts sightings).
-    std::vector<float> rows(unique.size() * dim);
-    PSDB_RETURN_IF_ERROR(Forget(
-        table,
-        ResendRefused(
-            map, deadline, unique,
-            [&](const RoutedMap& routed, const Partitioner& p,
-                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
-                std::vector<Chunk>* out_chunks) -> absl::Status {
-              auto chunked =
-                  fan_out_->ToOwners<v1::PullRequest, v1::PullResponse>(
-                      routed, p, table, /*every_server=*/false,
-                      [](auto* async, grpc::ClientContext* ctx,
-                         const v1::PullRequest* req, v1::PullResponse* resp,
-                         DoneFn done) {
-                        async->Pull(ctx, req, resp, std::move(done));
-                      });
-              for (v1::PullRequest& req : chunked.reqs) {
-                req.set_serving(options.serving);
-              }
-              const absl::Status status =
-                  fan_out_->Run(routed, chunked.calls, true, deadline);
-              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
-                if (!chunked.calls[c].status.ok()) continue;
-                const Chunk& chunk = chunked.chunks[c];
-                const v1::PullResponse& resp = chunked.resps[c];
-                if (static_cast<size_t>(resp.dim()) != dim ||
-                    resp.values().size() !=
-                        chunk.size() * dim * sizeof(float)) {
-                  return TableChanged(table, "dim");
-                }
-                const float* base =
-                    reinterpret_cast<const float*>(resp.values().data());
-                for (size_t j = 0; j < chunk.size(); ++j) {
-                  std::memcpy(rows.data() + index[chunk.begin + j] * dim,
-                              base + j * dim, dim * sizeof(float));
-                }
-              }
-              *out_calls = std::move(chunked.calls);
-              *out_chunks = std::move(chunked.chunks);
-              return status;
-            })));
+    std::vector<float> rows(keys.size() * dim);  // unique keys' first
+    std::vector<uint32_t> inverse;
+    PSDB_RETURN_IF_ERROR((ReadUnique<v1::PullRequest, v1::PullResponse>(
+        table, keys,
+        [](auto* async, grpc::ClientContext* ctx, const v1::PullRequest* req,
+           v1::PullResponse* resp,
+           DoneFn done) { async->Pull(ctx, req, resp, std::move(done)); },
+        [&](v1::PullRequest& req) { req.set_serving(options.serving); },
+        [&](const v1::PullResponse& resp,
+            absl::Span<const uint32_t> at) -> absl::Status {
+          if (static_cast<size_t>(resp.dim()) != dim ||
+              resp.values().size() != at.size() * dim * sizeof(float)) {
+            return TableChanged(table, "dim");
+          }
+          const float* base =
+              reinterpret_cast<const float*>(resp.values().data());
+          for (size_t j = 0; j < at.size(); ++j) {
+            std::memcpy(rows.data() + at[j] * dim, base + j * dim,
+                        dim * sizeof(float));
+          }
+          return absl::OkStatus();
+        },
+        &inverse)));
     for (size_t i = 0; i < keys.size(); ++i) {
       std::memcpy(out.data() + i * dim, rows.data() + inverse[i] * dim,
                   dim * sizeof(float));
@@ -285,64 +257,41 @@ class RemoteClient::Impl {
                         absl::Span<const uint64_t> keys, RowBatch* out) {
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
     const int dim = spec.dim;
+    const int state_size = optim::StateSize(spec.optimizer, dim);
     if (keys.empty()) {
-      out->Resize(dim, optim::StateSize(spec.optimizer, dim), 0);
+      out->Resize(dim, state_size, 0);
       return absl::OkStatus();
     }
-    const absl::Time deadline = Deadline();
-    const int state_size = optim::StateSize(spec.optimizer, dim);
-    Partitioner& part = ThreadPartitioner();
-    std::shared_ptr<const RoutedMap> map = fan_out_->map();
-    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
-    const std::vector<uint64_t> unique(part.sent_keys().begin(),
-                                       part.sent_keys().end());
-    const std::vector<uint32_t> inverse(part.inverse().begin(),
-                                        part.inverse().end());
-    // One row per unique key, filled by the calls that succeed (see Pull).
-    RowBatch rows;
-    rows.Resize(dim, state_size, unique.size());
-    PSDB_RETURN_IF_ERROR(Forget(
-        table,
-        ResendRefused(
-            map, deadline, unique,
-            [&](const RoutedMap& routed, const Partitioner& p,
-                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
-                std::vector<Chunk>* out_chunks) -> absl::Status {
-              auto chunked =
-                  fan_out_->ToOwners<v1::PullRowsRequest, v1::PullRowsResponse>(
-                      routed, p, table, /*every_server=*/false,
-                      [](auto* async, grpc::ClientContext* ctx,
-                         const v1::PullRowsRequest* req,
-                         v1::PullRowsResponse* resp, DoneFn done) {
-                        async->PullRows(ctx, req, resp, std::move(done));
-                      });
-              const absl::Status status =
-                  fan_out_->Run(routed, chunked.calls, true, deadline);
-              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
-                if (!chunked.calls[c].status.ok()) continue;
-                const Chunk& chunk = chunked.chunks[c];
-                const v1::RowBlock& block = chunked.resps[c].rows();
-                if (block.dim() != dim || block.state_size() != state_size) {
-                  return TableChanged(table, "row shape");
-                }
-                RowBatch got;
-                PSDB_RETURN_IF_ERROR(FromProto(block, chunk.size(), &got));
-                for (size_t j = 0; j < chunk.size(); ++j) {
-                  const size_t u = index[chunk.begin + j];
-                  std::memcpy(rows.values.data() + u * dim,
-                              got.values.data() + j * dim, dim * sizeof(float));
-                  if (state_size > 0) {
-                    std::memcpy(rows.state.data() + u * state_size,
-                                got.state.data() + j * state_size,
-                                state_size * sizeof(float));
-                  }
-                  rows.headers[u] = got.headers[j];
-                }
-              }
-              *out_calls = std::move(chunked.calls);
-              *out_chunks = std::move(chunked.chunks);
-              return status;
-            })));
+    RowBatch rows;  // unique keys' first
+    rows.Resize(dim, state_size, keys.size());
+    std::vector<uint32_t> inverse;
+    PSDB_RETURN_IF_ERROR((ReadUnique<v1::PullRowsRequest, v1::PullRowsResponse>(
+        table, keys,
+        [](auto* async, grpc::ClientContext* ctx,
+           const v1::PullRowsRequest* req, v1::PullRowsResponse* resp,
+           DoneFn done) { async->PullRows(ctx, req, resp, std::move(done)); },
+        [](v1::PullRowsRequest&) {},
+        [&](const v1::PullRowsResponse& resp,
+            absl::Span<const uint32_t> at) -> absl::Status {
+          const v1::RowBlock& block = resp.rows();
+          if (block.dim() != dim || block.state_size() != state_size) {
+            return TableChanged(table, "row shape");
+          }
+          RowBatch got;
+          PSDB_RETURN_IF_ERROR(FromProto(block, at.size(), &got));
+          for (size_t j = 0; j < at.size(); ++j) {
+            std::memcpy(rows.values.data() + at[j] * dim,
+                        got.values.data() + j * dim, dim * sizeof(float));
+            if (state_size > 0) {
+              std::memcpy(rows.state.data() + at[j] * state_size,
+                          got.state.data() + j * state_size,
+                          state_size * sizeof(float));
+            }
+            rows.headers[at[j]] = got.headers[j];
+          }
+          return absl::OkStatus();
+        },
+        &inverse)));
     out->Resize(dim, state_size, 0);
     for (size_t i = 0; i < keys.size(); ++i) out->AppendFrom(rows, inverse[i]);
     return absl::OkStatus();
@@ -542,6 +491,53 @@ class RemoteClient::Impl {
       specs_.erase(std::string(table));
     }
     return status;
+  }
+
+  // The read of Pull and PullRows: partitions `keys` over the map, sends
+  // each owner its unique keys (`send` starts a call, `prepare` completes
+  // each request), and re-sends refused calls under the refreshed map.
+  // `fill(resp, at)` is called once per answered call, at[j] being the unique
+  // index of the call's j-th key (a call answered is not asked again, even when
+  // another is refused: a read counts sightings). `*inverse` maps each of
+  // `keys` to its unique index.
+  template <typename Request, typename Response, typename Send>
+  absl::Status ReadUnique(absl::string_view table,
+                          absl::Span<const uint64_t> keys, Send send,
+                          absl::FunctionRef<void(Request&)> prepare,
+                          absl::FunctionRef<absl::Status(
+                              const Response&, absl::Span<const uint32_t>)>
+                              fill,
+                          std::vector<uint32_t>* inverse) {
+    const absl::Time deadline = Deadline();
+    Partitioner& part = ThreadPartitioner();
+    std::shared_ptr<const RoutedMap> map = fan_out_->map();
+    PSDB_RETURN_IF_ERROR(part.Partition(map->cluster.ring(), keys));
+    const std::vector<uint64_t> unique(part.sent_keys().begin(),
+                                       part.sent_keys().end());
+    inverse->assign(part.inverse().begin(), part.inverse().end());
+    return Forget(
+        table,
+        ResendRefused(
+            map, deadline, unique,
+            [&](const RoutedMap& routed, const Partitioner& p,
+                absl::Span<const uint32_t> index, std::vector<Call>* out_calls,
+                std::vector<Chunk>* out_chunks) -> absl::Status {
+              auto chunked = fan_out_->ToOwners<Request, Response>(
+                  routed, p, table, /*every_server=*/false, send);
+              for (Request& req : chunked.reqs) prepare(req);
+              const absl::Status status =
+                  fan_out_->Run(routed, chunked.calls, true, deadline);
+              for (size_t c = 0; c < chunked.chunks.size(); ++c) {
+                if (!chunked.calls[c].status.ok()) continue;
+                const Chunk& chunk = chunked.chunks[c];
+                PSDB_RETURN_IF_ERROR(
+                    fill(chunked.resps[c],
+                         index.subspan(chunk.begin, chunk.size())));
+              }
+              *out_calls = std::move(chunked.calls);
+              *out_chunks = std::move(chunked.chunks);
+              return status;
+            }));
   }
 
   // Per-table push step (see the header): `requested` if positive, else the
