@@ -218,12 +218,27 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   ServerUnaryReactor* DropTable(CallbackServerContext* ctx,
                                 const v1::DropTableRequest* req,
                                 v1::DropTableResponse*) override {
-    return Run(ctx, req, [this, req]() -> absl::Status {
-      PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
-      PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
-      PSDB_RETURN_IF_ERROR(ValidateTableName(req->name()));
-      return store_->DropTable(req->name());
-    });
+    // Through the gate (no keys): a migration's PREPARE waits for a drop
+    // admitted before it, and one admitted after it is refused, since rows
+    // in flight would re-create the table at their new owner.
+    internal::GateRequest gate;
+    gate.table = req->name();
+    gate.client_epoch = req->cluster_epoch();
+    return Run(
+        ctx, req,
+        [this, req]() -> absl::Status {
+          PSDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
+          PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
+          PSDB_RETURN_IF_ERROR(ValidateTableName(req->name()));
+          if (resharder_ != nullptr && resharder_->migrating()) {
+            return absl::UnavailableError(absl::StrCat(
+                "DropTable '", req->name(), "': server ", options_.shard_id,
+                " is moving rows (live resharding); drop the table once "
+                "the migration is done"));
+          }
+          return store_->DropTable(req->name());
+        },
+        gate);
   }
   ServerUnaryReactor* ListTables(CallbackServerContext* ctx,
                                  const v1::ListTablesRequest* req,

@@ -197,6 +197,13 @@ class LiveCluster {
     return resp.phase();
   }
 
+  // How many servers' stores hold `table`.
+  int StoresWithTable(const std::string& table) const {
+    int n = 0;
+    for (const auto& store : stores_) n += store->GetTable(table).ok();
+    return n;
+  }
+
   // Every key of `table` each server's store holds, sorted.
   std::vector<std::vector<uint64_t>> KeysByServer(const std::string& table) {
     std::vector<std::vector<uint64_t>> out(stores_.size());
@@ -551,6 +558,31 @@ TEST_F(ResharderTest, PrepareWaitsForRequestsOfAnEndedMigration) {
   during.reset();
   EXPECT_OK(Phase(v1::RESHARD_PHASE_PREPARE, 2));
   EXPECT_OK(Phase(v1::RESHARD_PHASE_ABORT, 2));
+}
+
+// Rows in flight would re-create a dropped table at their new owner, so a
+// drop is refused (UNAVAILABLE, nothing dropped) while a migration runs.
+TEST(LiveReshardTest, DropTableIsRefusedWhileRowsMove) {
+  LiveCluster cluster(4, 3, 0);
+  ASSERT_OK_AND_ASSIGN(auto client, cluster.Client(0, false));
+  ASSERT_OK(client->CreateTable(CountingTable()));
+  std::vector<uint64_t> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  ASSERT_OK(
+      client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
+  absl::Status dropped;
+  ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.before_close = [&] {
+                             dropped = client->DropTable("count");
+                           }}));
+  EXPECT_EQ(dropped.code(), absl::StatusCode::kUnavailable) << dropped;
+  EXPECT_THAT(dropped.message(), ::testing::HasSubstr("live resharding"));
+  RowBatch rows;
+  ASSERT_OK(client->PullRows("count", keys, &rows));
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(rows.values[i], 1.0f);
+  ASSERT_OK(client->DropTable("count"));
+  EXPECT_EQ(client->GetTable("count").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster.StoresWithTable("count"), 0);
 }
 
 TableSpec AdamTable() {
