@@ -468,10 +468,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<Store>> Store::OpenCheckpoint(
-    const StoreOptions& options, absl::string_view checkpoint_dir,
-    int shard_id) {
+    const StoreOptions& options, absl::string_view checkpoint_dir, int shard_id,
+    ShardFileCheck check) {
   auto impl = std::make_unique<Impl>(options, std::string(checkpoint_dir));
-  PSDB_RETURN_IF_ERROR(impl->OpenCheckpointShard(shard_id));
+  PSDB_RETURN_IF_ERROR(impl->OpenCheckpointShard(shard_id, check));
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 

@@ -153,7 +153,8 @@
 //    the disk has room for it plus the headroom rule's (RoomFor with the
 //    ballast as the write: it never takes room a close needs), tried at
 //    open, after a successful Flush or checkpoint, and after each round of
-//    the background evictor, at most once per second.
+//    the background evictor, at most once per
+//    disk_reserve_retry_interval (1 s by default).
 //
 // Thread-safety: every method is thread-safe. Pulls and pushes on different
 // keys proceed in parallel (one lock per index stripe); operations on the same
@@ -285,6 +286,10 @@ struct StoreOptions {
   // preallocated to 64 KiB and an OPTIONS file, cannot make room for it).
   // 0: no reserve. Default: 0
   uint64_t disk_reserve_bytes = 0;
+  // While the ballast is missing, the least time between two tries to
+  // write it back (each a free-space check, and a write when there is
+  // room). Default: 1 s
+  absl::Duration disk_reserve_retry_interval = absl::Seconds(1);
   // The file system every file of the store goes through: RocksDB's (its
   // Env is built over it) and psdb's own. Tests inject faults here
   // (tests/store/fault_file_system.h). Default: nullptr, the local file
@@ -343,9 +348,18 @@ class Store {
   // CheckpointShard and Flush fail with FailedPrecondition.
   // options.restore_from, create_if_missing and shard_id are ignored. NotFound
   // if the directory has no manifest or the manifest no shard `shard_id`.
+  // Before RocksDB reads the shard's files, their sizes and checksums are
+  // checked against the manifest (store/shard_files.h; DataLoss), unless
+  // `check` says the caller has just done so.
+  enum class ShardFileCheck {
+    kSizesAndChecksums,
+    // Checked by the caller: ckpt::CheckpointReader::Open checks every
+    // shard it opens, so a reader's caller need not read the files twice.
+    kAlreadyChecked,
+  };
   static absl::StatusOr<std::unique_ptr<Store>> OpenCheckpoint(
       const StoreOptions& options, absl::string_view checkpoint_dir,
-      int shard_id);
+      int shard_id, ShardFileCheck check = ShardFileCheck::kSizesAndChecksums);
 
   ~Store();
   Store(const Store&) = delete;

@@ -78,7 +78,6 @@ class Store::Impl : public internal::BudgetArbiter {
  public:
   // RestoreReserve tries at most this often: each try that passes the
   // headroom rule writes the whole ballast.
-  static constexpr absl::Duration kReserveRetryInterval = absl::Seconds(1);
   // MaybeBecomeWritable tries at most this often: each try opens the
   // database (every SST file) and writes a new MANIFEST.
   static constexpr absl::Duration kWritableRetryInterval = absl::Seconds(1);
@@ -88,7 +87,7 @@ class Store::Impl : public internal::BudgetArbiter {
 
   absl::Status Open();
   // The read-only open of Store::OpenCheckpoint; path_ is the checkpoint.
-  absl::Status OpenCheckpointShard(int shard_id);
+  absl::Status OpenCheckpointShard(int shard_id, ShardFileCheck check);
   bool read_only() const { return read_only_.load(std::memory_order_acquire); }
   // FailedPrecondition naming `what` if read_only() (ResourceExhausted
   // naming the cause if opened so on a full disk).
@@ -124,8 +123,9 @@ class Store::Impl : public internal::BudgetArbiter {
   // the store is open and writable, and the disk has room for it plus the
   // headroom rule's (DiskTier::RoomFor with the memory tier's rows: the
   // ballast never takes room a close needs). Unless `force`, at most once
-  // per kReserveRetryInterval. Called at open, after a successful Flush or
-  // checkpoint, and by the background evictor after each round.
+  // per options_.disk_reserve_retry_interval. Called at open, after a
+  // successful Flush or checkpoint, and by the background evictor after each
+  // round.
   void RestoreReserve(bool force);
   // Store::Close. Idempotent: later calls return the first one's status.
   absl::Status Close();
@@ -244,7 +244,8 @@ class Store::Impl : public internal::BudgetArbiter {
   // RestoreReserve writes it again once the headroom rule allows.
   mutable absl::Mutex reserve_mu_;
   std::unique_ptr<internal::DiskReserve> reserve_ ABSL_GUARDED_BY(reserve_mu_);
-  // When RestoreReserve last tried (rate limit: kReserveRetryInterval).
+  // When RestoreReserve last tried (rate limit:
+  // options_.disk_reserve_retry_interval).
   absl::Time last_reserve_try_ ABSL_GUARDED_BY(reserve_mu_) =
       absl::InfinitePast();
   bool opened_ = false;

@@ -174,7 +174,10 @@ void Store::Impl::RestoreReserve(bool force) {
     return;
   }
   const absl::Time now = absl::Now();
-  if (!force && now - last_reserve_try_ < kReserveRetryInterval) return;
+  if (!force &&
+      now - last_reserve_try_ < options_.disk_reserve_retry_interval) {
+    return;
+  }
   last_reserve_try_ = now;
   // The headroom rule's room stays free after the ballast (RoomFor: the
   // memtables and the memory tier's rows, what a close must write).
@@ -306,7 +309,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Table>>> Store::Impl::TablesOfDb(
   return opened;
 }
 
-absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
+absl::Status Store::Impl::OpenCheckpointShard(int shard_id,
+                                              ShardFileCheck check) {
   PSDB_RETURN_IF_ERROR(internal::ValidateMemoryBudget(options_));
   PSDB_ASSIGN_OR_RETURN(v1::Manifest manifest, ReadManifest(path_, *io_));
   int shard_index = -1;
@@ -324,9 +328,11 @@ absl::Status Store::Impl::OpenCheckpointShard(int shard_id) {
   const std::string db_path =
       absl::StartsWith(rel, "/") ? rel : absl::StrCat(path_, "/", rel);
   read_only_ = true;
-  PSDB_RETURN_IF_ERROR(
-      CheckShardFiles(*fs_, manifest.format_version(), shard, db_path,
-                      absl::StrCat("checkpoint ", path_, " shard ", shard_id)));
+  if (check == ShardFileCheck::kSizesAndChecksums) {
+    PSDB_RETURN_IF_ERROR(CheckShardFiles(
+        *fs_, manifest.format_version(), shard, db_path,
+        absl::StrCat("checkpoint ", path_, " shard ", shard_id)));
+  }
   std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> cfs;
   PSDB_ASSIGN_OR_RETURN(disk_, internal::DiskTier::Open(db_path, options_, &cfs,
                                                         /*read_only=*/true));

@@ -106,7 +106,8 @@ absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
   for (int shard_id : snap->shard_ids) {
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<Store> store,
-        Store::OpenCheckpoint(options.store, ref.path, shard_id));
+        Store::OpenCheckpoint(options.store, ref.path, shard_id,
+                              Store::ShardFileCheck::kAlreadyChecked));
     snap->stores.push_back(std::move(store));
   }
   return snap;

@@ -264,6 +264,7 @@ TEST(StoreDiskFullTest, RestartOnAFullDiskUsesTheReserve) {
   const std::string path = fs->Sub("store");
   StoreOptions opts = SmallOptions(kBudget);
   opts.disk_reserve_bytes = kReserve;
+  opts.disk_reserve_retry_interval = absl::ZeroDuration();  // every flush
   Counts counts;
   uint64_t next_key = 1;
   {
@@ -288,16 +289,15 @@ TEST(StoreDiskFullTest, RestartOnAFullDiskUsesTheReserve) {
     ASSERT_OK(PushOnes(*store, BatchKeys(2, kBatch), &counts));
     ASSERT_OK(PushOnes(*store, BatchKeys(next_key++, kBatch), &counts));
     ASSERT_OK(store->Flush());
-    // Past the rate limit, a flush tries the ballast again: the disk has
-    // less room than it plus the headroom, so it stays missing and the
-    // disk is not filled by it.
-    absl::SleepFor(absl::Seconds(1.1));
+    // A flush tries the ballast again: the disk has less room than it
+    // plus the headroom, so it stays missing and the disk is not filled
+    // by it.
     const uint64_t free_before = fs->FreeBytes();
     ASSERT_OK(store->Flush());
     EXPECT_EQ(store->Stats().disk_reserve_held_bytes, 0u);
     EXPECT_LT(free_before, kReserve + kReserve / 8 + (1 << 20));
     ExpectCounts(*store, counts);
-    // Space returns: a flush writes the ballast back (rate limited).
+    // Space returns: a flush writes the ballast back.
     ASSERT_OK(fs->Remove("filler"));
     EXPECT_TRUE(::psdb::testing::WaitFor(
         [&] {
