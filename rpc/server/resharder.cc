@@ -370,9 +370,8 @@ absl::Status Resharder::Prepare(const v1::ReshardRequest& req,
   }
   // A round still waiting for workers holds pushes of requests that
   // entered before PREPARE; its apply (at the last worker's push) writes
-  // their keys too. Leaving ones count as touched: HANDOFF sends them
-  // again.
-  // Their steps count as started: CLOSE lets their last pushes in.
+  // their keys too. Leaving ones count as touched (HANDOFF sends them
+  // again), and their steps as started (CLOSE lets their last pushes in).
   if (sync_ != nullptr) {
     sync_->ForEachPendingPush([&](absl::string_view table, int64_t step,
                                   absl::Span<const uint64_t> keys) {

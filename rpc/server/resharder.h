@@ -179,7 +179,8 @@ class Resharder {
   const size_t max_batch_keys_;
   // Set while a migration is prepared: the fast path skips the lock.
   std::atomic<bool> active_{false};
-  // Requests admitted by the fast path and not yet answered. PREPARE sets
+  // Requests admitted while no migration was prepared and not yet
+  // answered. PREPARE sets
   // active_, then waits for this to reach 0: requests that entered before
   // it are not tracked (their keys are not in touched_), so their writes
   // must be done before COPY reads rows.
