@@ -126,11 +126,6 @@ std::shared_ptr<const ClusterMap> Resharder::map() const {
   return map_;
 }
 
-bool Resharder::migrating() const {
-  absl::MutexLock lock(&mu_);
-  return phase_ != Phase::kNone;
-}
-
 bool Resharder::Leaves(const ClusterMap& current, uint64_t key) const {
   mu_.AssertReaderHeld();
   return LeavesUnder(current, *target_, self_, key);
