@@ -447,18 +447,6 @@ absl::Status Table::Materialize(absl::Span<const uint64_t> keys,
   return absl::OkStatus();
 }
 
-void Table::LastOccurrences(absl::Span<const uint64_t> keys, KeyDedup* dedup,
-                            std::vector<uint32_t>* last) {
-  dedup->Reset(keys.size());
-  last->clear();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    bool inserted;
-    const uint32_t u = dedup->Insert(keys[i], &inserted);
-    if (inserted) last->push_back(0);
-    (*last)[u] = static_cast<uint32_t>(i);
-  }
-}
-
 void Table::LookUpOrMiss(absl::Span<const uint64_t> ukeys,
                          absl::Span<const uint32_t> occ, ResidentFn on_hit,
                          Misses* misses, const std::vector<uint32_t>* only) {

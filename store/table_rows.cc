@@ -1,8 +1,10 @@
-// Table's whole-row reads and writes (store/table.h): PullRows, PutRows
-// and the replay of a logged PutRows.
+// Table's whole-row reads and writes (store/table.h): PullRows, PutRows,
+// the replay of a logged PutRows, and LastOccurrences, the "last occurrence
+// wins" de-duplication PutRows shares with IngestRows.
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -80,6 +82,18 @@ absl::Status Table::PullRows(absl::Span<const uint64_t> keys, RowBatch* out,
     for (size_t i = 0; i < n; ++i) (*present)[i] = upresent[inverse[i]];
   }
   return absl::OkStatus();
+}
+
+void Table::LastOccurrences(absl::Span<const uint64_t> keys, KeyDedup* dedup,
+                            std::vector<uint32_t>* last) {
+  dedup->Reset(keys.size());
+  last->clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    bool inserted;
+    const uint32_t u = dedup->Insert(keys[i], &inserted);
+    if (inserted) last->push_back(0);
+    (*last)[u] = static_cast<uint32_t>(i);
+  }
 }
 
 absl::Status Table::PutRows(absl::Span<const uint64_t> keys,
