@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -251,6 +252,18 @@ TableSpec CountingTable() {
   return spec;
 }
 
+// Creates the counting table through `client` and counts keys 0..n-1 once
+// (each row 1); returns the keys.
+absl::StatusOr<std::vector<uint64_t>> CountOnce(RemoteClient& client,
+                                                size_t n) {
+  PSDB_RETURN_IF_ERROR(client.CreateTable(CountingTable()));
+  std::vector<uint64_t> keys(n);
+  std::iota(keys.begin(), keys.end(), 0);
+  PSDB_RETURN_IF_ERROR(
+      client.Push("count", keys, std::vector<float>(n, -1.0f), {}));
+  return keys;
+}
+
 TEST(LiveReshardTest, AsyncPushesLandExactlyOnceThroughAddAndDrain) {
   LiveCluster cluster(4, 3, /*sync_workers=*/0);
   ASSERT_OK_AND_ASSIGN(auto admin, cluster.Client(0, false));
@@ -357,11 +370,8 @@ TEST(LiveReshardTest, AddMovesAboutOneInNPlusOneRowsOnlyOntoTheNewServer) {
 TEST(LiveReshardTest, AbortLeavesTheMapAndEveryRow) {
   LiveCluster cluster(4, 3, 0);
   ASSERT_OK_AND_ASSIGN(auto client, cluster.Client(0, false));
-  ASSERT_OK(client->CreateTable(CountingTable()));
-  std::vector<uint64_t> keys(3000);
-  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
-  ASSERT_OK(
-      client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
+  ASSERT_OK_AND_ASSIGN(const std::vector<uint64_t> keys,
+                       CountOnce(*client, 3000));
   const auto before = cluster.KeysByServer("count");
   ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.abort_after_copy = true}));
   EXPECT_EQ(cluster.published().epoch(), 1u);
@@ -565,11 +575,8 @@ TEST_F(ResharderTest, PrepareWaitsForRequestsOfAnEndedMigration) {
 TEST(LiveReshardTest, DropTableIsRefusedWhileRowsMove) {
   LiveCluster cluster(4, 3, 0);
   ASSERT_OK_AND_ASSIGN(auto client, cluster.Client(0, false));
-  ASSERT_OK(client->CreateTable(CountingTable()));
-  std::vector<uint64_t> keys(1000);
-  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
-  ASSERT_OK(
-      client->Push("count", keys, std::vector<float>(keys.size(), -1.0f), {}));
+  ASSERT_OK_AND_ASSIGN(const std::vector<uint64_t> keys,
+                       CountOnce(*client, 1000));
   absl::Status dropped;
   ASSERT_OK(cluster.Change({0, 1, 2, 3}, {.before_close = [&] {
                              dropped = client->DropTable("count");
