@@ -4,6 +4,7 @@
 #include "cache/backend.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cache/cpu_backend.h"
@@ -115,6 +116,132 @@ TEST(CudaBackendTest, MatchesTheCpuBackendBitForBit) {
   EXPECT_EQ(cs, gs);
   EXPECT_EQ(cg, gg);
 }
+
+// Every optimizer kind, with the options that take other branches of its
+// row math, on the CPU and CUDA backends: many rows, duplicates in every
+// batch, several steps; the two must agree bit for bit.
+struct KindCase {
+  const char* name;
+  optim::OptimizerSpec spec;
+};
+
+std::vector<KindCase> KindCases() {
+  using K = optim::OptimizerKind;
+  auto spec = [](K kind) {
+    optim::OptimizerSpec s;
+    s.kind = kind;
+    s.learning_rate = 0.05f;
+    return s;
+  };
+  std::vector<KindCase> cases;
+  cases.push_back({"sgd", spec(K::kSgd)});
+  optim::OptimizerSpec s = spec(K::kSgd);
+  s.weight_decay = 0.01f;
+  cases.push_back({"sgd_weight_decay", s});
+  cases.push_back({"momentum", spec(K::kMomentum)});
+  s = spec(K::kMomentum);
+  s.nesterov = true;
+  cases.push_back({"nesterov", s});
+  cases.push_back({"adagrad", spec(K::kAdagrad)});
+  cases.push_back({"rowwise_adagrad", spec(K::kRowwiseAdagrad)});
+  cases.push_back({"adam", spec(K::kAdam)});
+  cases.push_back({"lazy_adam", spec(K::kLazyAdam)});
+  cases.push_back({"ftrl", spec(K::kFtrl)});
+  s = spec(K::kFtrl);
+  s.l1 = 0.001f;
+  s.l2 = 0.01f;
+  cases.push_back({"ftrl_l1_l2", s});
+  s = spec(K::kFtrl);
+  s.lr_power = -1.0f;
+  s.initial_accumulator = 1e-3f;
+  s.accumulator_decay = 0.99f;
+  cases.push_back({"ftrl_newton_decay", s});
+  s = spec(K::kFtrl);
+  s.lr_power = -0.3f;  // neither square root nor identity: powf
+  cases.push_back({"ftrl_power_0_3", s});
+  return cases;
+}
+
+// Writes `rows` rows into a shuffled set of slots, applies `steps` batches
+// whose positions repeat rows, then reads every row and gathers one batch.
+void ExerciseLarge(CacheBackend* b, const optim::OptimizerSpec& spec, int dim,
+                   std::vector<float>* values, std::vector<float>* state,
+                   std::vector<float>* gathered) {
+  constexpr int kRows = 1000, kSlots = 1200, kBatch = 3000, kSteps = 5;
+  const int ss = optim::StateSize(spec, dim);
+  ASSERT_OK(b->Allocate(kSlots, dim, ss));
+  std::vector<int32_t> slots(kRows);
+  for (int r = 0; r < kRows; ++r) slots[r] = (r * 7 + 3) % kSlots;
+  std::vector<float> st(static_cast<size_t>(kRows) * ss);
+  for (int r = 0; r < kRows; ++r) {
+    optim::InitState(spec, dim, absl::MakeSpan(st).subspan(r * ss, ss));
+  }
+  ASSERT_OK(b->Write(slots, Iota(static_cast<size_t>(kRows) * dim, -1, 1e-3f),
+                     st, ss));
+  const optim::KernelParams p = optim::KernelParamsOf(spec);
+  for (int step = 1; step <= kSteps; ++step) {
+    // Position i of the batch reads row (i * i + step) % kRows: some rows
+    // many times, some never. Group the positions by row, ascending.
+    std::vector<std::vector<int32_t>> by_row(kRows);
+    for (int i = 0; i < kBatch; ++i) {
+      by_row[(static_cast<int64_t>(i) * i + step) % kRows].push_back(i);
+    }
+    std::vector<int32_t> unique, offsets = {0}, positions;
+    for (int r = 0; r < kRows; ++r) {
+      if (by_row[r].empty()) continue;
+      unique.push_back(slots[r]);
+      positions.insert(positions.end(), by_row[r].begin(), by_row[r].end());
+      offsets.push_back(static_cast<int32_t>(positions.size()));
+    }
+    std::vector<float> grads(static_cast<size_t>(kBatch) * dim);
+    for (size_t k = 0; k < grads.size(); ++k) {
+      grads[k] = 0.01f * static_cast<float>(
+                             static_cast<int>((k * 37 + step) % 201) - 100);
+    }
+    ASSERT_OK(b->ApplyGradients(p, unique, offsets, positions, grads, step));
+  }
+  values->assign(static_cast<size_t>(kRows) * dim, 0);
+  state->assign(static_cast<size_t>(kRows) * ss, 0);
+  ASSERT_OK(
+      b->Read(slots, absl::MakeSpan(*values), absl::MakeSpan(*state), ss));
+  std::vector<int32_t> batch(kBatch);
+  for (int i = 0; i < kBatch; ++i) batch[i] = slots[(i * 13) % kRows];
+  gathered->assign(static_cast<size_t>(kBatch) * dim, 0);
+  ASSERT_OK(b->Gather(batch, absl::MakeSpan(*gathered)));
+}
+
+class CudaBackendKindTest : public ::testing::TestWithParam<KindCase> {};
+
+TEST_P(CudaBackendKindTest, MatchesTheCpuBackendBitForBit) {
+  absl::StatusOr<std::unique_ptr<CacheBackend>> cuda =
+      MakeBackend(BackendKind::kCuda);
+  if (!cuda.ok()) {
+    if (absl::IsUnimplemented(cuda.status())) {
+      GTEST_SKIP() << "no CUDA backend in this build: " << cuda.status();
+    }
+    ASSERT_THAT(cuda, StatusIs(absl::StatusCode::kFailedPrecondition));
+    GTEST_SKIP() << cuda.status().message();
+  }
+  ASSERT_OK(optim::Validate(GetParam().spec));
+  for (int dim : {1, 7, 64}) {
+    SCOPED_TRACE(dim);
+    CpuBackend cpu;
+    std::vector<float> cv, cs, cg, gv, gs, gg;
+    ExerciseLarge(&cpu, GetParam().spec, dim, &cv, &cs, &cg);
+    ExerciseLarge(cuda->get(), GetParam().spec, dim, &gv, &gs, &gg);
+    // Not vacuous: the steps moved the rows off their written values.
+    EXPECT_NE(cv, Iota(cv.size(), -1, 1e-3f));
+    EXPECT_EQ(cv, gv);
+    EXPECT_EQ(cs, gs);
+    EXPECT_EQ(cg, gg);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CudaBackendKindTest,
+                         ::testing::ValuesIn(KindCases()),
+                         [](const ::testing::TestParamInfo<KindCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace psdb::cache
