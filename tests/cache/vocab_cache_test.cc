@@ -5,11 +5,13 @@
 #include "cache/vocab_cache.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "cache/backend.h"
 #include "tests/cache/vocab_cache_testing.h"
 
 namespace psdb::cache {
@@ -115,12 +117,17 @@ struct ExactCase {
   int capacity;  // 0 = the smallest that holds a batch
   bool prefetch;
   bool shared;
+  BackendKind backend = BackendKind::kCpu;
 };
 
 class WriteBackExactTest : public ::testing::TestWithParam<ExactCase> {};
 
 TEST_P(WriteBackExactTest, StoreEndsBitIdenticalToARunWithoutCache) {
   const ExactCase& c = GetParam();
+  if (c.backend == BackendKind::kCuda) {
+    absl::StatusOr<std::unique_ptr<CacheBackend>> cuda = MakeBackend(c.backend);
+    if (!cuda.ok()) GTEST_SKIP() << "CUDA backend: " << cuda.status();
+  }
   const Workload w = MakeWorkload(c.kind, c.shared ? 4 : 3);
   auto reference = OpenStore(w.specs);
   auto cached = OpenStore(w.specs);
@@ -130,6 +137,7 @@ TEST_P(WriteBackExactTest, StoreEndsBitIdenticalToARunWithoutCache) {
 
   VocabCacheOptions options;
   options.policy = c.policy;
+  options.backend = c.backend;
   options.shared_capacity = c.shared;
   options.capacity_rows = c.capacity > 0 ? c.capacity : w.MaxUnique(c.shared);
   ASSERT_OK_AND_ASSIGN(
@@ -151,28 +159,45 @@ TEST_P(WriteBackExactTest, StoreEndsBitIdenticalToARunWithoutCache) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, WriteBackExactTest,
-    ::testing::Values(
-        ExactCase{"AdamLruMin", OptimizerKind::kAdam, PolicyKind::kLru, 0,
-                  false, false},
-        ExactCase{"AdamLruMinPrefetch", OptimizerKind::kAdam, PolicyKind::kLru,
-                  0, true, false},
-        ExactCase{"LazyAdamLfu45Prefetch", OptimizerKind::kLazyAdam,
-                  PolicyKind::kLfu, 45, true, false},
-        ExactCase{"AdagradLookaheadMinPrefetch", OptimizerKind::kAdagrad,
-                  PolicyKind::kLookahead, 0, true, false},
-        ExactCase{"FtrlLruLargePrefetch", OptimizerKind::kFtrl,
-                  PolicyKind::kLru, 1000, true, false},
-        ExactCase{"MomentumLookahead60", OptimizerKind::kMomentum,
-                  PolicyKind::kLookahead, 60, false, false},
-        ExactCase{"RowwiseAdagradLfuMinShared", OptimizerKind::kRowwiseAdagrad,
-                  PolicyKind::kLfu, 0, false, true},
-        ExactCase{"SgdLruMinSharedPrefetch", OptimizerKind::kSgd,
-                  PolicyKind::kLru, 0, true, true}),
-    [](const ::testing::TestParamInfo<ExactCase>& info) {
-      return info.param.name;
-    });
+std::vector<ExactCase> ExactCases() {
+  return {
+      ExactCase{"AdamLruMin", OptimizerKind::kAdam, PolicyKind::kLru, 0, false,
+                false},
+      ExactCase{"AdamLruMinPrefetch", OptimizerKind::kAdam, PolicyKind::kLru, 0,
+                true, false},
+      ExactCase{"LazyAdamLfu45Prefetch", OptimizerKind::kLazyAdam,
+                PolicyKind::kLfu, 45, true, false},
+      ExactCase{"AdagradLookaheadMinPrefetch", OptimizerKind::kAdagrad,
+                PolicyKind::kLookahead, 0, true, false},
+      ExactCase{"FtrlLruLargePrefetch", OptimizerKind::kFtrl, PolicyKind::kLru,
+                1000, true, false},
+      ExactCase{"MomentumLookahead60", OptimizerKind::kMomentum,
+                PolicyKind::kLookahead, 60, false, false},
+      ExactCase{"RowwiseAdagradLfuMinShared", OptimizerKind::kRowwiseAdagrad,
+                PolicyKind::kLfu, 0, false, true},
+      ExactCase{"SgdLruMinSharedPrefetch", OptimizerKind::kSgd,
+                PolicyKind::kLru, 0, true, true}};
+}
+
+// The same cases with the pools in device memory (skipped, saying why,
+// without a CUDA backend or device).
+std::vector<ExactCase> CudaExactCases() {
+  std::vector<ExactCase> cases = ExactCases();
+  for (ExactCase& c : cases) {
+    c.name += "Cuda";
+    c.backend = BackendKind::kCuda;
+  }
+  return cases;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<ExactCase>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, WriteBackExactTest,
+                         ::testing::ValuesIn(ExactCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(CudaCases, WriteBackExactTest,
+                         ::testing::ValuesIn(CudaExactCases()), CaseName);
 
 TEST(VocabCacheTest, StatsCountLookupsHitsMissesEvictionsWriteBacks) {
   auto store = OpenStore({MakeSpec("t", 2, OptimizerKind::kSgd)});
