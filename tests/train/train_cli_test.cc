@@ -545,6 +545,31 @@ TEST_F(TrainCliTest, RejectsBadDenseFlags) {
 // --dry_run: the settings a start would use, and nothing touched: no store,
 // no checkpoint directory, no cluster joined (the scheduler address below
 // has nobody listening; a join would fail after its timeout).
+// The cache's rows in GPU memory train the same model as in host memory,
+// bit for bit. Without a CUDA build or device, --cache_backend cuda is a
+// clear error before anything is created.
+TEST_F(TrainCliTest, CacheOnTheGpuTrainsTheSameRowsAsOnTheCpu) {
+  std::vector<std::string> g = TrainArgs("ckpt-gpu");
+  g.insert(g.end(), {"--cache_rows", "6000", "--cache_backend", "cuda"});
+  std::string out, err;
+  const int rc = RunPsTrain(g, &out, &err);
+  if (rc != 0) {
+    EXPECT_EQ(rc, 2);
+    EXPECT_THAT(err, ::testing::HasSubstr("--cache_backend cuda: no CUDA"));
+    EXPECT_FALSE(std::filesystem::exists(dir_.Sub("ckpt-gpu")));
+    GTEST_SKIP() << "no CUDA backend or device: " << err.substr(0, 200);
+  }
+  std::vector<std::string> c = TrainArgs("ckpt-cpu");
+  c.insert(c.end(), {"--cache_rows", "6000", "--cache_backend", "cpu"});
+  ASSERT_EQ(RunPsTrain(c), 0);
+  const Rows rows_g = CheckpointRows(dir_.Sub("ckpt-gpu"));
+  ASSERT_EQ(rows_g.size(), 11u);
+  EXPECT_GT(rows_g.at("deep").size(), 500u);
+  EXPECT_TRUE(rows_g == CheckpointRows(dir_.Sub("ckpt-cpu")));
+  EXPECT_EQ(JsonNumber(ReadAll(dir_.Sub("ckpt-gpu/summary.json")), "auc"),
+            JsonNumber(ReadAll(dir_.Sub("ckpt-cpu/summary.json")), "auc"));
+}
+
 TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
   setenv("PS_NODE_ID", "worker-3", 1);
   setenv("PS_ROLE", "worker", 1);
@@ -581,6 +606,11 @@ TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
   EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("--cache_policy must be lru, lfu or "
                                         "lookahead, not 'fifo'"));
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--cache_backend", "gpu", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr(
+                       "--cache_backend must be cpu or cuda, not 'gpu'"));
   args = TrainArgs("ckpt-dry");
   args.insert(args.end(), {"--rank", "2", "--world", "2", "--dry_run"});
   EXPECT_EQ(RunPsTrain(args, &out, &err), 2);

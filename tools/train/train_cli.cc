@@ -25,6 +25,7 @@
 #include "train/trainer.h"
 #include "util/status_macros.h"
 #ifdef PSDB_TRAIN_HAVE_CACHE
+#include "cache/backend.h"
 #include "train/cached_embedding_source.h"
 #endif
 
@@ -111,7 +112,11 @@ constexpr char kUsage[] =
     "  regression on hashed one-hot features, the baseline, whose --wide_lr\n"
     "  defaults to 1.0 instead of 0.05 and --min_count to 0 instead of 2)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
-    "           [--cache_mode write_back|push_through]\n"
+    "           [--cache_mode write_back|push_through] [--cache_backend "
+    "cpu|cuda]\n"
+    "  (--cache_backend cuda: the cache's rows in GPU memory, in a build\n"
+    "  with CUDA on a machine with a device; the same math as cpu, bit for\n"
+    "  bit)\n"
     "           [--deep_optimizer lazy_adam|adagrad] [--deep_lr F]\n"
     "           [--deep_init F]\n"
     "  (--deep_init F: new deep embedding rows are uniform in [-F, F],\n"
@@ -241,9 +246,16 @@ int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// The worker cache's flags as given; RunTrainCommand checks the names.
+struct CacheFlags {
+  int64_t rows = 0;  // 0: no worker cache
+  std::string policy;
+  std::string mode;
+  std::string backend;
+};
+
 absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
-                               int64_t* cache_rows, std::string* cache_policy,
-                               std::string* cache_mode, std::string* store,
+                               CacheFlags* cache_flags, std::string* store,
                                int64_t* memory_budget_mb) {
   PSDB_RETURN_IF_ERROR(args.CheckKnown({"data",
                                         "checkpoint_dir",
@@ -269,6 +281,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "cache_rows",
                                         "cache_policy",
                                         "cache_mode",
+                                        "cache_backend",
                                         "deep_optimizer",
                                         "deep_lr",
                                         "deep_init",
@@ -356,10 +369,11 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
     return absl::InvalidArgumentError(
         absl::StrCat("--shard_by must be file or line, not '", shard_by, "'"));
   }
-  PSDB_ASSIGN_OR_RETURN(*cache_rows,
+  PSDB_ASSIGN_OR_RETURN(cache_flags->rows,
                         args.GetInt("cache_rows", 1 << 18, 0, 1LL << 31));
-  *cache_policy = args.GetString("cache_policy", "lru");
-  *cache_mode = args.GetString("cache_mode", "write_back");
+  cache_flags->policy = args.GetString("cache_policy", "lru");
+  cache_flags->mode = args.GetString("cache_mode", "write_back");
+  cache_flags->backend = args.GetString("cache_backend", "cpu");
   PSDB_ASSIGN_OR_RETURN(o->model.kind,
                         ParseModelKind(args.GetString("model", kDefaultModel)));
   if (!args.Has("min_count") && o->model.kind != ModelKind::kLr) {
@@ -468,11 +482,11 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
 int RunTrainCommand(const tools::Args& args, std::ostream& out,
                     std::ostream& err) {
   TrainerOptions o;
-  int64_t cache_rows = 0, memory_budget_mb = 0;
-  std::string cache_policy, cache_mode, store;
+  CacheFlags cache_flags;
+  int64_t memory_budget_mb = 0;
+  std::string store;
   absl::Status parsed =
-      ParseTrainOptions(args, &o, &cache_rows, &cache_policy, &cache_mode,
-                        &store, &memory_budget_mb);
+      ParseTrainOptions(args, &o, &cache_flags, &store, &memory_budget_mb);
   if (!parsed.ok()) return Usage(err, parsed);
   const absl::StatusOr<Durability> durability =
       ParseDurability(args.GetString("durability", "checkpoint"));
@@ -520,32 +534,51 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                           "and NCCL were not found when it was configured)"));
   }
   const std::string collective_host = args.GetString("collective_host", "");
-  if (cache_rows > 0) {
-    if (cache_policy != "lru" && cache_policy != "lfu" &&
-        cache_policy != "lookahead") {
+  if (cache_flags.rows > 0) {
+    if (cache_flags.policy != "lru" && cache_flags.policy != "lfu" &&
+        cache_flags.policy != "lookahead") {
       return Usage(err, absl::InvalidArgumentError(absl::StrCat(
                             "--cache_policy must be lru, lfu or lookahead, "
                             "not '",
-                            cache_policy, "'")));
+                            cache_flags.policy, "'")));
     }
-    if (cache_mode != "write_back" && cache_mode != "push_through") {
+    if (cache_flags.mode != "write_back" &&
+        cache_flags.mode != "push_through") {
       return Usage(err, absl::InvalidArgumentError(absl::StrCat(
                             "--cache_mode must be write_back or push_through, "
                             "not '",
-                            cache_mode, "'")));
+                            cache_flags.mode, "'")));
     }
+    if (cache_flags.backend != "cpu" && cache_flags.backend != "cuda") {
+      return Usage(err, absl::InvalidArgumentError(absl::StrCat(
+                            "--cache_backend must be cpu or cuda, not '",
+                            cache_flags.backend, "'")));
+    }
+#ifdef PSDB_TRAIN_HAVE_CACHE
+    if (cache_flags.backend == "cuda") {
+      // Unimplemented without CUDA in the build, FailedPrecondition without
+      // a device: said before anything is opened or created.
+      absl::StatusOr<std::unique_ptr<cache::CacheBackend>> probe =
+          cache::MakeBackend(cache::BackendKind::kCuda);
+      if (!probe.ok()) {
+        return Usage(err,
+                     absl::FailedPreconditionError(absl::StrCat(
+                         "--cache_backend cuda: ", probe.status().message())));
+      }
+    }
+#endif
     // Two batches (the current one and the prefetched next) must fit.
     const int64_t need = 2LL * o.batch_size * kNumCatFeatures;
-    if (cache_rows < need) {
+    if (cache_flags.rows < need) {
       return Usage(err, absl::InvalidArgumentError(absl::StrFormat(
                             "--cache_rows %d is too small for --batch_size %d: "
                             "a batch and its prefetched successor may need "
                             "%d rows per table",
-                            cache_rows, o.batch_size, need)));
+                            cache_flags.rows, o.batch_size, need)));
     }
   }
-  if (cluster && o.mode == SyncMode::kSync && cache_rows > 0 &&
-      cache_mode == "push_through") {
+  if (cluster && o.mode == SyncMode::kSync && cache_flags.rows > 0 &&
+      cache_flags.mode == "push_through") {
     return Usage(err, absl::InvalidArgumentError(
                           "--cache_mode push_through cannot carry the "
                           "explicit steps sync servers need; use "
@@ -585,9 +618,11 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       out << " (" << o.model.cross_layers << " cross layers)";
     }
     out << absl::StrFormat("\n  %d epoch(s), batch %d, cache %d rows", o.epochs,
-                           o.batch_size, cache_rows);
-    if (cache_rows > 0)
-      out << " (" << cache_policy << ", " << cache_mode << ")";
+                           o.batch_size, cache_flags.rows);
+    if (cache_flags.rows > 0) {
+      out << " (" << cache_flags.policy << ", " << cache_flags.mode << ", "
+          << cache_flags.backend << ")";
+    }
     out << "\n";
     // ps-train reads PS_NODE_ID (as a cluster worker) and no other PS_*.
     std::string read_line, ignored_line;
@@ -676,16 +711,20 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
 
   // The model's tables must exist before a cache is put in front of them.
   std::unique_ptr<EmbeddingSource> embeddings;
-  if (cache_rows > 0) {
+  if (cache_flags.rows > 0) {
 #ifdef PSDB_TRAIN_HAVE_CACHE
     cache::VocabCacheOptions copts;
-    copts.capacity_rows = cache_rows;
-    // Policy and mode were validated above, before joining or opening.
-    copts.policy = cache_policy == "lru"   ? cache::PolicyKind::kLru
-                   : cache_policy == "lfu" ? cache::PolicyKind::kLfu
-                                           : cache::PolicyKind::kLookahead;
-    copts.mode = cache_mode == "write_back" ? cache::CacheMode::kWriteBack
-                                            : cache::CacheMode::kPushThrough;
+    copts.capacity_rows = cache_flags.rows;
+    // Policy, mode and backend were validated above, before joining or opening.
+    copts.policy = cache_flags.policy == "lru" ? cache::PolicyKind::kLru
+                   : cache_flags.policy == "lfu"
+                       ? cache::PolicyKind::kLfu
+                       : cache::PolicyKind::kLookahead;
+    copts.mode = cache_flags.mode == "write_back"
+                     ? cache::CacheMode::kWriteBack
+                     : cache::CacheMode::kPushThrough;
+    copts.backend = cache_flags.backend == "cuda" ? cache::BackendKind::kCuda
+                                                  : cache::BackendKind::kCpu;
     absl::Status created = CreateModelTables(o.model, client_raw);
     if (!created.ok()) return Fail(err, created);
     absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =

@@ -17,7 +17,7 @@
 //             --valid_fraction F --patience N]
 //            [--rank R --world W --shard_by file|line]
 //            [--cache_rows N --cache_policy lru|lfu|lookahead
-//             --cache_mode write_back|push_through]
+//             --cache_mode write_back|push_through --cache_backend cpu|cuda]
 //            [--model deepfwfm|wide_deep|deepfm|dcn|lr --cross_layers N]
 //            [--deep_optimizer lazy_adam|adagrad --deep_lr F --deep_init F
 //             --wide_lr F
