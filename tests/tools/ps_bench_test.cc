@@ -82,6 +82,16 @@ TEST(PsBenchTest, CacheScenarioJsonHasEveryRatio) {
             "\"gather_vs_limit\":\">= 0.5\"}");
   EXPECT_THAT(JsonObject(out, "targets_met"),
               ::testing::Not(HasSubstr("lookup_vs_limit")));
+  // Each backend's Adam step; the CUDA backend's figures where this build
+  // has it and the machine a device, else the reason it was not timed.
+  const std::string gather = JsonObject(out, "gather");
+  EXPECT_GT(JsonNumber(gather, "cpu_apply_ids_per_s"), 0) << gather;
+  if (gather.find("\"cuda_skipped\":\"") != std::string::npos) {
+    EXPECT_THAT(gather, HasSubstr("CUDA"));
+  } else {
+    EXPECT_GT(JsonNumber(gather, "cuda_gather_ids_per_s"), 0) << gather;
+    ExpectRatioBlocks(out, {"cuda_vs_cpu_gather", "cuda_vs_cpu_apply"});
+  }
 }
 
 TEST(PsBenchTest, UsageErrorsExit2) {

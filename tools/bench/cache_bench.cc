@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cache/backend.h"
 #include "cache/cpu_backend.h"
 #include "cache/policy_sim.h"
 #include "cache/vocab_cache.h"
+#include "optim/optimizer.h"
 #include "store/local_client.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
@@ -29,7 +32,9 @@ namespace {
 
 constexpr char kUsage[] = R"(usage: ps-bench cache [--json] [flags]
 Cache hit rates (LRU, LFU, lookahead vs Che, static optimum, Belady) on
-Zipf streams, and CPU-backend gather throughput vs a plain indexed copy.
+Zipf streams, and CPU-backend gather throughput vs a plain indexed copy;
+the CUDA backend's gather and Adam step against the CPU backend's, where
+this build has the CUDA backend and the machine a device.
   --ns=LIST               distinct ids per stream (default 100000,1000000)
   --alphas=LIST           Zipf exponents (default 0.8,1.0,1.2)
   --capacities=LIST       capacity / N (default 0.01,0.1)
@@ -123,6 +128,12 @@ struct Gather {
   double limit_ids_per_s = 0;
   double backend_ids_per_s = 0;
   double lookup_ids_per_s = 0;
+  // Each backend's Gather of a batch, and its ApplyGradients (Adam) of the
+  // batch's gradients to the batch's unique rows, in batch ids per second.
+  double cpu_apply_ids_per_s = 0;
+  double cuda_gather_ids_per_s = 0;
+  double cuda_apply_ids_per_s = 0;
+  std::string cuda_skipped;  // why the CUDA backend was not timed, if not
 };
 
 double Seconds(std::chrono::steady_clock::time_point a,
@@ -172,6 +183,30 @@ absl::Status RunHitRates(const Params& p, std::vector<HitRate>* out,
   return absl::OkStatus();
 }
 
+// One batch's positions grouped by slot, as ApplyGradients takes them.
+struct ApplyBatch {
+  std::vector<int32_t> unique_slots;
+  std::vector<int32_t> offsets;
+  std::vector<int32_t> positions;
+};
+
+ApplyBatch GroupByRow(absl::Span<const int32_t> slots) {
+  std::vector<int32_t> order(slots.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return slots[a] < slots[b]; });
+  ApplyBatch out;
+  out.positions = order;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || slots[order[i]] != slots[order[i - 1]]) {
+      out.unique_slots.push_back(slots[order[i]]);
+      out.offsets.push_back(static_cast<int32_t>(i));
+    }
+  }
+  out.offsets.push_back(static_cast<int32_t>(order.size()));
+  return out;
+}
+
 absl::Status RunGather(const Params& p, Gather* g) {
   constexpr int kDim = 64;
   constexpr int kBatch = 4096;
@@ -202,20 +237,56 @@ absl::Status RunGather(const Params& p, Gather* g) {
   auto t1 = std::chrono::steady_clock::now();
   g->limit_ids_per_s = kBatch * p.gather_batches / Seconds(t0, t1);
 
-  // The backend's gather alone (slots known), with an Adam-sized row stride.
-  cache::CpuBackend backend;
-  PSDB_RETURN_IF_ERROR(
-      backend.Allocate(static_cast<int32_t>(rows), kDim, 2 * kDim + 1));
+  // Each backend's gather alone (slots known) and Adam step, with Adam's
+  // row stride.
   std::vector<int32_t> slots(ranks.begin(), ranks.end());
-  t0 = std::chrono::steady_clock::now();
+  std::vector<ApplyBatch> applies(p.gather_batches);
   for (int64_t b = 0; b < p.gather_batches; ++b) {
-    PSDB_RETURN_IF_ERROR(
-        backend.Gather(absl::MakeConstSpan(slots).subspan(b * kBatch, kBatch),
-                       absl::MakeSpan(out)));
-    sink += out[b % out.size()];
+    applies[b] =
+        GroupByRow(absl::MakeConstSpan(slots).subspan(b * kBatch, kBatch));
   }
-  t1 = std::chrono::steady_clock::now();
-  g->backend_ids_per_s = kBatch * p.gather_batches / Seconds(t0, t1);
+  optim::OptimizerSpec adam;
+  adam.kind = optim::OptimizerKind::kAdam;
+  const optim::KernelParams params = optim::KernelParamsOf(adam);
+  std::vector<float> grads(kBatch * kDim);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    grads[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 201) - 100);
+  }
+  auto time_backend = [&](cache::CacheBackend& backend,
+                          double* gather_ids_per_s,
+                          double* apply_ids_per_s) -> absl::Status {
+    PSDB_RETURN_IF_ERROR(backend.Allocate(static_cast<int32_t>(rows), kDim,
+                                          optim::StateSize(adam, kDim)));
+    auto s0 = std::chrono::steady_clock::now();
+    for (int64_t b = 0; b < p.gather_batches; ++b) {
+      PSDB_RETURN_IF_ERROR(
+          backend.Gather(absl::MakeConstSpan(slots).subspan(b * kBatch, kBatch),
+                         absl::MakeSpan(out)));
+      sink += out[b % out.size()];
+    }
+    auto s1 = std::chrono::steady_clock::now();
+    *gather_ids_per_s = kBatch * p.gather_batches / Seconds(s0, s1);
+    s0 = std::chrono::steady_clock::now();
+    for (int64_t b = 0; b < p.gather_batches; ++b) {
+      const ApplyBatch& a = applies[b];
+      PSDB_RETURN_IF_ERROR(backend.ApplyGradients(
+          params, a.unique_slots, a.offsets, a.positions, grads, b + 1));
+    }
+    s1 = std::chrono::steady_clock::now();
+    *apply_ids_per_s = kBatch * p.gather_batches / Seconds(s0, s1);
+    return absl::OkStatus();
+  };
+  cache::CpuBackend cpu;
+  PSDB_RETURN_IF_ERROR(
+      time_backend(cpu, &g->backend_ids_per_s, &g->cpu_apply_ids_per_s));
+  absl::StatusOr<std::unique_ptr<cache::CacheBackend>> cuda =
+      cache::MakeBackend(cache::BackendKind::kCuda);
+  if (cuda.ok()) {
+    PSDB_RETURN_IF_ERROR(time_backend(**cuda, &g->cuda_gather_ids_per_s,
+                                      &g->cuda_apply_ids_per_s));
+  } else {
+    g->cuda_skipped = std::string(cuda.status().message());
+  }
 
   // A warm VocabCache over a real store: every row resident.
   const std::filesystem::path dir =
@@ -270,6 +341,10 @@ struct Ratios {
   // The whole warm VocabCache::Lookup (dedup, slot map, policy, pins,
   // gather) over the same copy: what a trainer pays per batch. No target.
   double lookup_vs_limit = 0;
+  // The CUDA backend over the CPU backend, per call (host spans in and out,
+  // so transfers included); NaN where it was not timed. No target.
+  double cuda_vs_cpu_gather = std::nan("");
+  double cuda_vs_cpu_apply = std::nan("");
   bool lookahead_beats = true;  // where Belady leads LRU/LFU by > 2 points
 };
 
@@ -289,6 +364,10 @@ Ratios ComputeRatios(const std::vector<HitRate>& r, const Gather& g) {
   }
   x.gather_vs_limit = g.backend_ids_per_s / g.limit_ids_per_s;
   x.lookup_vs_limit = g.lookup_ids_per_s / g.limit_ids_per_s;
+  if (g.cuda_skipped.empty()) {
+    x.cuda_vs_cpu_gather = g.cuda_gather_ids_per_s / g.backend_ids_per_s;
+    x.cuda_vs_cpu_apply = g.cuda_apply_ids_per_s / g.cpu_apply_ids_per_s;
+  }
   return x;
 }
 
@@ -312,6 +391,12 @@ std::vector<Ratio> RatioList(const Ratios& x) {
       {.name = "lookup_vs_limit",
        .rounds = {x.lookup_vs_limit},
        .note = "(the whole warm VocabCache::Lookup)"},
+      {.name = "cuda_vs_cpu_gather",
+       .rounds = {x.cuda_vs_cpu_gather},
+       .note = "(CudaBackend::Gather, transfers included)"},
+      {.name = "cuda_vs_cpu_apply",
+       .rounds = {x.cuda_vs_cpu_apply},
+       .note = "(CudaBackend::ApplyGradients, Adam)"},
   };
 }
 
@@ -357,6 +442,17 @@ void PrintJson(const Params& p, const MachineInfo& m,
   num(g.backend_ids_per_s);
   j += ",\"lookup_ids_per_s\":";
   num(g.lookup_ids_per_s);
+  j += ",\"cpu_apply_ids_per_s\":";
+  num(g.cpu_apply_ids_per_s);
+  if (g.cuda_skipped.empty()) {
+    j += ",\"cuda_gather_ids_per_s\":";
+    num(g.cuda_gather_ids_per_s);
+    j += ",\"cuda_apply_ids_per_s\":";
+    num(g.cuda_apply_ids_per_s);
+  } else {
+    j += ",\"cuda_skipped\":";
+    str(g.cuda_skipped);
+  }
   j += "},";
   AppendRatiosJson(RatioList(x), &j);
   j += ",\"lookahead_beats\":";
@@ -389,9 +485,18 @@ void PrintReport(const Params& p, const MachineInfo& m,
       "cached, %d batches\n"
       "  plain indexed copy (limit)   %12.0f ids/s\n"
       "  CpuBackend::Gather           %12.0f ids/s\n"
-      "  VocabCache::Lookup (warm)    %12.0f ids/s\n\n",
+      "  VocabCache::Lookup (warm)    %12.0f ids/s\n"
+      "  CpuBackend Adam step         %12.0f ids/s\n",
       g.rows, g.batches, g.limit_ids_per_s, g.backend_ids_per_s,
-      g.lookup_ids_per_s);
+      g.lookup_ids_per_s, g.cpu_apply_ids_per_s);
+  if (g.cuda_skipped.empty()) {
+    out << absl::StrFormat(
+        "  CudaBackend::Gather          %12.0f ids/s\n"
+        "  CudaBackend Adam step        %12.0f ids/s\n\n",
+        g.cuda_gather_ids_per_s, g.cuda_apply_ids_per_s);
+  } else {
+    out << "  CudaBackend: not timed: " << g.cuda_skipped << "\n\n";
+  }
   PrintRatios(RatioList(x), out);
   out << absl::StrFormat(
       "lookahead beats LRU/LFU where Belady leads by > 2 points: %s\n",
