@@ -512,8 +512,8 @@ void VocabCache::Release() {
   current_.reset();
 }
 
-absl::Status VocabCache::Update(
-    absl::Span<const absl::Span<const float>> grads) {
+absl::Status VocabCache::Update(absl::Span<const absl::Span<const float>> grads,
+                                int64_t step) {
   if (current_ == nullptr) {
     return absl::FailedPreconditionError(
         "vocab cache: Update without a looked-up batch");
@@ -536,10 +536,12 @@ absl::Status VocabCache::Update(
   }
   if (options_.mode == CacheMode::kPushThrough) {
     absl::Status status;
+    PushOptions options;
+    options.step = step;
     for (size_t k = 0; k < batch.parts.size(); ++k) {
       Table& table = *tables_[batch.parts[k].table];
-      absl::Status s = client_->Push(table.name, batch.parts[k].ids, grads[k],
-                                     PushOptions{});
+      absl::Status s =
+          client_->Push(table.name, batch.parts[k].ids, grads[k], options);
       absl::MutexLock l(&mu_);
       if (s.ok()) {
         ++table.pushes;
@@ -591,14 +593,14 @@ absl::Status VocabCache::Update(
       const TablePart& part = batch.parts[k];
       Table& table = *tables_[part.table];
       Pool& pool = *pools_[table.pool];
-      const int64_t step = ++table.step;
+      const int64_t table_step = ++table.step;
       const Work& w = work[k];
       if (w.slots.empty()) continue;
       PSDB_RETURN_IF_ERROR(pool.backend->ApplyGradients(
-          table.params, w.slots, w.offsets, w.positions, grads[k], step));
+          table.params, w.slots, w.offsets, w.positions, grads[k], table_step));
       for (size_t i = 0; i < w.slots.size(); ++i) {
         RowHeader& h = pool.headers[w.slots[i]];
-        h.last_update_step = std::max(h.last_update_step, step);
+        h.last_update_step = std::max(h.last_update_step, table_step);
         ++h.update_count;
         h.frequency += w.offsets[i + 1] - w.offsets[i];
       }

@@ -38,7 +38,9 @@
 //    eviction and on Flush(). A write-back run followed by Flush() leaves
 //    every row of the store bit-identical (values, optimizer state and
 //    header) to the same run of Pull + Push without a cache, for any
-//    capacity, provided this cache is the table's only writer. The store's
+//    capacity, provided this cache is the table's only writer: with several
+//    workers, each cache would train its own copy of a row and write the
+//    whole row back over the others' updates (use push-through). The store's
 //    table step is not advanced (the ParameterClient has no call for it; an
 //    empty Push is rejected): a trainer that goes on pushing to the table
 //    directly after a write-back run passes PushOptions::step explicitly.
@@ -46,7 +48,8 @@
 //    Tables with an admission threshold > 1 are refused (FailedPrecondition):
 //    the store would not apply the pushes of unadmitted keys, the cache
 //    cannot know which those are, so it could not be exact.
-//  - kPushThrough: Update pushes the gradients to the store every step;
+//  - kPushThrough: Update pushes the gradients to the store every step (at
+//    the caller's step, so synchronous servers can aggregate the round);
 //    cached values are refetched when more than `max_staleness` of this
 //    cache's pushes to the table have happened since they were fetched
 //    (0 = always fresh: a row pushed since its fetch is fetched again).
@@ -158,8 +161,12 @@ class VocabCache {
                       std::vector<std::vector<float>>* rows);
   // Applies the looked-up batch's gradients: grads[i] holds
   // batch[i].ids.size() * dim floats. Then releases the batch.
+  // Push-through: the pushes carry `step` (PushOptions::step; 0 = the
+  // table's step + 1), which servers aggregating synchronous rounds need.
+  // Write-back counts the steps itself and ignores it.
   // REQUIRES: a Lookup since the last Update / Release.
-  absl::Status Update(absl::Span<const absl::Span<const float>> grads);
+  absl::Status Update(absl::Span<const absl::Span<const float>> grads,
+                      int64_t step = 0);
   // Releases the looked-up batch without an update (evaluation).
   void Release();
 

@@ -46,9 +46,10 @@ absl::Status CachedEmbeddingSource::Lookup(
 absl::Status CachedEmbeddingSource::Update(
     absl::Span<const EmbeddingRequest> batch,
     absl::Span<const absl::Span<const float>> grads, int64_t step) {
-  // The cache counts the tables' steps itself (one per Update), which is the
-  // trainer's global step when every step updates every table once.
-  return cache_->Update(grads);
+  // Push-through pushes carry the step (sync servers aggregate by it);
+  // write-back counts the tables' steps itself (one per Update), which is
+  // the trainer's global step when every step updates every table once.
+  return cache_->Update(grads, step);
 }
 
 absl::Status CachedEmbeddingSource::LookupForServing(

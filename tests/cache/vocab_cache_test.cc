@@ -330,6 +330,31 @@ TEST(PushThroughTest, StalenessZeroServesExactlyWhatTheStoreHolds) {
   EXPECT_GT(cache->Stats()[0].refreshes, 0u);
 }
 
+// Push-through pushes carry the caller's step (synchronous servers
+// aggregate a round by it); step 0 is the table's step + 1.
+TEST(PushThroughTest, PushesCarryTheCallersStep) {
+  auto store = OpenStore({MakeSpec("t", 2, OptimizerKind::kSgd)});
+  ASSERT_NE(store, nullptr);
+  VocabCacheOptions options;
+  options.mode = CacheMode::kPushThrough;
+  options.capacity_rows = 4;
+  ASSERT_OK_AND_ASSIGN(auto cache,
+                       VocabCache::Create(store->client.get(), {"t"}, options));
+  const std::vector<uint64_t> ids = {7};
+  const std::vector<float> g = {1.0f, -1.0f};
+  std::vector<std::vector<float>> rows;
+  RowBatch pulled;
+  ASSERT_OK(cache->Lookup({{"t", ids}}, &rows));
+  ASSERT_OK(cache->Update({absl::MakeConstSpan(g)}, 41));
+  ASSERT_OK(store->client->PullRows("t", ids, &pulled));
+  EXPECT_EQ(pulled.headers[0].last_update_step, 41);
+  ASSERT_OK(cache->Lookup({{"t", ids}}, &rows));
+  ASSERT_OK(cache->Update({absl::MakeConstSpan(g)}));
+  ASSERT_OK(store->client->PullRows("t", ids, &pulled));
+  EXPECT_EQ(pulled.headers[0].last_update_step, 42);
+  EXPECT_EQ(pulled.headers[0].update_count, 2u);
+}
+
 TEST(PushThroughTest, RefreshesRowsOlderThanMaxStaleness) {
   auto store = OpenStore({MakeSpec("t", 2, OptimizerKind::kSgd)});
   ASSERT_NE(store, nullptr);
