@@ -606,6 +606,19 @@ TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
   EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("--cache_policy must be lru, lfu or "
                                         "lookahead, not 'fifo'"));
+  // With 2+ workers the cache pushes through; write-back is refused.
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(),
+              {"--store", "servers:127.0.0.1:1", "--rank", "1", "--world", "2",
+               "--cache_rows", "6000", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("cache 6000 rows (lru, push_through"));
+  args.insert(args.end() - 1, {"--cache_mode", "write_back"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr(
+                       "--cache_mode write_back with 2 workers: each worker's "
+                       "cache would write whole rows back over the other "
+                       "workers' updates"));
   args = TrainArgs("ckpt-dry");
   args.insert(args.end(), {"--cache_backend", "gpu", "--dry_run"});
   EXPECT_EQ(RunPsTrain(args, &out, &err), 2);

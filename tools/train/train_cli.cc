@@ -114,6 +114,12 @@ constexpr char kUsage[] =
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through] [--cache_backend "
     "cpu|cuda]\n"
+    "  (--cache_mode: write_back trains the cached rows on the worker and\n"
+    "  writes them back, exact for one worker and its default;\n"
+    "  push_through pushes every step's gradients and re-reads cached rows\n"
+    "  once a push has passed them, the default with 2+ workers, where\n"
+    "  write_back is refused: the workers would write rows back over each\n"
+    "  other's updates)\n"
     "  (--cache_backend cuda: the cache's rows in GPU memory, in a build\n"
     "  with CUDA on a machine with a device; the same math as cpu, bit for\n"
     "  bit)\n"
@@ -250,9 +256,29 @@ int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
 struct CacheFlags {
   int64_t rows = 0;  // 0: no worker cache
   std::string policy;
-  std::string mode;
+  std::string mode;  // "" until CacheModeFor decides it
   std::string backend;
 };
+
+// The cache mode for `world` workers: --cache_mode if given, else
+// write_back for one worker and push_through for more. A write-back cache
+// is exact only as its rows' one writer: with several workers each would
+// train its own copy of a row and write the whole row back over the
+// others' updates, so an explicit write_back with 2+ workers is refused.
+absl::Status CacheModeFor(int world, CacheFlags* flags) {
+  if (flags->mode.empty()) {
+    flags->mode = world >= 2 ? "push_through" : "write_back";
+    return absl::OkStatus();
+  }
+  if (flags->mode == "write_back" && world >= 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cache_mode write_back with ", world,
+        " workers: each worker's cache would write whole rows back over the "
+        "other workers' updates; use push_through (the default with 2+ "
+        "workers) or --cache_rows 0"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                CacheFlags* cache_flags, std::string* store,
@@ -372,7 +398,8 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(cache_flags->rows,
                         args.GetInt("cache_rows", 1 << 18, 0, 1LL << 31));
   cache_flags->policy = args.GetString("cache_policy", "lru");
-  cache_flags->mode = args.GetString("cache_mode", "write_back");
+  // "": write_back for one worker, push_through for more (CacheModeFor).
+  cache_flags->mode = args.GetString("cache_mode", "");
   cache_flags->backend = args.GetString("cache_backend", "cpu");
   PSDB_ASSIGN_OR_RETURN(o->model.kind,
                         ParseModelKind(args.GetString("model", kDefaultModel)));
@@ -542,7 +569,7 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                             "not '",
                             cache_flags.policy, "'")));
     }
-    if (cache_flags.mode != "write_back" &&
+    if (!cache_flags.mode.empty() && cache_flags.mode != "write_back" &&
         cache_flags.mode != "push_through") {
       return Usage(err, absl::InvalidArgumentError(absl::StrCat(
                             "--cache_mode must be write_back or push_through, "
@@ -577,12 +604,11 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                             cache_flags.rows, o.batch_size, need)));
     }
   }
-  if (cluster && o.mode == SyncMode::kSync && cache_flags.rows > 0 &&
-      cache_flags.mode == "push_through") {
-    return Usage(err, absl::InvalidArgumentError(
-                          "--cache_mode push_through cannot carry the "
-                          "explicit steps sync servers need; use "
-                          "write_back or --mode async"));
+  // The world is known now unless the cluster map gives it (then once
+  // joined, below).
+  if (cache_flags.rows > 0 && (!cluster || args.Has("world"))) {
+    absl::Status one_writer = CacheModeFor(o.shard.world, &cache_flags);
+    if (!one_writer.ok()) return Usage(err, one_writer);
   }
   const char* node_id_env = std::getenv("PS_NODE_ID");
   const std::string node_id = node_id_env != nullptr && *node_id_env != '\0'
@@ -620,8 +646,11 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     out << absl::StrFormat("\n  %d epoch(s), batch %d, cache %d rows", o.epochs,
                            o.batch_size, cache_flags.rows);
     if (cache_flags.rows > 0) {
-      out << " (" << cache_flags.policy << ", " << cache_flags.mode << ", "
-          << cache_flags.backend << ")";
+      out << " (" << cache_flags.policy << ", "
+          << (cache_flags.mode.empty()
+                  ? "write_back with 1 worker, push_through with 2+"
+                  : cache_flags.mode)
+          << ", " << cache_flags.backend << ")";
     }
     out << "\n";
     // ps-train reads PS_NODE_ID (as a cluster worker) and no other PS_*.
@@ -665,6 +694,10 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     if (!args.Has("rank") && !args.Has("world")) {
       o.shard.rank = worker->rank();
       o.shard.world = worker->world();
+    }
+    if (cache_flags.rows > 0) {
+      absl::Status one_writer = CacheModeFor(o.shard.world, &cache_flags);
+      if (!one_writer.ok()) return Fail(err, one_writer);
     }
     rpc::ClusterWorker* w = worker.get();
     // Rank 0 writes the cluster's checkpoints and its reports under CDIR;
