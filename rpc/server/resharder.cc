@@ -135,6 +135,7 @@ void Resharder::Leave(uint64_t generation, bool sync, bool leaving) {
   absl::MutexLock lock(&mu_);
   if (generation != generation_) {
     --running_stale_;
+    drained_cv_.SignalAll();
     return;
   }
   --running_tracked_;
@@ -145,11 +146,11 @@ void Resharder::Leave(uint64_t generation, bool sync, bool leaving) {
 void Resharder::LeaveUnprepared() {
   // Sequentially consistent with PREPARE's store of active_ and its read
   // of the count: either PREPARE sees this request gone, or this sees
-  // active_ and wakes it. The count is not guarded by mu_, so the change
-  // is followed by a release of mu_, which is when absl::Mutex evaluates
-  // its waiters' conditions again.
+  // active_ and wakes it. Under mu_, so the signal cannot fall between
+  // PREPARE's check and its wait.
   if (running_unprepared_.fetch_sub(1) == 1 && active_.load()) {
     absl::MutexLock lock(&mu_);
+    drained_cv_.SignalAll();
   }
 }
 
@@ -229,6 +230,7 @@ std::vector<std::function<void()>> Resharder::EndLocked() {
   running_tracked_ = running_sync_ = running_leaving_ = 0;
   ++generation_;
   id_ = 0;
+  drained_cv_.SignalAll();  // a waiting PREPARE of this migration ends
   phase_ = Phase::kNone;
   target_.reset();
   source_ = closed_ = holding_ = false;
@@ -348,12 +350,18 @@ absl::Status Resharder::Prepare(const v1::ReshardRequest& req,
   // Requests admitted before now are not tracked by this migration: wait
   // until they are answered, so no write COPY misses is still running when
   // it reads. (An ABORT meanwhile ends the wait.)
+  // A condition variable, not an absl::Condition: the count is an atomic,
+  // not state mu_ guards, which a Condition may read.
   auto drained =
       [this, id = req.migration_id()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return (running_unprepared_.load() == 0 && running_stale_ == 0) ||
                id_ != id;
       };
-  const bool done = mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
+  bool timed_out = false;
+  while (!drained() && !timed_out) {
+    timed_out = drained_cv_.WaitWithDeadline(&mu_, deadline);
+  }
+  const bool done = drained();
   if (id_ != req.migration_id()) {
     return absl::AbortedError(absl::StrCat(
         "Reshard PREPARE ", req.migration_id(), ": aborted meanwhile"));

@@ -207,6 +207,10 @@ class Resharder {
   int running_sync_ ABSL_GUARDED_BY(mu_) = 0;
   int running_leaving_ ABSL_GUARDED_BY(mu_) = 0;
   int running_stale_ ABSL_GUARDED_BY(mu_) = 0;
+  // What a waiting PREPARE waits for changed: running_unprepared_ reached 0
+  // while a migration is prepared, running_stale_ dropped, or the
+  // migration ended.
+  absl::CondVar drained_cv_;
   // Migrate calls being applied (ABORT waits for them before deleting).
   int running_receive_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
