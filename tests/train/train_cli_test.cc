@@ -606,7 +606,13 @@ TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
   EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
   EXPECT_THAT(err, ::testing::HasSubstr("--cache_policy must be lru, lfu or "
                                         "lookahead, not 'fifo'"));
-  // With 2+ workers the cache pushes through; write-back is refused.
+  // With 2+ workers there is no cache unless --cache_rows asks for one,
+  // which then pushes through; write-back is refused.
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--store", "servers:127.0.0.1:1", "--rank", "1",
+                           "--world", "2", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("batch 100, cache 0 rows\n"));
   args = TrainArgs("ckpt-dry");
   args.insert(args.end(),
               {"--store", "servers:127.0.0.1:1", "--rank", "1", "--world", "2",

@@ -114,10 +114,11 @@ constexpr char kUsage[] =
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through] [--cache_backend "
     "cpu|cuda]\n"
-    "  (--cache_mode: write_back trains the cached rows on the worker and\n"
-    "  writes them back, exact for one worker and its default;\n"
+    "  (--cache_rows: default 262144 with one worker, 0 (no cache) with\n"
+    "  2+; --cache_mode: write_back trains the cached rows on the worker\n"
+    "  and writes them back, exact for one worker and its default;\n"
     "  push_through pushes every step's gradients and re-reads cached rows\n"
-    "  once a push has passed them, the default with 2+ workers, where\n"
+    "  once a push has passed them, the mode with 2+ workers, where\n"
     "  write_back is refused: the workers would write rows back over each\n"
     "  other's updates)\n"
     "  (--cache_backend cuda: the cache's rows in GPU memory, in a build\n"
@@ -254,18 +255,28 @@ int RunGen(const tools::Args& args, std::ostream& out, std::ostream& err) {
 
 // The worker cache's flags as given; RunTrainCommand checks the names.
 struct CacheFlags {
-  int64_t rows = 0;  // 0: no worker cache
+  int64_t rows = 0;         // 0: no worker cache
+  bool rows_given = false;  // --cache_rows given
   std::string policy;
   std::string mode;  // "" until CacheModeFor decides it
   std::string backend;
 };
 
-// The cache mode for `world` workers: --cache_mode if given, else
-// write_back for one worker and push_through for more. A write-back cache
-// is exact only as its rows' one writer: with several workers each would
+// The cache for `world` workers. One worker: --cache_rows (default 2^18),
+// --cache_mode (default write_back). 2+ workers: no cache unless
+// --cache_rows is given, and then push_through. A write-back cache is
+// exact only as its rows' one writer: with several workers each would
 // train its own copy of a row and write the whole row back over the
 // others' updates, so an explicit write_back with 2+ workers is refused.
+// And a push-through cache serves nothing across workers' steps (any row
+// may have been pushed by another worker since its fetch, so with
+// max_staleness 0 it re-reads every row): it only costs (0.77x the
+// samples/s of no cache in a sync cluster, BENCHMARKS.md).
 absl::Status CacheModeFor(int world, CacheFlags* flags) {
+  if (world >= 2 && !flags->rows_given) {
+    flags->rows = 0;
+    return absl::OkStatus();
+  }
   if (flags->mode.empty()) {
     flags->mode = world >= 2 ? "push_through" : "write_back";
     return absl::OkStatus();
@@ -397,6 +408,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   }
   PSDB_ASSIGN_OR_RETURN(cache_flags->rows,
                         args.GetInt("cache_rows", 1 << 18, 0, 1LL << 31));
+  cache_flags->rows_given = args.Has("cache_rows");
   cache_flags->policy = args.GetString("cache_policy", "lru");
   // "": write_back for one worker, push_through for more (CacheModeFor).
   cache_flags->mode = args.GetString("cache_mode", "");
@@ -647,9 +659,10 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                            o.batch_size, cache_flags.rows);
     if (cache_flags.rows > 0) {
       out << " (" << cache_flags.policy << ", "
-          << (cache_flags.mode.empty()
+          << (!cache_flags.mode.empty() ? cache_flags.mode
+              : cache_flags.rows_given
                   ? "write_back with 1 worker, push_through with 2+"
-                  : cache_flags.mode)
+                  : "write_back with 1 worker; no cache with 2+")
           << ", " << cache_flags.backend << ")";
     }
     out << "\n";
