@@ -149,7 +149,7 @@ class _CacheRows:
         return self.cache.lookup({self.table: ids})[0]
 
     def update(self, ids, grads, step):
-        self.cache.update({self.table: grads})
+        self.cache.update({self.table: grads}, step)
 
     def serve(self, ids):
         # The store gets the cache's rows first; then a serving pull.

@@ -142,7 +142,7 @@ class CacheHandle : public ClientDependent {
     return out;
   }
 
-  void Update(const py::handle& grads) {
+  void Update(const py::handle& grads, int64_t step) {
     std::vector<FloatArray> arrays;
     if (py::isinstance<py::dict>(grads)) {
       const py::dict d = py::reinterpret_borrow<py::dict>(grads);
@@ -166,7 +166,7 @@ class CacheHandle : public ClientDependent {
     }
     std::vector<absl::Span<const float>> spans;
     for (const FloatArray& a : arrays) spans.push_back(a.span());
-    ThrowIfError(Run([&](VocabCache& c) { return c.Update(spans); }));
+    ThrowIfError(Run([&](VocabCache& c) { return c.Update(spans, step); }));
   }
 
   void Announce(const py::handle& batch) {
@@ -291,8 +291,11 @@ list of (table, ids) pairs; each table at most once.
            "Looks up a batch; returns [rows (n_i, dim_i) float32] in batch "
            "order. The rows stay pinned until update() or release().")
       .def("update", &CacheHandle::Update, py::arg("grads"),
+           py::arg("step") = 0,
            "Applies the looked-up batch's gradients: a list of float32 "
-           "arrays (n_i, dim_i) in lookup order, or a dict {table: grads}.")
+           "arrays (n_i, dim_i) in lookup order, or a dict {table: grads}. "
+           "push_through pushes them at `step` (0: the table's step + 1); "
+           "write_back counts steps itself.")
       .def("release", &CacheHandle::Release,
            "Releases the looked-up batch without an update (evaluation).")
       .def("announce", &CacheHandle::Announce, py::arg("batch"),

@@ -95,6 +95,14 @@ def test_push_through_reads_the_store(stores):
         rows = cache.lookup([("a", ids)])[0]
         np.testing.assert_array_equal(rows, cached.pull("a", ids))
         cache.update([rng.standard_normal(rows.shape).astype(np.float32)])
+    # The pushes carry the caller's step (sync servers aggregate by it).
+    ids = np.array([3, 4], dtype=np.uint64)
+    rows = cache.lookup({"a": ids})[0]
+    cache.update({"a": np.ones_like(rows)}, step=41)
+    assert cached.pull_rows("a", ids).last_update_step.tolist() == [41, 41]
+    rows = cache.lookup({"a": ids})[0]
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        cache.update({"a": np.ones_like(rows)}, step=-1)
 
 
 def test_errors(stores):
