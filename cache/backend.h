@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +52,14 @@ class CacheBackend {
                                       absl::Span<const float> grads,
                                       int64_t step) = 0;
 };
+
+// The position lists ApplyGradients takes, from a batch's inverse index
+// (position i holds unique row inverse[i], 0 <= inverse[i] < num_unique):
+// row u's positions are (*positions)[(*offsets)[u] .. (*offsets)[u+1]),
+// ascending. A counting sort.
+void GroupPositionsByRow(absl::Span<const int32_t> inverse, size_t num_unique,
+                         std::vector<int32_t>* offsets,
+                         std::vector<int32_t>* positions);
 
 enum class BackendKind : int {
   kCpu = 0,

@@ -185,29 +185,18 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     part.ids.assign(in.ids.begin(), in.ids.end());
     dedup_.Reset(in.ids.size());
     part.inverse.resize(in.ids.size());
-    std::vector<int32_t> count;
     fp = Mix64(fp ^ static_cast<uint64_t>(t));
     for (size_t i = 0; i < in.ids.size(); ++i) {
       bool inserted;
       // < 2^31 distinct ids (checked above), so the index fits an int32_t.
-      const int32_t u =
+      part.inverse[i] =
           static_cast<int32_t>(dedup_.Insert(in.ids[i], &inserted));
-      if (inserted) count.push_back(0);
-      ++count[u];
-      part.inverse[i] = u;
       fp = Mix64(fp ^ in.ids[i]);
     }
     part.unique.assign(dedup_.unique().begin(), dedup_.unique().end());
-    const size_t nu = part.unique.size();
-    part.offsets.assign(nu + 1, 0);
-    for (size_t u = 0; u < nu; ++u)
-      part.offsets[u + 1] = part.offsets[u] + count[u];
-    part.positions.resize(in.ids.size());
-    std::vector<int32_t> fill(part.offsets.begin(), part.offsets.end() - 1);
-    for (size_t i = 0; i < in.ids.size(); ++i) {
-      part.positions[fill[part.inverse[i]]++] = static_cast<int32_t>(i);
-    }
-    part.slots.assign(nu, -1);
+    GroupPositionsByRow(part.inverse, part.unique.size(), &part.offsets,
+                        &part.positions);
+    part.slots.assign(part.unique.size(), -1);
     out->parts.push_back(std::move(part));
   }
   out->fingerprint = fp;

@@ -90,6 +90,17 @@ TEST(CpuBackendTest, AppliesTheStoresOptimizerToSummedDuplicates) {
             std::vector<float>(values.begin() + 2 * kDim, values.end()));
 }
 
+TEST(GroupPositionsByRowTest, ListsEachRowsPositionsAscending) {
+  std::vector<int32_t> offsets, positions;
+  // Positions 0..6 hold rows 2, 0, 2, 1, 0, 2, 0; row 3 is never named.
+  GroupPositionsByRow({2, 0, 2, 1, 0, 2, 0}, 4, &offsets, &positions);
+  EXPECT_EQ(offsets, (std::vector<int32_t>{0, 3, 4, 7, 7}));
+  EXPECT_EQ(positions, (std::vector<int32_t>{1, 4, 6, 3, 0, 2, 5}));
+  GroupPositionsByRow({}, 0, &offsets, &positions);
+  EXPECT_EQ(offsets, (std::vector<int32_t>{0}));
+  EXPECT_TRUE(positions.empty());
+}
+
 TEST(CpuBackendTest, RejectsBadShapes) {
   CpuBackend b;
   EXPECT_THAT(b.Allocate(0, 4, 0),

@@ -25,6 +25,7 @@
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
 #include "tools/common/text.h"
+#include "util/key_dedup.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -191,19 +192,20 @@ struct ApplyBatch {
 };
 
 ApplyBatch GroupByRow(absl::Span<const int32_t> slots) {
-  std::vector<int32_t> order(slots.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return slots[a] < slots[b]; });
-  ApplyBatch out;
-  out.positions = order;
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || slots[order[i]] != slots[order[i - 1]]) {
-      out.unique_slots.push_back(slots[order[i]]);
-      out.offsets.push_back(static_cast<int32_t>(i));
-    }
+  KeyDedup dedup;
+  dedup.Reset(slots.size());
+  std::vector<int32_t> inverse(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    bool inserted;
+    inverse[i] = static_cast<int32_t>(
+        dedup.Insert(static_cast<uint64_t>(slots[i]), &inserted));
   }
-  out.offsets.push_back(static_cast<int32_t>(order.size()));
+  ApplyBatch out;
+  for (uint64_t slot : dedup.unique()) {
+    out.unique_slots.push_back(static_cast<int32_t>(slot));
+  }
+  cache::GroupPositionsByRow(inverse, out.unique_slots.size(), &out.offsets,
+                             &out.positions);
   return out;
 }
 
