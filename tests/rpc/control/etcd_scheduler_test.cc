@@ -233,8 +233,12 @@ TEST_F(EtcdSchedulerTest, ExpiredLeaseMarksDeadAndTheNodeTakesItsRankBack) {
                map->servers(s1.rank()).state() == v1::NODE_STATE_DEAD;
       },
       absl::Seconds(30)));
-  EXPECT_TRUE(Logged("node id:s1 addr:h:2 rank " + std::to_string(s1.rank()) +
-                     " marked dead"));
+  // The scheduler that marked it logs after its etcd transaction, which
+  // the map may show first.
+  EXPECT_TRUE(WaitFor([&] {
+    return Logged("node id:s1 addr:h:2 rank " + std::to_string(s1.rank()) +
+                  " marked dead");
+  }));
   EXPECT_THAT(sa->Heartbeat("s1", absl::Now()),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(sa->Heartbeat("nobody", absl::Now()),
