@@ -613,6 +613,16 @@ TEST_F(TrainCliTest, DryRunValidatesAndTouchesNothing) {
                            "--world", "2", "--dry_run"});
   EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
   EXPECT_THAT(out, ::testing::HasSubstr("batch 100, cache 0 rows\n"));
+  // So a batch the default cache could not hold is no reason to refuse.
+  args.insert(args.end() - 1, {"--batch_size", "6000"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::HasSubstr("batch 6000, cache 0 rows\n"));
+  args = TrainArgs("ckpt-dry");
+  args.insert(args.end(), {"--batch_size", "6000", "--dry_run"});
+  EXPECT_EQ(RunPsTrain(args, &out, &err), 2);
+  EXPECT_THAT(err, ::testing::HasSubstr(
+                       "--cache_rows 262144 is too small for --batch_size "
+                       "6000"));
   args = TrainArgs("ckpt-dry");
   args.insert(args.end(),
               {"--store", "servers:127.0.0.1:1", "--rank", "1", "--world", "2",

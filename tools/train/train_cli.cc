@@ -291,6 +291,16 @@ absl::Status CacheModeFor(int world, CacheFlags* flags) {
   return absl::OkStatus();
 }
 
+// A batch and its prefetched successor must fit the cache.
+absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
+  const int64_t need = 2LL * batch_size * kNumCatFeatures;
+  if (rows >= need) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--cache_rows %d is too small for --batch_size %d: a batch and its "
+      "prefetched successor may need %d rows per table",
+      rows, batch_size, need));
+}
+
 absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                CacheFlags* cache_flags, std::string* store,
                                int64_t* memory_budget_mb) {
@@ -606,21 +616,17 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       }
     }
 #endif
-    // Two batches (the current one and the prefetched next) must fit.
-    const int64_t need = 2LL * o.batch_size * kNumCatFeatures;
-    if (cache_flags.rows < need) {
-      return Usage(err, absl::InvalidArgumentError(absl::StrFormat(
-                            "--cache_rows %d is too small for --batch_size %d: "
-                            "a batch and its prefetched successor may need "
-                            "%d rows per table",
-                            cache_flags.rows, o.batch_size, need)));
-    }
   }
   // The world is known now unless the cluster map gives it (then once
-  // joined, below).
-  if (cache_flags.rows > 0 && (!cluster || args.Has("world"))) {
+  // joined, below). A --cache_rows given is checked now either way.
+  const bool world_known = !cluster || args.Has("world");
+  if (cache_flags.rows > 0 && world_known) {
     absl::Status one_writer = CacheModeFor(o.shard.world, &cache_flags);
     if (!one_writer.ok()) return Usage(err, one_writer);
+  }
+  if (cache_flags.rows > 0 && (world_known || cache_flags.rows_given)) {
+    absl::Status fits = CacheFitsTwoBatches(cache_flags.rows, o.batch_size);
+    if (!fits.ok()) return Usage(err, fits);
   }
   const char* node_id_env = std::getenv("PS_NODE_ID");
   const std::string node_id = node_id_env != nullptr && *node_id_env != '\0'
@@ -709,8 +715,11 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
       o.shard.world = worker->world();
     }
     if (cache_flags.rows > 0) {
-      absl::Status one_writer = CacheModeFor(o.shard.world, &cache_flags);
-      if (!one_writer.ok()) return Fail(err, one_writer);
+      absl::Status decided = CacheModeFor(o.shard.world, &cache_flags);
+      if (decided.ok() && cache_flags.rows > 0) {
+        decided = CacheFitsTwoBatches(cache_flags.rows, o.batch_size);
+      }
+      if (!decided.ok()) return Fail(err, decided);
     }
     rpc::ClusterWorker* w = worker.get();
     // Rank 0 writes the cluster's checkpoints and its reports under CDIR;
