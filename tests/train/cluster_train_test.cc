@@ -13,10 +13,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "store/checkpoint_reader.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
@@ -81,6 +83,35 @@ std::vector<std::pair<std::string, std::string>> ExportAll(
     exports.emplace_back(t.spec.name, out);
   }
   return exports;
+}
+
+// `ps-dump export --with-state` text without its last column, the header's
+// frequency: the cache fetches rows with PullRows, which does not count a
+// sighting as Pull does.
+std::string WithoutFrequency(const std::string& tsv) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, line.substr(0, line.rfind('\t')), "\n");
+  }
+  return out;
+}
+
+// Every table of `got` equals `want`'s (ExportAll texts, in table order),
+// with or without the header's frequency column.
+void ExpectSameTables(
+    const std::vector<std::pair<std::string, std::string>>& want,
+    const std::vector<std::pair<std::string, std::string>>& got,
+    bool with_frequency, absl::string_view run) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_GE(want.size(), 4u);  // wide, deep, linear and MLP tables
+  for (size_t t = 0; t < want.size(); ++t) {
+    EXPECT_EQ(got[t].first, want[t].first);
+    EXPECT_GT(want[t].second.size(), 0u);
+    EXPECT_TRUE(with_frequency ? got[t].second == want[t].second
+                               : WithoutFrequency(got[t].second) ==
+                                     WithoutFrequency(want[t].second))
+        << "table " << want[t].first << " differs (" << run << ")";
+  }
 }
 
 class ClusterTrainTest : public ::testing::Test {
@@ -164,17 +195,9 @@ class ClusterTrainTest : public ::testing::Test {
     EXPECT_EQ(
         RunCli(&dump::RunDump, {"ps-dump", "verify", cluster}, &vout, &verr), 0)
         << vout << verr;
-    const auto want = ExportAll(embedded);
-    const auto got = ExportAll(cluster);
-    ASSERT_EQ(got.size(), want.size());
-    ASSERT_GE(want.size(), 4u);  // wide, deep, linear and MLP tables
-    for (size_t t = 0; t < want.size(); ++t) {
-      EXPECT_EQ(got[t].first, want[t].first);
-      EXPECT_GT(want[t].second.size(), 0u);
-      EXPECT_TRUE(got[t].second == want[t].second)
-          << "table " << want[t].first << " differs (cache_rows " << cache_rows
-          << ")";
-    }
+    ExpectSameTables(ExportAll(embedded), ExportAll(cluster),
+                     /*with_frequency=*/true,
+                     absl::StrCat("cache_rows ", cache_rows));
   }
 
   ScratchDir dir_;
@@ -189,37 +212,17 @@ TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedWithCache) {
   ExpectSameExports(4096);
 }
 
-// `ps-dump export --with-state` text without its last column, the header's
-// frequency: the cache fetches rows with PullRows, which does not count a
-// sighting as Pull does.
-std::string WithoutFrequency(const std::string& tsv) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(tsv, '\n', absl::SkipEmpty())) {
-    absl::StrAppend(&out, line.substr(0, line.rfind('\t')), "\n");
-  }
-  return out;
-}
-
 // Two sync workers with the worker cache train exactly what two without it
-// do (values, optimizer state, update steps and counts): with 2+ workers the
-// cache pushes every step's gradients through to the servers (push-through, the
-// default there), where a write-back cache would write each worker's copy of a
-// row back over the other's updates.
+// do (values, optimizer state, update steps and counts): with 2+ workers a
+// cache (--cache_rows given; none by default) pushes every step's gradients
+// through to the servers, where a write-back cache would write each
+// worker's copy of a row back over the other's updates.
 TEST_F(ClusterTrainTest, TwoSyncWorkersWithTheCacheEqualTwoWithout) {
   std::string cached, uncached;
   ASSERT_NO_FATAL_FAILURE(Cluster(4096, &cached, 2));
   ASSERT_NO_FATAL_FAILURE(Cluster(0, &uncached, 2));
-  const auto want = ExportAll(uncached);
-  const auto got = ExportAll(cached);
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_GE(want.size(), 4u);
-  for (size_t t = 0; t < want.size(); ++t) {
-    EXPECT_EQ(got[t].first, want[t].first);
-    EXPECT_GT(want[t].second.size(), 0u);
-    EXPECT_TRUE(WithoutFrequency(got[t].second) ==
-                WithoutFrequency(want[t].second))
-        << "table " << want[t].first << " differs";
-  }
+  ExpectSameTables(ExportAll(uncached), ExportAll(cached),
+                   /*with_frequency=*/false, "2 sync workers, cache 4096");
 }
 
 // Two async workers with SSP staleness 1 against 2 (async) servers: both
