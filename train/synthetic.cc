@@ -83,6 +83,7 @@ absl::StatusOr<GeneratorResult> GenerateSynthetic(const GeneratorOptions& o,
   }
   GeneratorResult result;
   result.vocab_sizes = model.vocab_sizes();
+  result.field_weight_std = model.field_weight_std();
   const bool longtail = o.kind == GeneratorKind::kLongtail;
 
   Rng rng(o.seed);
@@ -189,6 +190,7 @@ absl::StatusOr<GeneratorResult> GenerateSynthetic(const GeneratorOptions& o,
       "  \"test_rows\": %d,\n"
       "  \"train_files\": %d,\n"
       "  \"vocab_sizes\": [%s],\n"
+      "  \"field_weight_std\": [%s],\n"
       "  \"zipf_s\": %.6g,\n"
       "  \"missing_rate\": %.6g,\n"
       "  \"train_ctr\": %.6f,\n"
@@ -199,9 +201,14 @@ absl::StatusOr<GeneratorResult> GenerateSynthetic(const GeneratorOptions& o,
       "  \"singleton_values\": %d\n"
       "}\n",
       GeneratorKindName(o.kind), o.seed, o.train_rows, o.test_rows,
-      o.train_files, absl::StrJoin(result.vocab_sizes, ", "), o.zipf_s,
-      o.missing_rate, result.train_ctr, result.test_ctr, result.bayes_auc,
-      result.bayes_auc_expected, result.bayes_logloss, result.singleton_values);
+      o.train_files, absl::StrJoin(result.vocab_sizes, ", "),
+      absl::StrJoin(result.field_weight_std, ", ",
+                    [](std::string* out, double v) {
+                      absl::StrAppendFormat(out, "%.9g", v);
+                    }),
+      o.zipf_s, o.missing_rate, result.train_ctr, result.test_ctr,
+      result.bayes_auc, result.bayes_auc_expected, result.bayes_logloss,
+      result.singleton_values);
   s = (*meta_or)->Close();
   if (!s.ok()) return s;
   result.files.push_back(meta_path);

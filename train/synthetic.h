@@ -112,6 +112,7 @@ struct GeneratorOptions {
 struct GeneratorResult {
   std::vector<std::string> files;  // everything written, meta.json last
   std::vector<int64_t> vocab_sizes;
+  std::vector<double> field_weight_std;  // SyntheticModel::field_weight_std
   double train_ctr = 0;
   double test_ctr = 0;
   double bayes_auc = 0;
@@ -152,6 +153,9 @@ class SyntheticModel {
   int64_t SampleRank(int field, double u) const;
   // The mean of log(x_j) of integer feature j.
   double IntMu(int j) const { return int_mu_[j]; }
+  // The std of field f's per-id weights, w_f(id) ~ N(0, std_f^2): the prior
+  // a Bayes estimator of the additive kind's weights would use.
+  const std::vector<double>& field_weight_std() const { return field_std_; }
   const GeneratorOptions& options() const { return options_; }
   const std::vector<int64_t>& vocab_sizes() const { return vocab_; }
   // pairs: the interacting field pairs, in seeded order.
