@@ -155,14 +155,25 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
        {"cross.b0", "cross.out", "cross.w0", "deep", "mlp.b0", "mlp.b1",
         "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide.scale",
         "wide_linear"}},
-      {"lr", {"wide", "wide.scale", "wide_linear"}}};
+      {"lr", {"wide", "wide_linear"}}};
+  // lr trains at its own wide defaults (FTRL-Proximal; TrainArgs' rate is
+  // the Newton step's).
+  auto args = [&](const std::string& ckpt, const std::string& model) {
+    std::vector<std::string> a = TrainArgs(ckpt);
+    if (model == "lr") {
+      a.erase(std::find(a.begin(), a.end(), "--wide_lr"),
+              std::find(a.begin(), a.end(), "--wide_lr") + 2);
+    }
+    a.insert(a.end(), {"--model", model});
+    if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
+    return a;
+  };
   for (const auto& [model, want] : tables) {
     SCOPED_TRACE(model);
-    std::vector<std::string> a = TrainArgs("ckpt-" + model);
-    a.insert(a.end(), {"--model", model, "--cache_rows", "6000"});
+    std::vector<std::string> a = args("ckpt-" + model, model);
+    a.insert(a.end(), {"--cache_rows", "6000"});
     if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
-    std::string out;
-    ASSERT_EQ(RunPsTrain(a, &out), 0);
+    ASSERT_EQ(RunPsTrain(a), 0);
     const std::string summary =
         ReadAll(dir_.Sub("ckpt-" + model + "/summary.json"));
     const std::optional<double> auc = JsonNumber(summary, "auc");
@@ -175,9 +186,8 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
     EXPECT_EQ(names, want);
     EXPECT_GT(rows.at("wide").size(), 500u);
 
-    std::vector<std::string> c = TrainArgs("ckpt-" + model + "-nocache");
-    c.insert(c.end(), {"--model", model, "--cache_rows", "0"});
-    if (model == "dcn") c.insert(c.end(), {"--cross_layers", "1"});
+    std::vector<std::string> c = args("ckpt-" + model + "-nocache", model);
+    c.insert(c.end(), {"--cache_rows", "0"});
     ASSERT_EQ(RunPsTrain(c), 0);
     const Rows uncached =
         CheckpointRows(dir_.Sub("ckpt-" + model + "-nocache"));
@@ -202,8 +212,10 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
   }
 }
 
-// The lr baseline's FTRL rate defaults to 1.0, the others' to 0.0015; an
-// explicit --wide_lr wins. Read back from the checkpoint's table specs.
+// The lr baseline's wide part defaults to FTRL-Proximal at its per-example
+// scale (alpha 0.2, beta = lambda1 = lambda2 = 1 at batch 100), the
+// others' to the Newton step; explicit flags win. Read back from the
+// checkpoint's table specs.
 TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
   std::vector<std::string> last_tables;
   optim::OptimizerSpec last_wide;
@@ -233,18 +245,26 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
     return std::find(last_tables.begin(), last_tables.end(), "wide.scale") !=
            last_tables.end();
   };
-  // lr: the same Newton-step FTRL and scales, with its own decay.
-  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 0.0015f);
-  EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);
-  EXPECT_EQ(last_wide.lr_power, -1.0f);
-  EXPECT_EQ(last_wide.accumulator_decay, 0.98f);
+  // lr: FTRL-Proximal, the batch-mean gradients rescaled (batch 100).
+  EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 0.2f);
+  EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);  // (1 / 100)^2
+  EXPECT_EQ(last_wide.l1, 0.01f);                   // 1 / 100
+  EXPECT_EQ(last_wide.l2, 0.005f);                  // 1 / (2 * 100)
+  EXPECT_EQ(last_wide.lr_power, -0.5f);
+  EXPECT_EQ(last_wide.accumulator_decay, 1.0f);
+  EXPECT_FALSE(has_scale());
+  EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3",
+                                 "--wide_l2", "0", "--wide_field_scale"}),
+            0.3f);
+  EXPECT_EQ(last_wide.l2, 0.0f);
   EXPECT_TRUE(has_scale());
-  EXPECT_EQ(wide_lr("ckpt-lr2", {"--model", "lr", "--wide_lr", "0.3"}), 0.3f);
   // The others: the Newton-step FTRL with decay and per-field scales.
   EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.0015f);
   EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);
   EXPECT_EQ(last_wide.lr_power, -1.0f);
   EXPECT_EQ(last_wide.accumulator_decay, 0.99f);
+  EXPECT_EQ(last_wide.l1, 0.0f);
+  EXPECT_EQ(last_wide.l2, 0.001f);
   EXPECT_TRUE(has_scale());
   wide_lr("ckpt-ws", {"--wide_field_scale=false", "--wide_decay", "1",
                       "--wide_lr_power", "-0.5", "--wide_init_acc", "0.1"});

@@ -41,27 +41,37 @@ constexpr char kDefaultModel[] = "deepfwfm";
 // AUC on the longtail data, 2.5 x faster there: no row per singleton); lr
 // keeps 0, its best (-0.0003 at 2).
 constexpr int64_t kDeepMinCount = 2;
-// The wide part of every model, unless its flags are given (issue 18):
-// FTRL with lr_power -1 is a per-coordinate online Newton step,
-// w = -lr z / n, n = initial accumulator + sum of squared gradients (the
-// Fisher information of the id's weight), i.e. the Laplace-approximated
-// posterior mean under a N(0, 1 / (initial_accumulator B^2)) prior at
-// batch B when lr is about 1/B: 0.0015 and 1e-4 at batch 512 (a prior std
-// of about 0.2, the generators' per-field weight scale). The accumulator
-// decays per update of a row, so hot ids keep tracking weights that
-// drift, and each field's embeddings are scaled by a learned factor (Adam
-// at 0.03), the per-field prior a Bayes estimator would use. Against the
-// textbook FTRL (0.05 in the models with deep embeddings, 1.0 for lr, its
-// best): deepfwfm +0.0029 / +0.0066 / +0.0021 test AUC on the additive /
-// pairs / longtail data (seed 1), +0.0018 / +0.0074 / +0.0017 on a second
-// draw (seed 2); lr +0.0041 / +0.0027 / +0.0033 (seed 1), at batch 512
-// (BENCHMARKS.md, issue 18). The decay is each model's best: 0.99 with
-// deep embeddings, 0.98 for lr (0.97 and 0.995 score lower on two kinds).
+// The wide part of the models with deep embeddings, unless its flags are
+// given (issue 18): FTRL with lr_power -1 is a per-coordinate online Newton
+// step, w = -lr z / n, n = initial accumulator + sum of squared gradients
+// (the Fisher information of the id's weight), i.e. the Laplace-approximated
+// posterior mean under a N(0, 1 / (initial_accumulator B^2)) prior at batch
+// B when lr is about 1/B: 0.0015 and 1e-4 at batch 512 (a prior std of
+// about 0.2, the generators' per-field weight scale). The accumulator decays
+// per update of a row, so hot ids keep tracking weights that drift, and each
+// field's embeddings are scaled by a learned factor (Adam at 0.03), the
+// per-field prior a Bayes estimator would use. The decay 0.99 was deepfwfm's
+// best. Against FTRL-Proximal at its per-example scale (kLrWide* below, the
+// lr baseline's) deepfwfm scores -0.0011 / -0.0017 / +0.0013 test AUC on
+// the additive / pairs / longtail data (seed 1, batch 512, BENCHMARKS.md):
+// neither is better on every kind.
 constexpr double kWideLr = 0.0015;
 constexpr double kWideInitAcc = 1e-4;
 constexpr double kWideLrPower = -1.0;
 constexpr double kDeepWideDecay = 0.99;
-constexpr double kLrWideDecay = 0.98;
+// --model lr, the baseline: FTRL-Proximal as McMahan et al. (2013) give it,
+// with their per-example hyperparameters alpha 0.2, beta 1, lambda1 1,
+// lambda2 1 (the best of a sweep on the three data kinds, BENCHMARKS.md).
+// The trainer's gradients are batch means, so at batch B those become an
+// initial accumulator (beta / B)^2 (beta enters as sqrt(n0), TF's form), l1
+// lambda1 / B and l2 lambda2 / (2 B) (the kernel's denominator has 2 l2); a
+// rare id's update is then the one per-example FTRL would make. Without the
+// rescaling (accumulator 0.1 at batch 512 is a beta of 162) lr scored 0.011
+// below this on the additive data.
+constexpr double kLrWideLr = 0.2;
+constexpr double kLrBeta = 1.0;
+constexpr double kLrL1 = 1.0;
+constexpr double kLrL2 = 1.0;
 
 constexpr char kUsage[] =
     "usage:\n"
@@ -109,8 +119,8 @@ constexpr char kUsage[] =
     "  per field pair, over the deep embeddings; deepfm: + the FM\n"
     "  second-order term; dcn: + DCN-v2 cross layers (--cross_layers,\n"
     "  default 2) beside the MLP; lr: the wide part alone, a logistic\n"
-    "  regression on hashed one-hot features, the baseline, whose --wide_lr\n"
-    "  defaults to 1.0 instead of 0.05 and --min_count to 0 instead of 2)\n"
+    "  regression on hashed one-hot features trained by FTRL-Proximal,\n"
+    "  the baseline (its wide defaults below), --min_count 0 instead of 2)\n"
     "           [--cache_rows N] [--cache_policy lru|lfu|lookahead]\n"
     "           [--cache_mode write_back|push_through] [--cache_backend "
     "cpu|cuda]\n"
@@ -133,13 +143,17 @@ constexpr char kUsage[] =
     "           [--wide_field_scale[=false]] [--wide_scale_lr F]\n"
     "  (the wide part's FTRL: --wide_lr, starting accumulator, lr power and\n"
     "  accumulator decay per row update (n' = F n + g^2); defaults 0.0015,\n"
-    "  1e-4, -1 (a per-coordinate Newton step) and 0.99 (0.98 for lr);\n"
-    "  --wide_lr_power -0.5 --wide_init_acc 0.1 --wide_decay 1 is the\n"
-    "  textbook FTRL. With --wide_lr_power -1 --wide_lr is about\n"
-    "  1 / batch size (0.0015 is for batch 512); textbook FTRL rates such\n"
-    "  as 0.1 overshoot badly. --wide_field_scale: each field's wide\n"
-    "  embedding times a learned factor (dense table wide.scale, all 1 at\n"
-    "  start, Adam at --wide_scale_lr, default 0.03); on by default)\n"
+    "  1e-4, -1 (a per-coordinate Newton step) and 0.99; --wide_l1 0,\n"
+    "  --wide_l2 0.001. Gradients are batch means: with --wide_lr_power\n"
+    "  -1 --wide_lr is about 1 / B (0.0015 is for batch 512) and FTRL rates\n"
+    "  such as 0.1 overshoot badly; FTRL-Proximal's per-example alpha,\n"
+    "  beta, lambda1, lambda2 at batch B are --wide_lr alpha\n"
+    "  --wide_lr_power -0.5 --wide_init_acc (beta/B)^2 --wide_l1 lambda1/B\n"
+    "  --wide_l2 lambda2/(2B) --wide_decay 1, lr's defaults with alpha\n"
+    "  0.2 and beta = lambda1 = lambda2 = 1. --wide_field_scale: each\n"
+    "  field's wide embedding times a learned factor (dense table\n"
+    "  wide.scale, all 1 at start, Adam at --wide_scale_lr, default 0.03);\n"
+    "  on by default, off for lr)\n"
     "           [--dropout F] [--min_count N]\n"
     "  (--min_count N: ids seen fewer than N times in training share their\n"
     "  field's learned fallback row; 0 = off; default 2, 0 for lr)\n"
@@ -453,28 +467,38 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
       lr, args.GetDouble("deep_init", o->model.deep_init, 1e-9, 1));
   o->model.deep_init = static_cast<float>(lr);
   const bool lr_model = o->model.kind == ModelKind::kLr;
-  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr", kWideLr, 1e-9, 100));
+  const double batch = o->batch_size;
+  PSDB_ASSIGN_OR_RETURN(
+      lr, args.GetDouble("wide_lr", lr_model ? kLrWideLr : kWideLr, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble("wide_init_acc", kWideInitAcc, 1e-12, 1e6));
+      lr, args.GetDouble(
+              "wide_init_acc",
+              lr_model ? (kLrBeta / batch) * (kLrBeta / batch) : kWideInitAcc,
+              1e-12, 1e6));
   o->model.wide_initial_accumulator = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(lr,
-                        args.GetDouble("wide_lr_power", kWideLrPower, -10, 0));
+  PSDB_ASSIGN_OR_RETURN(
+      lr,
+      args.GetDouble("wide_lr_power", lr_model ? -0.5 : kWideLrPower, -10, 0));
   o->model.wide_lr_power = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble("wide_decay", lr_model ? kLrWideDecay : kDeepWideDecay,
-                         1e-6, 1));
+      lr,
+      args.GetDouble("wide_decay", lr_model ? 1.0 : kDeepWideDecay, 1e-6, 1));
   o->model.wide_accumulator_decay = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(o->model.wide_field_scale,
-                        args.GetBool("wide_field_scale", /*def=*/true));
+                        args.GetBool("wide_field_scale", !lr_model));
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("wide_scale_lr", o->model.wide_scale_lr, 1e-9, 100));
   o->model.wide_scale_lr = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(double reg,
-                        args.GetDouble("wide_l1", o->model.wide_l1, 0, 1e6));
+  PSDB_ASSIGN_OR_RETURN(
+      double reg,
+      args.GetDouble("wide_l1", lr_model ? kLrL1 / batch : o->model.wide_l1, 0,
+                     1e6));
   o->model.wide_l1 = static_cast<float>(reg);
-  PSDB_ASSIGN_OR_RETURN(reg,
-                        args.GetDouble("wide_l2", o->model.wide_l2, 0, 1e6));
+  PSDB_ASSIGN_OR_RETURN(
+      reg, args.GetDouble("wide_l2",
+                          lr_model ? kLrL2 / (2 * batch) : o->model.wide_l2, 0,
+                          1e6));
   o->model.wide_l2 = static_cast<float>(reg);
   PSDB_ASSIGN_OR_RETURN(reg,
                         args.GetDouble("deep_l2", o->model.deep_l2, 0, 1e6));
