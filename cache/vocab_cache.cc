@@ -233,21 +233,24 @@ absl::Status VocabCache::Assign(PendingBatch* batch, bool count_access,
         misses[table.pool].emplace_back(k, u);
         continue;
       }
+      // A stale row is fetched again: like a miss, its first position is
+      // served by the store, not the cache.
+      const bool stale = !write_back && table.pushes - pool.fetched_at[slot] >
+                                            options_.max_staleness;
       if (count_access) {
         pool.map->PinAndAccess(slot);
-        table.stats.hits += part.offsets[u + 1] - part.offsets[u];
+        table.stats.hits += part.offsets[u + 1] - part.offsets[u] - stale;
+        table.stats.refreshes += stale;
       } else {
         pool.map->Pin(slot);
       }
       batch->pinned.emplace_back(table.pool, slot);
       part.slots[u] = slot;
-      if (!write_back &&
-          table.pushes - pool.fetched_at[slot] > options_.max_staleness) {
+      if (stale) {
         Fetch::Part& fp = fetch->parts[part.table];
         fp.keys.push_back(part.unique[u]);
         fp.slots.push_back(slot);
         fp.fresh.push_back(false);
-        if (count_access) ++table.stats.refreshes;
       }
     }
     if (count_access) {

@@ -65,9 +65,12 @@
 // Stats per table (TableCacheStats): lookups count ids (positions); a
 // position misses if its row was not resident when its batch was looked up
 // and it is the row's first position in the batch (the fetched row serves
-// the duplicates), otherwise it hits; prefetched rows count as resident.
-// misses are rows Lookup fetched, refreshes stale rows re-fetched (also
-// hits), prefetched the rows Prefetch fetched.
+// the duplicates), it refreshes if its row was resident but stale
+// (push-through) and it is the row's first position, otherwise it hits:
+// lookups = hits + misses + refreshes. Prefetched rows count as resident
+// (and, under push-through, are stale once a push has passed their fetch).
+// misses are rows Lookup fetched, refreshes stale rows it re-fetched,
+// prefetched the rows Prefetch fetched.
 //
 // Thread-safety: the public methods are meant for one training thread (they
 // may be called from different threads but not at the same time); the
@@ -119,7 +122,7 @@ struct TableCacheStats {
   std::string table;
   uint64_t lookups = 0;      // ids looked up (with duplicates)
   uint64_t unique_ids = 0;   // de-duplicated per batch
-  uint64_t hits = 0;         // looked-up ids whose row was resident
+  uint64_t hits = 0;         // looked-up ids served by a resident row
   uint64_t misses = 0;       // rows fetched by Lookup
   uint64_t refreshes = 0;    // stale rows re-fetched (push-through)
   uint64_t prefetched = 0;   // rows fetched by Prefetch

@@ -85,6 +85,7 @@ EmbeddingStats CachedEmbeddingSource::Stats() const {
     s.lookups += t.lookups;
     s.hits += t.hits;
     s.misses += t.misses;
+    s.refreshes += t.refreshes;
     s.evictions += t.evictions;
   }
   for (const std::string& table : tables_) {

@@ -30,6 +30,7 @@ struct EmbeddingStats {
   uint64_t lookups = 0;      // ids looked up
   uint64_t hits = 0;         // ids served by the worker cache
   uint64_t misses = 0;       // rows fetched from the parameter client
+  uint64_t refreshes = 0;    // stale rows fetched again (push-through)
   uint64_t evictions = 0;    // rows evicted from the worker cache
   uint64_t cached_rows = 0;  // rows resident in the worker cache now
 };

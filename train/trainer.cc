@@ -567,13 +567,14 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   if (es.has_cache) {
     std::fprintf(
         log,
-        "worker cache: hit rate %s (%llu lookups, %llu misses, %llu "
-        "evictions), %llu rows cached\n",
+        "worker cache: hit rate %s (%llu lookups, %llu misses, %llu stale "
+        "rows refreshed, %llu evictions), %llu rows cached\n",
         result.cache_hit_rate.has_value()
             ? absl::StrFormat("%.1f%%", 100 * *result.cache_hit_rate).c_str()
             : "n/a",
         static_cast<unsigned long long>(es.lookups),
         static_cast<unsigned long long>(es.misses),
+        static_cast<unsigned long long>(es.refreshes),
         static_cast<unsigned long long>(es.evictions),
         static_cast<unsigned long long>(es.cached_rows));
   } else {
