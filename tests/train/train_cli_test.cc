@@ -79,13 +79,12 @@ class TrainCliTest : public ::testing::Test {
   }
   std::string data() const { return dir_.Sub("data"); }
   std::vector<std::string> TrainArgs(const std::string& ckpt) const {
-    return {"--data",           data(),  "--checkpoint_dir",   dir_.Sub(ckpt),
-            "--batch_size",     "100",   "--deep_dim",         "4",
-            "--hidden",         "16,8",  "--block_dim",        "64",
-            "--log_every",      "10",    "--checkpoint_every", "20",
-            "--deep_lr",        "0.01",  "--wide_lr",          "0.002",
-            "--dense_lr",       "0.003", "--no_progress",      "--no_plot",
-            "--valid_fraction", "0"};
+    return {"--data",        data(),      "--checkpoint_dir",   dir_.Sub(ckpt),
+            "--batch_size",  "100",       "--deep_dim",         "4",
+            "--hidden",      "16,8",      "--block_dim",        "64",
+            "--log_every",   "10",        "--checkpoint_every", "20",
+            "--deep_lr",     "0.01",      "--dense_lr",         "0.003",
+            "--no_progress", "--no_plot", "--valid_fraction",   "0"};
   }
 
   ScratchDir dir_;
@@ -156,14 +155,8 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
         "mlp.b2", "mlp.w0", "mlp.w1", "mlp.w2", "wide", "wide.scale",
         "wide_linear"}},
       {"lr", {"wide", "wide_linear"}}};
-  // lr trains at its own wide defaults (FTRL-Proximal; TrainArgs' rate is
-  // the Newton step's).
   auto args = [&](const std::string& ckpt, const std::string& model) {
     std::vector<std::string> a = TrainArgs(ckpt);
-    if (model == "lr") {
-      a.erase(std::find(a.begin(), a.end(), "--wide_lr"),
-              std::find(a.begin(), a.end(), "--wide_lr") + 2);
-    }
     a.insert(a.end(), {"--model", model});
     if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
     return a;
@@ -212,18 +205,16 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
   }
 }
 
-// The lr baseline's wide part defaults to FTRL-Proximal at its per-example
-// scale (alpha 0.2, beta = lambda1 = lambda2 = 1 at batch 100), the
-// others' to the Newton step; explicit flags win. Read back from the
-// checkpoint's table specs.
-TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
+// The wide part defaults to FTRL-Proximal at its per-example scale (beta 1
+// at batch 100): alpha 0.1 without l1/l2 and with field scales, alpha 0.2
+// and lambda1 = lambda2 = 1 without them for the lr baseline; explicit
+// flags win. Read back from the checkpoint's table specs.
+TEST_F(TrainCliTest, WidePartDefaultsToFtrlProximalAtItsPerExampleScale) {
   std::vector<std::string> last_tables;
   optim::OptimizerSpec last_wide;
   auto wide_lr = [&](const std::string& ckpt,
                      std::vector<std::string> flags) -> float {
     std::vector<std::string> args = TrainArgs(ckpt);
-    const auto at = std::find(args.begin(), args.end(), "--wide_lr");
-    args.erase(at, at + 2);
     args.insert(args.end(), {"--max_steps", "2", "--cache_rows", "0"});
     args.insert(args.end(), flags.begin(), flags.end());
     EXPECT_EQ(RunPsTrain(args), 0);
@@ -245,7 +236,7 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
     return std::find(last_tables.begin(), last_tables.end(), "wide.scale") !=
            last_tables.end();
   };
-  // lr: FTRL-Proximal, the batch-mean gradients rescaled (batch 100).
+  // lr: alpha 0.2, lambda1 = lambda2 = 1, no scales.
   EXPECT_EQ(wide_lr("ckpt-lr", {"--model", "lr"}), 0.2f);
   EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);  // (1 / 100)^2
   EXPECT_EQ(last_wide.l1, 0.01f);                   // 1 / 100
@@ -258,19 +249,23 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
             0.3f);
   EXPECT_EQ(last_wide.l2, 0.0f);
   EXPECT_TRUE(has_scale());
-  // The others: the Newton-step FTRL with decay and per-field scales.
-  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.0015f);
+  // The others: alpha 0.1, no l1/l2, field scales.
+  EXPECT_EQ(wide_lr("ckpt-wd", {}), 0.1f);
   EXPECT_EQ(last_wide.initial_accumulator, 1e-4f);
-  EXPECT_EQ(last_wide.lr_power, -1.0f);
-  EXPECT_EQ(last_wide.accumulator_decay, 0.99f);
-  EXPECT_EQ(last_wide.l1, 0.0f);
-  EXPECT_EQ(last_wide.l2, 0.001f);
-  EXPECT_TRUE(has_scale());
-  wide_lr("ckpt-ws", {"--wide_field_scale=false", "--wide_decay", "1",
-                      "--wide_lr_power", "-0.5", "--wide_init_acc", "0.1"});
-  EXPECT_EQ(last_wide.initial_accumulator, 0.1f);
   EXPECT_EQ(last_wide.lr_power, -0.5f);
   EXPECT_EQ(last_wide.accumulator_decay, 1.0f);
+  EXPECT_EQ(last_wide.l1, 0.0f);
+  EXPECT_EQ(last_wide.l2, 0.0f);
+  EXPECT_TRUE(has_scale());
+  // The Newton step of earlier defaults, by flags.
+  EXPECT_EQ(
+      wide_lr("ckpt-ws", {"--wide_field_scale=false", "--wide_decay", "0.99",
+                          "--wide_lr_power", "-1", "--wide_init_acc", "0.5",
+                          "--wide_lr", "0.002"}),
+      0.002f);
+  EXPECT_EQ(last_wide.initial_accumulator, 0.5f);
+  EXPECT_EQ(last_wide.lr_power, -1.0f);
+  EXPECT_EQ(last_wide.accumulator_decay, 0.99f);
   EXPECT_FALSE(has_scale());
   // --min_count: 2 by default, 0 for lr, an explicit value wins.
   auto min_count = [&](const std::string& ckpt) {
@@ -278,7 +273,7 @@ TEST_F(TrainCliTest, LrBaselineDefaultsToItsOwnWideRate) {
   };
   EXPECT_EQ(min_count("ckpt-wd"), 2);
   EXPECT_EQ(min_count("ckpt-lr"), 0);
-  EXPECT_EQ(wide_lr("ckpt-mc", {"--min_count", "0"}), 0.0015f);
+  EXPECT_EQ(wide_lr("ckpt-mc", {"--min_count", "0"}), 0.1f);
   EXPECT_EQ(min_count("ckpt-mc"), 0);
 }
 

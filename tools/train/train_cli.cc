@@ -41,37 +41,33 @@ constexpr char kDefaultModel[] = "deepfwfm";
 // AUC on the longtail data, 2.5 x faster there: no row per singleton); lr
 // keeps 0, its best (-0.0003 at 2).
 constexpr int64_t kDeepMinCount = 2;
-// The wide part of the models with deep embeddings, unless its flags are
-// given (issue 18): FTRL with lr_power -1 is a per-coordinate online Newton
-// step, w = -lr z / n, n = initial accumulator + sum of squared gradients
-// (the Fisher information of the id's weight), i.e. the Laplace-approximated
-// posterior mean under a N(0, 1 / (initial_accumulator B^2)) prior at batch
-// B when lr is about 1/B: 0.0015 and 1e-4 at batch 512 (a prior std of
-// about 0.2, the generators' per-field weight scale). The accumulator decays
-// per update of a row, so hot ids keep tracking weights that drift, and each
-// field's embeddings are scaled by a learned factor (Adam at 0.03), the
-// per-field prior a Bayes estimator would use. The decay 0.99 was deepfwfm's
-// best. Against FTRL-Proximal at its per-example scale (kLrWide* below, the
-// lr baseline's) deepfwfm scores -0.0011 / -0.0017 / +0.0013 test AUC on
-// the additive / pairs / longtail data (seed 1, batch 512, BENCHMARKS.md):
-// neither is better on every kind.
-constexpr double kWideLr = 0.0015;
-constexpr double kWideInitAcc = 1e-4;
-constexpr double kWideLrPower = -1.0;
-constexpr double kDeepWideDecay = 0.99;
-// --model lr, the baseline: FTRL-Proximal as McMahan et al. (2013) give it,
-// with their per-example hyperparameters alpha 0.2, beta 1, lambda1 1,
-// lambda2 1 (the best of a sweep on the three data kinds, BENCHMARKS.md).
-// The trainer's gradients are batch means, so at batch B those become an
-// initial accumulator (beta / B)^2 (beta enters as sqrt(n0), TF's form), l1
-// lambda1 / B and l2 lambda2 / (2 B) (the kernel's denominator has 2 l2); a
-// rare id's update is then the one per-example FTRL would make. Without the
-// rescaling (accumulator 0.1 at batch 512 is a beta of 162) lr scored 0.011
-// below this on the additive data.
-constexpr double kLrWideLr = 0.2;
-constexpr double kLrBeta = 1.0;
-constexpr double kLrL1 = 1.0;
-constexpr double kLrL2 = 1.0;
+// The wide part of every model, unless its flags are given (issue 18):
+// FTRL-Proximal as McMahan et al. (2013) give it, with per-example
+// hyperparameters alpha, beta, lambda1, lambda2. The trainer's gradients are
+// batch means, so at batch B they become --wide_lr alpha, an initial
+// accumulator (beta / B)^2 (beta enters as sqrt(n0), TF's form), l1
+// lambda1 / B and l2 lambda2 / (2 B) (the kernel's denominator has 2 l2): a
+// rare id's update is then the one per-example FTRL would make. Unscaled
+// (accumulator 0.1 at batch 512 is a beta of 162) lr scored 0.011 lower on
+// the additive data. The models with deep embeddings use alpha 0.1 without
+// l1/l2, and scale each field's wide embeddings by a learned factor (Adam
+// at 0.03); that beat the per-coordinate Newton step they had before
+// (lr_power -1, decay 0.99) by +0.0011 / +0.0017 / -0.0013 test AUC on the
+// additive / pairs / longtail data of ps-bench train (seed 1), +0.0017 /
+// +0.0050 / -0.0001 on seed 2, and +0.0024 / +0.0023 / -0.0009 on `ps-train
+// gen`'s default size, where the Newton step had scored below lr. lr, the
+// baseline, uses alpha 0.2 and lambda1 = lambda2 = 1, the best of the four
+// settings tried on it, without field scales. BENCHMARKS.md, "The lr
+// baseline at its per-example scale".
+struct WideDefaults {
+  double alpha;
+  double lambda1;
+  double lambda2;
+  bool field_scale;
+};
+constexpr double kWideBeta = 1.0;
+constexpr WideDefaults kDeepWide = {0.1, 0.0, 0.0, true};
+constexpr WideDefaults kLrWide = {0.2, 1.0, 1.0, false};
 
 constexpr char kUsage[] =
     "usage:\n"
@@ -141,17 +137,15 @@ constexpr char kUsage[] =
     "           [--wide_lr F] [--wide_l1 F] [--wide_l2 F] [--deep_l2 F]\n"
     "           [--wide_init_acc F] [--wide_lr_power F] [--wide_decay F]\n"
     "           [--wide_field_scale[=false]] [--wide_scale_lr F]\n"
-    "  (the wide part's FTRL: --wide_lr, starting accumulator, lr power and\n"
-    "  accumulator decay per row update (n' = F n + g^2); defaults 0.0015,\n"
-    "  1e-4, -1 (a per-coordinate Newton step) and 0.99; --wide_l1 0,\n"
-    "  --wide_l2 0.001. Gradients are batch means: with --wide_lr_power\n"
-    "  -1 --wide_lr is about 1 / B (0.0015 is for batch 512) and FTRL rates\n"
-    "  such as 0.1 overshoot badly; FTRL-Proximal's per-example alpha,\n"
-    "  beta, lambda1, lambda2 at batch B are --wide_lr alpha\n"
-    "  --wide_lr_power -0.5 --wide_init_acc (beta/B)^2 --wide_l1 lambda1/B\n"
-    "  --wide_l2 lambda2/(2B) --wide_decay 1, lr's defaults with alpha\n"
-    "  0.2 and beta = lambda1 = lambda2 = 1. --wide_field_scale: each\n"
-    "  field's wide embedding times a learned factor (dense table\n"
+    "  (the wide part: FTRL-Proximal with per-example alpha, beta,\n"
+    "  lambda1, lambda2; gradients are batch means, so at batch B that is\n"
+    "  --wide_lr alpha --wide_init_acc (beta/B)^2 --wide_l1 lambda1/B\n"
+    "  --wide_l2 lambda2/(2B) --wide_lr_power -0.5 --wide_decay 1, the\n"
+    "  defaults with beta 1 and alpha 0.1, lambdas 0 (alpha 0.2, lambdas\n"
+    "  1 for lr). --wide_decay F: each row update first multiplies the\n"
+    "  accumulator by F; --wide_lr_power -1 makes FTRL a per-coordinate\n"
+    "  Newton step, whose --wide_lr is about 1 / B. --wide_field_scale:\n"
+    "  each field's wide embedding times a learned factor (dense table\n"
     "  wide.scale, all 1 at start, Adam at --wide_scale_lr, default 0.03);\n"
     "  on by default, off for lr)\n"
     "           [--dropout F] [--min_count N]\n"
@@ -466,39 +460,30 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("deep_init", o->model.deep_init, 1e-9, 1));
   o->model.deep_init = static_cast<float>(lr);
-  const bool lr_model = o->model.kind == ModelKind::kLr;
+  const WideDefaults& wide =
+      o->model.kind == ModelKind::kLr ? kLrWide : kDeepWide;
   const double batch = o->batch_size;
-  PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble("wide_lr", lr_model ? kLrWideLr : kWideLr, 1e-9, 100));
+  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr", wide.alpha, 1e-9, 100));
   o->model.wide_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      lr, args.GetDouble(
-              "wide_init_acc",
-              lr_model ? (kLrBeta / batch) * (kLrBeta / batch) : kWideInitAcc,
-              1e-12, 1e6));
+      lr,
+      args.GetDouble("wide_init_acc", (kWideBeta / batch) * (kWideBeta / batch),
+                     1e-12, 1e6));
   o->model.wide_initial_accumulator = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(
-      lr,
-      args.GetDouble("wide_lr_power", lr_model ? -0.5 : kWideLrPower, -10, 0));
+  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr_power", -0.5, -10, 0));
   o->model.wide_lr_power = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(
-      lr,
-      args.GetDouble("wide_decay", lr_model ? 1.0 : kDeepWideDecay, 1e-6, 1));
+  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_decay", 1.0, 1e-6, 1));
   o->model.wide_accumulator_decay = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(o->model.wide_field_scale,
-                        args.GetBool("wide_field_scale", !lr_model));
+                        args.GetBool("wide_field_scale", wide.field_scale));
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("wide_scale_lr", o->model.wide_scale_lr, 1e-9, 100));
   o->model.wide_scale_lr = static_cast<float>(lr);
   PSDB_ASSIGN_OR_RETURN(
-      double reg,
-      args.GetDouble("wide_l1", lr_model ? kLrL1 / batch : o->model.wide_l1, 0,
-                     1e6));
+      double reg, args.GetDouble("wide_l1", wide.lambda1 / batch, 0, 1e6));
   o->model.wide_l1 = static_cast<float>(reg);
   PSDB_ASSIGN_OR_RETURN(
-      reg, args.GetDouble("wide_l2",
-                          lr_model ? kLrL2 / (2 * batch) : o->model.wide_l2, 0,
-                          1e6));
+      reg, args.GetDouble("wide_l2", wide.lambda2 / (2 * batch), 0, 1e6));
   o->model.wide_l2 = static_cast<float>(reg);
   PSDB_ASSIGN_OR_RETURN(reg,
                         args.GetDouble("deep_l2", o->model.deep_l2, 0, 1e6));
