@@ -32,9 +32,9 @@
 namespace psdb::train {
 namespace {
 
-// --model's default: DeepFwFM, within 0.0003 of the best model on the
-// additive and longtail kinds of ps-bench train's data and the best on
-// pairs by 0.011 (BENCHMARKS.md, issue 18).
+// --model's default: DeepFwFM, the best model on every kind of ps-bench
+// train's data: by 0.0001 (additive), 0.017 (pairs) and 0.0007 (longtail)
+// (BENCHMARKS.md, issue 18).
 constexpr char kDefaultModel[] = "deepfwfm";
 // --min_count's default for the models with deep embeddings: ids seen once
 // share their field's row instead of each getting a random one (+0.0016
