@@ -206,8 +206,14 @@ class WideDeep(torch.nn.Module):
     def __init__(self, client, args, caches=None):
         super().__init__()
         caches = caches or {}
+        # FTRL-Proximal with per-example alpha (--wide_lr), beta 1 and
+        # lambda2 (--wide_l2), as ps-train: the loss is a batch mean, so
+        # at batch B beta is sqrt of an initial accumulator (1/B)^2 and the
+        # l2 is lambda2 / (2B) (README, "Models").
+        batch = args.batch_size
         ftrl = dict(optimizer="ftrl", learning_rate=args.wide_lr,
-                    l2=args.wide_l2, initial_accumulator=0.1,
+                    l2=args.wide_l2 / (2 * batch),
+                    initial_accumulator=1.0 / (batch * batch),
                     initializer="zeros", init_a=0.0, init_b=0.0)
         # train/wide_deep.cc ModelTableSpecs: seeds seed, seed+1, seed+2.
         overlap = not getattr(args, "sync_push", True)
@@ -290,8 +296,10 @@ def parse_args(argv=None):
                    choices=["lazy_adam", "adagrad"])
     p.add_argument("--deep_lr", type=float, default=None,
                    help="default 0.002 (lazy_adam) or 0.05 (adagrad)")
-    p.add_argument("--wide_lr", type=float, default=0.05)
-    p.add_argument("--wide_l2", type=float, default=0.001)
+    p.add_argument("--wide_lr", type=float, default=0.1,
+                   help="the wide part's FTRL-Proximal alpha")
+    p.add_argument("--wide_l2", type=float, default=0.0,
+                   help="its per-example lambda2")
     p.add_argument("--dense_lr", type=float, default=0.001)
     p.add_argument("--deep_dim", type=int, default=16)
     p.add_argument("--hidden", default="256,128")
