@@ -165,7 +165,6 @@ TEST_F(TrainCliTest, EveryModelTrainsItsOwnTables) {
     SCOPED_TRACE(model);
     std::vector<std::string> a = args("ckpt-" + model, model);
     a.insert(a.end(), {"--cache_rows", "6000"});
-    if (model == "dcn") a.insert(a.end(), {"--cross_layers", "1"});
     ASSERT_EQ(RunPsTrain(a), 0);
     const std::string summary =
         ReadAll(dir_.Sub("ckpt-" + model + "/summary.json"));
