@@ -53,16 +53,14 @@
 // file and connects to nothing (it reads the TLS files, as a start would):
 // tests/deploy/check_deploy.py runs each manifest's ps-server this way.
 #include <malloc.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,13 +81,16 @@
 #include "store/store.h"
 #include "tools/common/args.h"
 #include "tools/common/flags_help.h"
+#include "tools/common/reserved_port.h"
 #include "tools/common/tls_flags.h"
 
 ABSL_FLAG(std::string, data_dir, "", "Directory of this server's store.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "Address to listen on. Plaintext is allowed on loopback only "
           "unless --insecure.");
-ABSL_FLAG(int, port, 0, "Port to listen on; 0 picks a free one.");
+ABSL_FLAG(int, port, 0,
+          "Port to listen on; 0 picks a free one. A port another process "
+          "listens on fails the start (it is never shared).");
 ABSL_FLAG(int, threads, 0, "Request handler threads; 0 = one per core.");
 ABSL_FLAG(int64_t, max_batch_keys, 65536,
           "Most keys one request may carry; sets the message size limit.");
@@ -463,24 +464,16 @@ int main(int argc, char** argv) {
     return FinishDryRun();
   }
   std::unique_ptr<psdb::rpc::SchedulerClient> scheduler;
-  int held_port_fd = -1;  // keeps a picked port ours until gRPC binds it
+  // Keeps a picked port ours until gRPC binds it.
+  std::optional<psdb::tools::ReservedPort> held_port;
   if (config->has_scheduler()) {
     if (options.port == 0) {
-      // The address must be known before registering: pick a free port and
-      // hold it (SO_REUSEPORT, as gRPC binds) until the server listens.
-      held_port_fd = socket(AF_INET, SOCK_STREAM, 0);
-      int one = 1;
-      setsockopt(held_port_fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_ANY);
-      socklen_t len = sizeof(addr);
-      if (bind(held_port_fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-          getsockname(held_port_fd, reinterpret_cast<sockaddr*>(&addr), &len) !=
-              0) {
+      // The address must be known before registering.
+      held_port.emplace(psdb::tools::ReservedPort::Scope::kAnyAddress);
+      if (held_port->port() == 0) {
         return Fail(absl::UnavailableError("cannot pick a free port"));
       }
-      options.port = ntohs(addr.sin_port);
+      options.port = held_port->port();
     }
     std::string host = absl::GetFlag(FLAGS_advertise_host);
     if (host.empty()) host = options.host;
@@ -582,7 +575,7 @@ int main(int argc, char** argv) {
 
   auto server = psdb::rpc::PsServer::Start(options, store->get());
   if (!server.ok()) return Fail(server.status());
-  if (held_port_fd >= 0) close(held_port_fd);
+  held_port.reset();
   AnnounceServing(**server);
 
   int signal_number = 0;

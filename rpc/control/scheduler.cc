@@ -928,14 +928,14 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddListeningPort(JoinHostPort(options.host, options.port), creds,
-                           &impl->port);
+  ListenExclusively(options.host, options.port, creds, &builder, &impl->port);
   builder.RegisterService(impl.get());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
     return absl::UnavailableError(
         absl::StrCat("ps-scheduler: cannot listen on ",
-                     JoinHostPort(options.host, options.port)));
+                     JoinHostPort(options.host, options.port),
+                     " (address in use or not local?)"));
   }
   impl->address = JoinHostPort(options.host, impl->port);
   if (impl->etcd != nullptr) {

@@ -719,8 +719,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::StartWith(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(JoinHostPort(options.host, options.port), creds,
-                           &impl->port);
+  ListenExclusively(options.host, options.port, creds, &builder, &impl->port);
   builder.RegisterService(impl->service.get());
   const int max_bytes =
       MaxMessageBytes(options.max_batch_keys, options.max_dim);

@@ -19,15 +19,15 @@ def built_binary(relative):
 
 
 class ReservedPort:
-    """A loopback port held bound (SO_REUSEPORT) until close(), so nothing
-    else takes it before the server that is told it binds it (gRPC binds
-    with SO_REUSEPORT too)."""
+    """A loopback port held bound until close(), so nothing else takes it
+    before the server that is told it binds it: tools/common/reserved_port.h
+    in Python. Bound first, then marked SO_REUSEADDR, which the server's
+    bind (gRPC's) sets too."""
 
     def __init__(self):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.port = self._sock.getsockname()[1]
 
     def close(self):

@@ -1,10 +1,6 @@
 #include "tests/testing/child_process.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <utility>
@@ -47,26 +43,6 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartPsServer(
   options.ready_prefix = "listening on ";
   options.timeout = timeout;
   return ChildProcess::Start(options);
-}
-
-ReservedPort::ReservedPort() {
-  fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-}
-
-ReservedPort::~ReservedPort() {
-  if (fd_ >= 0) close(fd_);
 }
 
 ShellResult RunShell(const std::string& command, bool merge_stderr) {

@@ -1,7 +1,8 @@
-// How tests run real processes: ChildProcess and FreeLoopbackPort are
-// tools/common/child_process.h's (the one launcher, shared with ps-bench);
-// here are the test-side builders for psdb's binaries, ReservedPort for a
-// port held while a server list is built, and RunShell for command lines.
+// How tests run real processes: ChildProcess is tools/common/
+// child_process.h's (the one launcher, shared with ps-bench) and
+// ReservedPort, a port held for a server told it before it starts,
+// tools/common/reserved_port.h's; here are the test-side builders for
+// psdb's binaries and RunShell for command lines.
 //
 // Thread-safety: one thread per object.
 #ifndef PSDB_TESTS_TESTING_CHILD_PROCESS_H_
@@ -17,12 +18,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tools/common/child_process.h"
+#include "tools/common/reserved_port.h"
 
 namespace psdb::testing {
 
 using ::psdb::tools::ChildOptions;
 using ::psdb::tools::ChildProcess;
-using ::psdb::tools::FreeLoopbackPort;
+using ::psdb::tools::ReservedPort;
 
 // A ps-scheduler on loopback `port` for a cluster of `servers` servers and
 // `workers` workers, heartbeats every 200 ms; ready_value() is its address.
@@ -40,22 +42,6 @@ ChildOptions ClusterServerOptions(int sched_port, const std::string& node_id,
 // HOST:PORT": ready_value() is then its address.
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartPsServer(
     std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
-
-// A loopback port held open (bound with SO_REUSEPORT, not listening) so no
-// one else takes it while a cluster's server list is built before the
-// servers start; gRPC servers bind it too (they set SO_REUSEPORT).
-class ReservedPort {
- public:
-  ReservedPort();
-  ~ReservedPort();
-  ReservedPort(const ReservedPort&) = delete;
-  ReservedPort& operator=(const ReservedPort&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // Runs a command line through /bin/sh; returns its exit code and output:
 // stdout, and stderr too unless `merge_stderr` is false (then stderr goes

@@ -2,14 +2,10 @@
 // scheduler, 2 servers, 0 workers) with one log per process, serves through
 // the scheduler's map, and stops everything cleanly; and the same with
 // --etcd (a local etcd, 2 schedulers on it, servers given both).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -22,7 +18,7 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::ShellResult;
@@ -35,24 +31,12 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// True if 127.0.0.1:port can be bound now.
-bool LoopbackPortFree(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool free =
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return free;
-}
-
 TEST(ClusterScriptTest, StartsServesAndStopsAServingOnlyCluster) {
   ScratchDir dir;
   const std::string script = absl::StrCat(PSDB_SOURCE_DIR, "/tools/cluster.sh");
   const std::string bin = ::psdb::testing::BuiltBinary("tools");
-  const int port = FreeLoopbackPort();
+  const ReservedPort held;  // for the cluster's life
+  const int port = held.port();
   const std::string common =
       absl::StrCat(" --dir ", dir.Sub("c"), " --bin ", bin);
 
@@ -107,11 +91,16 @@ TEST(ClusterScriptTest, StartsAnEtcdBackedClusterWithTwoSchedulers) {
   ScratchDir dir;
   const std::string script = absl::StrCat(PSDB_SOURCE_DIR, "/tools/cluster.sh");
   const std::string bin = ::psdb::testing::BuiltBinary("tools");
-  // --port and --port+1 must both be free.
-  int port = FreeLoopbackPort();
-  for (int tries = 0; tries < 20 && !LoopbackPortFree(port + 1); ++tries) {
-    port = FreeLoopbackPort();
+  // --port and --port+1, both held for the cluster's life.
+  std::unique_ptr<ReservedPort> first, second;
+  for (int tries = 0; tries < 20; ++tries) {
+    first = std::make_unique<ReservedPort>();
+    second = std::make_unique<ReservedPort>(ReservedPort::Scope::kLoopback,
+                                            first->port() + 1);
+    if (second->port() != 0) break;
   }
+  ASSERT_NE(second->port(), 0) << "no two adjacent free loopback ports";
+  const int port = first->port();
   const std::string common =
       absl::StrCat(" --dir ", dir.Sub("c"), " --bin ", bin);
 

@@ -28,8 +28,8 @@ namespace {
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
 
@@ -98,7 +98,8 @@ class AllReduceTrainTest : public ::testing::Test {
              TrainRun* run) {
     const std::string root = dir_.Sub(name);
     run->ckpt = root + "/ckpt";
-    const int port = FreeLoopbackPort();
+    const ReservedPort held;  // for the processes' life
+    const int port = held.port();
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
                          ChildProcess::Start(PsSchedulerOptions(port, 2, 2)));
     std::vector<std::unique_ptr<ChildProcess>> servers, workers;

@@ -31,8 +31,8 @@ namespace {
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
 
@@ -144,7 +144,8 @@ class ClusterTrainTest : public ::testing::Test {
     const std::string root =
         dir_.Sub(absl::StrCat("cluster-", cache_rows, "-", workers));
     *ckpt = root + "/ckpt";
-    const int port = FreeLoopbackPort();
+    const ReservedPort held;  // for the processes' life
+    const int port = held.port();
     ASSERT_OK_AND_ASSIGN(
         std::unique_ptr<ChildProcess> sched,
         ChildProcess::Start(PsSchedulerOptions(port, 3, workers)));
@@ -229,7 +230,8 @@ TEST_F(ClusterTrainTest, TwoSyncWorkersWithTheCacheEqualTwoWithout) {
 // finish, each trains its half of the data, rank 0 writes one verified
 // cluster checkpoint and rank 1 its reports under CDIR/rank-1.
 TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
-  const int port = FreeLoopbackPort();
+  const ReservedPort held;  // for the processes' life
+  const int port = held.port();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
                        ChildProcess::Start(PsSchedulerOptions(port, 2, 2)));
   std::vector<std::unique_ptr<ChildProcess>> servers, workers;

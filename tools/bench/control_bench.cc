@@ -31,6 +31,7 @@
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
 #include "tools/common/local_etcd.h"
+#include "tools/common/reserved_port.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -156,11 +157,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartScheduler(
     const Env& env, const std::string& cluster, int servers, int workers,
     const std::string& log) {
   const Params& p = env.p;
+  const tools::ReservedPort held;  // until it listens on it
   tools::ChildOptions o;
   o.binary = p.bin + "/ps-scheduler";
   o.env = {{"PS_SERVER_NUM", absl::StrCat(servers)},
            {"PS_WORKER_NUM", absl::StrCat(workers)},
-           {"PS_SCHED_PORT", absl::StrCat(tools::FreeLoopbackPort())}};
+           {"PS_SCHED_PORT", absl::StrCat(held.port())}};
   o.args = {absl::StrCat("--heartbeat_interval_ms=", p.heartbeat_interval_ms),
             absl::StrCat("--heartbeat_timeout_ms=", p.lease_ttl_s * 1000)};
   if (!cluster.empty()) {

@@ -41,6 +41,7 @@
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
+#include "tools/common/reserved_port.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -161,11 +162,12 @@ TableSpec BenchTable() {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartScheduler(
     const Params& p, const std::string& dir) {
+  const tools::ReservedPort held;  // until it listens on it
   tools::ChildOptions o;
   o.binary = p.bin + "/ps-scheduler";
   o.env = {{"PS_SERVER_NUM", absl::StrCat(kServers)},
            {"PS_WORKER_NUM", "0"},
-           {"PS_SCHED_PORT", absl::StrCat(tools::FreeLoopbackPort())}};
+           {"PS_SCHED_PORT", absl::StrCat(held.port())}};
   o.ready_prefix = "scheduler listening on ";
   o.log = dir + "/scheduler.log";
   return ChildProcess::Start(o);

@@ -23,6 +23,7 @@
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/child_process.h"
+#include "tools/common/reserved_port.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -269,7 +270,8 @@ class RedisSystem : public ServerSystem {
       : ServerSystem("redis", "redis: pipelined MGET/MSET (hiredis)") {}
 
   absl::Status Open(const ServerSystemOptions& o) {
-    const int port = tools::FreeLoopbackPort();
+    const tools::ReservedPort held;  // until redis listens on it
+    const int port = held.port();
     tools::ChildOptions server;
     server.binary = o.redis_server;
     server.args = {

@@ -25,6 +25,7 @@
 #include "tools/bench/scenario.h"
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
+#include "tools/common/reserved_port.h"
 #include "tools/common/text.h"
 #include "train/synthetic.h"
 #include "train/wide_deep.h"
@@ -271,7 +272,8 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
           p.kinds.front(), p.models.front()};
   const std::string root = dir + "/" + id;
   std::filesystem::create_directories(root);
-  const int port = tools::FreeLoopbackPort();
+  const tools::ReservedPort held;  // for the processes' life
+  const int port = held.port();
   const std::map<std::string, std::string> base = {
       {"PS_SERVER_NUM", absl::StrCat(p.servers)},
       {"PS_WORKER_NUM", absl::StrCat(p.workers)},

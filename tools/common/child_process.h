@@ -4,8 +4,8 @@
 // extra environment variables, reads its stdout until a line starting with
 // a given prefix (e.g. "listening on " for ps-server, whose rest is the
 // address), keeps its stderr in a log file, and signals and waits with
-// deadlines. FreeLoopbackPort gives a port to a process that must be told
-// its port before it starts.
+// deadlines. A process that must be told its port before it starts gets a
+// ReservedPort (reserved_port.h).
 //
 // The child sees this process's environment without its PS_* variables
 // (the psdb launch settings; a child gets exactly those in `env`).
@@ -84,9 +84,6 @@ class ChildProcess {
   int destroy_signal_ = SIGKILL;
   std::string ready_value_;
 };
-
-// A loopback TCP port that was free a moment ago (bound, read, closed).
-int FreeLoopbackPort();
 
 }  // namespace psdb::tools
 

@@ -16,9 +16,20 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(
   std::unique_ptr<LocalEtcd> etcd(new LocalEtcd());
   std::vector<std::string> peers;
   std::vector<std::string> initial;
+  auto hold = [&etcd]() -> absl::StatusOr<int> {
+    etcd->ports_.push_back(std::make_unique<ReservedPort>());
+    if (etcd->ports_.back()->port() == 0) {
+      return absl::UnavailableError("LocalEtcd: no free loopback port");
+    }
+    return etcd->ports_.back()->port();
+  };
   for (int i = 0; i < options.members; ++i) {
-    etcd->clients_.push_back(absl::StrCat("127.0.0.1:", FreeLoopbackPort()));
-    peers.push_back(absl::StrCat("http://127.0.0.1:", FreeLoopbackPort()));
+    absl::StatusOr<int> client = hold();
+    if (!client.ok()) return client.status();
+    absl::StatusOr<int> peer = hold();
+    if (!peer.ok()) return peer.status();
+    etcd->clients_.push_back(absl::StrCat("127.0.0.1:", *client));
+    peers.push_back(absl::StrCat("http://127.0.0.1:", *peer));
     initial.push_back(absl::StrCat("m", i, "=", peers.back()));
   }
   for (int i = 0; i < options.members; ++i) {

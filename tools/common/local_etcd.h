@@ -2,7 +2,8 @@
 // cluster, started and stopped by this process: what the control-plane
 // tests and `ps-bench control` run psdb's etcd backend against. Each
 // member's data and log live under a directory the caller owns; client and
-// peer ports are picked free.
+// peer ports are picked free and held for the object's life
+// (reserved_port.h), so nothing else takes them while a member starts.
 //
 //   PSDB_ASSIGN_OR_RETURN(auto etcd, LocalEtcd::Start({.dir = d, .members =
 //   3})); etcd->endpoints();   // "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tools/common/child_process.h"
+#include "tools/common/reserved_port.h"
 
 namespace psdb::tools {
 
@@ -53,7 +55,8 @@ class LocalEtcd {
 
  private:
   LocalEtcd() = default;
-  std::vector<std::string> clients_;  // host:port per member
+  std::vector<std::string> clients_;                  // host:port per member
+  std::vector<std::unique_ptr<ReservedPort>> ports_;  // clients' and peers'
   std::vector<std::unique_ptr<ChildProcess>> members_;
 };
 

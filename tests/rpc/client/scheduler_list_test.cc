@@ -17,7 +17,7 @@ namespace {
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 
 TEST(SchedulerListTest, ServerAndClientReachTheLiveSchedulerOfTheList) {
@@ -29,8 +29,9 @@ TEST(SchedulerListTest, ServerAndClientReachTheLiveSchedulerOfTheList) {
   so.log = [](absl::string_view) {};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SchedulerServer> sched,
                        SchedulerServer::Start(so));
+  const ReservedPort dead;  // the list's first: nothing listens on it
   const std::string list =
-      absl::StrCat("127.0.0.1:", FreeLoopbackPort(), ",", sched->address());
+      absl::StrCat("127.0.0.1:", dead.port(), ",", sched->address());
 
   ScratchDir dir;
   ChildOptions server = ClusterServerOptions(0, "server-0", dir.Sub("s0"));

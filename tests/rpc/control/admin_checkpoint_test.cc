@@ -31,23 +31,22 @@ namespace {
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 struct Cluster {
+  const ReservedPort sched_port;  // held for the processes' life
   std::unique_ptr<ChildProcess> sched;
-  int sched_port = 0;
   std::vector<std::unique_ptr<ChildProcess>> servers;
   std::unique_ptr<RemoteClient> client;
 };
 
 // 1 scheduler, 2 servers joined through it, 1 worker (the client).
 void StartCluster(const ScratchDir& dir, Cluster* c) {
-  c->sched_port = FreeLoopbackPort();
-  const int port = c->sched_port;
+  const int port = c->sched_port.port();
   ASSERT_OK_AND_ASSIGN(c->sched,
                        ChildProcess::Start(PsSchedulerOptions(port, 2, 1)));
   const std::string sched_address = c->sched->ready_value();
@@ -132,7 +131,7 @@ TEST(AdminCheckpointTest, PsServerCheckpointWritesVerifiableClusterCheckpoint) {
   const std::string root = dir.Sub("ckpt");
   const std::map<std::string, std::string> sched_env = {
       {"PS_SCHED_HOST", "127.0.0.1"},
-      {"PS_SCHED_PORT", absl::StrCat(cluster.sched_port)}};
+      {"PS_SCHED_PORT", absl::StrCat(cluster.sched_port.port())}};
   ToolRun run =
       RunTool("tools/ps-server",
               {"checkpoint", absl::StrCat("--root=", root), "--step=3"},

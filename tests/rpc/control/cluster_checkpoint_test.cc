@@ -29,8 +29,8 @@ namespace {
 
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -38,6 +38,7 @@ using ::testing::HasSubstr;
 // 1 scheduler, 2 servers (joined through it), 1 worker joined through
 // ClusterWorker (its client).
 struct Cluster {
+  const ReservedPort sched_port;  // held for the processes' life
   std::unique_ptr<ChildProcess> sched;
   std::string sched_address;
   std::vector<std::unique_ptr<ChildProcess>> servers;
@@ -46,7 +47,7 @@ struct Cluster {
 
 void StartCluster(const ScratchDir& dir, const std::string& name,
                   const std::vector<std::string>& server_args, Cluster* c) {
-  const int port = FreeLoopbackPort();
+  const int port = c->sched_port.port();
   ASSERT_OK_AND_ASSIGN(c->sched,
                        ChildProcess::Start(PsSchedulerOptions(port, 2, 1)));
   c->sched_address = c->sched->ready_value();

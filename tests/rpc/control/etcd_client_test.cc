@@ -208,8 +208,8 @@ TEST(EtcdClientTest, FailsOverToALiveMember) {
 }
 
 TEST(EtcdClientTest, UnreachableEtcdSaysWhere) {
-  const std::string nowhere =
-      absl::StrCat("127.0.0.1:", psdb::tools::FreeLoopbackPort());
+  const psdb::tools::ReservedPort held;  // nothing listens on it
+  const std::string nowhere = absl::StrCat("127.0.0.1:", held.port());
   auto client = Connect({nowhere}, absl::Milliseconds(500));
   auto r = client->Put("/x", "1");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable));

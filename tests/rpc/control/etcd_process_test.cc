@@ -26,8 +26,8 @@ using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::EtcdCluster;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
@@ -56,6 +56,7 @@ ChildOptions Server(const std::string& sched_addresses,
 
 // Two ps-schedulers on one etcd cluster `name`; ready_value()s joined.
 struct Schedulers {
+  std::vector<std::unique_ptr<ReservedPort>> ports;  // held for their life
   std::vector<std::unique_ptr<ChildProcess>> procs;
   std::string addresses;
   // Index of the one whose log says it leads, or -1.
@@ -75,10 +76,11 @@ absl::StatusOr<Schedulers> StartSchedulers(const EtcdCluster& etcd, int servers,
                                            const std::string& name) {
   Schedulers s;
   for (int i = 0; i < 2; ++i) {
+    s.ports.push_back(std::make_unique<ReservedPort>());
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<ChildProcess> p,
-        ChildProcess::Start(
-            EtcdScheduler(etcd, FreeLoopbackPort(), servers, workers, name)));
+        ChildProcess::Start(EtcdScheduler(etcd, s.ports.back()->port(), servers,
+                                          workers, name)));
     s.addresses += (i == 0 ? "" : ",") + p->ready_value();
     s.procs.push_back(std::move(p));
   }
@@ -93,7 +95,8 @@ std::string Health(int port) {
 TEST(EtcdProcessTest, EtcdDownFailsTheHealthCheckButServersKeepServing) {
   ASSERT_OK_AND_ASSIGN(auto etcd, EtcdCluster::Start(1));
   ScratchDir dir;
-  const int port = FreeLoopbackPort();
+  const ReservedPort held;
+  const int port = held.port();
   ASSERT_OK_AND_ASSIGN(
       auto sched, ChildProcess::Start(EtcdScheduler(*etcd, port, 1, 0, "hc")));
   ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(ClusterServerOptions(

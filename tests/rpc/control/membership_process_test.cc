@@ -26,9 +26,9 @@ using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::MakeTestCertificates;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::ShellResult;
@@ -41,8 +41,7 @@ class MembershipProcessTest : public ::testing::Test {
   // process of the test gets (empty: plaintext on loopback).
   void StartScheduler(std::vector<std::string> tls = {}) {
     tls_ = std::move(tls);
-    sched_port_ = FreeLoopbackPort();
-    ChildOptions o = PsSchedulerOptions(sched_port_, 2, 0);
+    ChildOptions o = PsSchedulerOptions(sched_port_.port(), 2, 0);
     o.args.insert(o.args.end(), tls_.begin(), tls_.end());
     ASSERT_OK_AND_ASSIGN(sched_, ChildProcess::Start(o));
   }
@@ -50,8 +49,8 @@ class MembershipProcessTest : public ::testing::Test {
   absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(
       const std::string& id, std::vector<std::string> extra = {}) {
     extra.insert(extra.end(), tls_.begin(), tls_.end());
-    return ChildProcess::Start(
-        ClusterServerOptions(sched_port_, id, dir_.Sub(id), std::move(extra)));
+    return ChildProcess::Start(ClusterServerOptions(
+        sched_port_.port(), id, dir_.Sub(id), std::move(extra)));
   }
 
   // Both servers of the cluster, started together (each waits for the
@@ -79,7 +78,7 @@ class MembershipProcessTest : public ::testing::Test {
   // stopped: every row reads back as before.
   void AddThenDrain(const RemoteClientOptions& ro);
 
-  int sched_port_ = 0;
+  const ReservedPort sched_port_;
   std::vector<std::string> tls_;
   ScratchDir dir_;
   std::unique_ptr<ChildProcess> sched_;

@@ -25,7 +25,7 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -349,10 +349,11 @@ class MembershipServiceTest : public MembershipTest {
 };
 
 TEST_F(MembershipServiceTest, AddAndDrainAreValidatedBeforeAnythingMoves) {
+  const ReservedPort unused[2];  // held; nothing listens there
   auto a = Client();
   auto b = Client();
-  ASSERT_OK(a->Register(Server("s0", FreeLoopbackPort())));
-  ASSERT_OK(b->Register(Server("s1", FreeLoopbackPort())));
+  ASSERT_OK(a->Register(Server("s0", unused[0].port())));
+  ASSERT_OK(b->Register(Server("s1", unused[1].port())));
   auto r = Change(MembershipChange::Kind::kAdd, "s0");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(std::string(r.status().message()),
@@ -375,12 +376,13 @@ TEST_F(MembershipServiceTest, AddAndDrainAreValidatedBeforeAnythingMoves) {
 // joining server's address): the migration aborts, the map is unchanged,
 // the status says why.
 TEST_F(MembershipServiceTest, UnreachableServerAbortsAndTheMapIsUnchanged) {
+  const ReservedPort unused[3];  // held; nothing listens there
   auto a = Client();
   auto b = Client();
   auto j = Client();
-  ASSERT_OK(a->Register(Server("s0", FreeLoopbackPort())));
-  ASSERT_OK(b->Register(Server("s1", FreeLoopbackPort())));
-  ASSERT_OK(j->Register(Server("s2", FreeLoopbackPort(), true)));
+  ASSERT_OK(a->Register(Server("s0", unused[0].port())));
+  ASSERT_OK(b->Register(Server("s1", unused[1].port())));
+  ASSERT_OK(j->Register(Server("s2", unused[2].port(), true)));
   ASSERT_OK_AND_ASSIGN(v1::ClusterMap before, a->GetClusterMap());
 
   auto r = Change(MembershipChange::Kind::kAdd, "s2");
@@ -405,10 +407,11 @@ TEST_F(MembershipServiceTest, UnreachableServerAbortsAndTheMapIsUnchanged) {
 // point): the drained server's client stops beating instead of taking a
 // new rank.
 TEST_F(MembershipServiceTest, DrainedServerStopsBeating) {
+  const ReservedPort unused[2];  // held; nothing listens there
   auto a = Client();
   auto b = Client();
-  ASSERT_OK(a->Register(Server("s0", FreeLoopbackPort())));
-  ASSERT_OK(b->Register(Server("s1", FreeLoopbackPort())));
+  ASSERT_OK(a->Register(Server("s0", unused[0].port())));
+  ASSERT_OK(b->Register(Server("s1", unused[1].port())));
   a->StartHeartbeats();
   b->StartHeartbeats();
   ASSERT_OK(sched_->backend()->PublishMembershipChange(Drain("s1"), 1));

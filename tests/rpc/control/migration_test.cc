@@ -40,7 +40,7 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -75,6 +75,7 @@ std::vector<float> Grads(size_t n, int round) {
 // One ps-server: its store, its scheduler client (beats), its PsServer.
 struct Node {
   std::string id;
+  const ReservedPort port;  // held through kills and restarts
   ScratchDir dir;
   std::unique_ptr<Store> store;
   std::unique_ptr<SchedulerClient> sched;
@@ -139,7 +140,7 @@ class MigrationTest : public ::testing::Test {
 
   absl::Status StartNode(const std::string& id, bool join, Node* node) {
     node->id = id;
-    const int port = FreeLoopbackPort();
+    const int port = node->port.port();
     NodeConfig config;
     config.role = NodeRoleKind::kServer;
     config.sched_host = "127.0.0.1";

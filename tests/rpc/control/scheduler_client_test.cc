@@ -23,7 +23,7 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::WaitFor;
 
 // A real in-process Scheduler behind its own loopback gRPC server that
@@ -144,9 +144,9 @@ v1::RegisterRequest Req(absl::string_view id, v1::NodeRole role,
   return r;
 }
 
-// "127.0.0.1:P" with nothing listening on P.
-std::string DeadAddress() {
-  return absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+// "127.0.0.1:P" of a port `held` (nothing listens on it while held).
+std::string DeadAddress(const ReservedPort& held) {
+  return absl::StrCat("127.0.0.1:", held.port());
 }
 
 std::unique_ptr<SchedulerClient> Client(const std::string& address) {
@@ -187,7 +187,9 @@ TEST(SchedulerClientTest, OpenSplitsTheListAndRefusesEmptyEntries) {
 // connections, every call moves on to the live scheduler.
 TEST(SchedulerClientTest, DeadFirstAddressFailsOverForEveryCall) {
   std::unique_ptr<SchedulerServer> live = StartScheduler(1, 2);
-  const std::string list = absl::StrCat(DeadAddress(), ",", live->address());
+  const ReservedPort dead;
+  const std::string list =
+      absl::StrCat(DeadAddress(dead), ",", live->address());
   auto server = Client(list);
   auto w0 = Client(list);
   auto w1 = Client(list);
@@ -310,7 +312,8 @@ TEST(SchedulerClientTest, BarrierBlockedInAVanishingSchedulerIsResent) {
 // without the client asking for the map.
 TEST(SchedulerClientTest, WatchSeesRegistrationsAndDeathsWithoutFetching) {
   std::unique_ptr<SchedulerServer> live = StartScheduler(1, 1);
-  auto server = Client(absl::StrCat(DeadAddress(), ",", live->address()));
+  const ReservedPort dead;
+  auto server = Client(absl::StrCat(DeadAddress(dead), ",", live->address()));
   ASSERT_OK(server->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:9")));
   server->StartHeartbeats();  // and the watch
   const uint64_t before = server->map_version();

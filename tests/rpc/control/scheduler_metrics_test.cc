@@ -16,8 +16,8 @@ namespace psdb::rpc {
 namespace {
 
 using ::psdb::testing::ChildProcess;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::MetricValue;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScrapeMetrics;
 using ::testing::HasSubstr;
 
@@ -163,8 +163,9 @@ TEST(SchedulerMetricsTest, OffByDefaultAndPortValidated) {
 }
 
 TEST(SchedulerMetricsTest, PsSchedulerServesMetricsOnTheFlagPort) {
-  const int metrics_port = FreeLoopbackPort();
-  auto options = ::psdb::testing::PsSchedulerOptions(FreeLoopbackPort(), 3, 0);
+  const ReservedPort held[3];  // metrics, and two schedulers'
+  const int metrics_port = held[0].port();
+  auto options = ::psdb::testing::PsSchedulerOptions(held[1].port(), 3, 0);
   options.args.push_back(absl::StrCat("--metrics_port=", metrics_port));
   // It prints "metrics on HOST:PORT" after "scheduler listening on ...".
   options.ready_prefix = "metrics on ";
@@ -181,7 +182,7 @@ TEST(SchedulerMetricsTest, PsSchedulerServesMetricsOnTheFlagPort) {
 
   // A metrics port in use: exit 1 at start, saying so.
   ASSERT_OK_AND_ASSIGN(auto first, ChildProcess::Start(options));
-  auto second = ::psdb::testing::PsSchedulerOptions(FreeLoopbackPort(), 3, 0);
+  auto second = ::psdb::testing::PsSchedulerOptions(held[2].port(), 3, 0);
   second.args.push_back(absl::StrCat("--metrics_port=", metrics_port));
   auto failed = ChildProcess::Start(second);
   ASSERT_FALSE(failed.ok());

@@ -1,8 +1,6 @@
 // Real ps-scheduler processes: settings validation at start, cluster
 // formation over loopback gRPC with the logged assignments, clean stop.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,32 +18,9 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
-
-// A loopback port held (SO_REUSEPORT, not listening) for the test's life;
-// gRPC binds it too since it sets SO_REUSEPORT.
-class HeldPort {
- public:
-  HeldPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~HeldPort() { close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 ChildOptions SchedulerChild(std::map<std::string, std::string> env,
                             std::vector<std::string> args = {}) {
@@ -87,7 +62,7 @@ TEST(SchedulerProcessTest, MissingOrContradictorySettingsFailAtStart) {
 }
 
 TEST(SchedulerProcessTest, FormsTheClusterLogsAssignmentsAndStopsCleanly) {
-  HeldPort port;
+  const ReservedPort port;
   // Flags win: the environment says 5 servers, the flag 2.
   ChildOptions o =
       SchedulerChild({{"PS_SERVER_NUM", "5"},
@@ -162,7 +137,7 @@ TEST(SchedulerProcessTest, FormsTheClusterLogsAssignmentsAndStopsCleanly) {
 }
 
 TEST(SchedulerProcessTest, KilledSchedulerRestartsFromItsRecoveryPath) {
-  HeldPort port;
+  const ReservedPort port;
   ::psdb::testing::ScratchDir dir;
   ChildOptions o = SchedulerChild({{"PS_SERVER_NUM", "1"},
                                    {"PS_WORKER_NUM", "1"},

@@ -351,6 +351,25 @@ TEST_F(SchedulerTest, StepClockBoundsHowFarAFastWorkerRunsAhead) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A second scheduler on a port one already serves does not start (gRPC
+// would otherwise share the port, and nodes reach either at random); the
+// first goes on serving.
+TEST_F(SchedulerTest, ASecondSchedulerOnItsPortIsRefusedNotShared) {
+  StartScheduler(1, 0);
+  SchedulerOptions options;
+  options.port = sched_->port();
+  options.server_num = 1;
+  options.worker_num = 0;
+  options.log = [](absl::string_view) {};
+  auto second = SchedulerServer::Start(options);
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:",
+                                     sched_->port(), " (address in use")));
+  ASSERT_OK(
+      Client()->Register(Req("s0", v1::NODE_ROLE_SERVER, "127.0.0.1:7001")));
+}
+
 TEST_F(SchedulerTest, RestartedSchedulerReloadsMembershipAndNodesCarryOn) {
   ScratchDir dir;
   StartScheduler(1, 1, absl::Milliseconds(50), absl::Seconds(5), dir.path());

@@ -36,8 +36,8 @@ using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
 using ::psdb::testing::EtcdCluster;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
 using ::testing::HasSubstr;
@@ -61,7 +61,7 @@ std::vector<float> Grads(int worker, int step) {
 struct Cluster {
   // Set: the scheduler keeps its state in this etcd.
   const EtcdCluster* etcd = nullptr;
-  int sched_port = 0;
+  const ReservedPort sched_port;  // held for the processes' life
   std::unique_ptr<ChildProcess> sched;
   std::vector<std::unique_ptr<ChildProcess>> servers;
   std::vector<std::string> server_args[2];
@@ -73,7 +73,7 @@ struct Cluster {
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(const Cluster& c,
                                                           int s) {
   ChildOptions so =
-      ClusterServerOptions(c.sched_port, absl::StrCat("server-", s), "");
+      ClusterServerOptions(c.sched_port.port(), absl::StrCat("server-", s), "");
   so.args = c.server_args[s];  // --data_dir and the rest, as the test asks
   return ChildProcess::Start(so);
 }
@@ -81,12 +81,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(const Cluster& c,
 // Scheduler, two workers registered, two servers started with `args(s)`.
 void StartCluster(const std::function<std::vector<std::string>(int)>& args,
                   Cluster* c) {
-  c->sched_port = FreeLoopbackPort();
-  ChildOptions o = PsSchedulerOptions(c->sched_port, 2, 2);
+  ChildOptions o = PsSchedulerOptions(c->sched_port.port(), 2, 2);
   o.args = {"--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1000"};
   if (c->etcd != nullptr) {
     o.args.push_back(absl::StrCat("--etcd=", c->etcd->endpoints()));
-    o.args.push_back(absl::StrCat("--cluster=c", c->sched_port));
+    o.args.push_back(absl::StrCat("--cluster=c", c->sched_port.port()));
     o.args.push_back("--lease_ttl_s=2");
   }
   ASSERT_OK_AND_ASSIGN(c->sched, ChildProcess::Start(o));
@@ -168,13 +167,14 @@ INSTANTIATE_TEST_SUITE_P(Backends, ServerRecoveryTest, ::testing::Bool(),
 TEST_P(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
   ScratchDir dir;
   const std::string root = dir.Sub("ckpt");
-  std::vector<int> ports = {FreeLoopbackPort(), FreeLoopbackPort()};
+  // Held through the kill, so the restarted server gets its port back.
+  const ReservedPort ports[2];
   Cluster a;
   a.etcd = etcd_.get();
   ASSERT_NO_FATAL_FAILURE(StartCluster(
       [&](int s) -> std::vector<std::string> {
         return {absl::StrCat("--data_dir=", dir.Sub(absl::StrCat("a", s))),
-                absl::StrCat("--port=", ports[s]), "--sync_mode=sync",
+                absl::StrCat("--port=", ports[s].port()), "--sync_mode=sync",
                 "--threads=2"};
       },
       &a));
@@ -215,8 +215,8 @@ TEST_P(ServerRecoveryTest, KilledServerTakesItsRankBackFromTheCheckpoint) {
   // latest cluster checkpoint under the root.
   a.server_args[victim] = {
       absl::StrCat("--data_dir=", dir.Sub(absl::StrCat("a", victim, "-new"))),
-      absl::StrCat("--port=", ports[victim]), "--sync_mode=sync", "--threads=2",
-      absl::StrCat("--restore_from=", root)};
+      absl::StrCat("--port=", ports[victim].port()), "--sync_mode=sync",
+      "--threads=2", absl::StrCat("--restore_from=", root)};
   ASSERT_OK_AND_ASSIGN(a.servers[victim], StartServer(a, victim));
   EXPECT_THAT(a.servers[victim]->Stderr(), HasSubstr("rank 1 of 2 servers"));
   EXPECT_THAT(a.servers[victim]->Stderr(), HasSubstr("(rank taken back)"));

@@ -27,8 +27,8 @@ namespace {
 
 using ::psdb::testing::ChildProcess;
 using ::psdb::testing::ClusterServerOptions;
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
 
@@ -69,7 +69,7 @@ Batch MakeBatch(int worker, int step) {
 class SyncClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const int port = FreeLoopbackPort();
+    const int port = sched_port_.port();
     auto sched = ChildProcess::Start(PsSchedulerOptions(port, 2, 2));
     ASSERT_OK(sched);
     sched_ = *std::move(sched);
@@ -116,6 +116,7 @@ class SyncClusterTest : public ::testing::Test {
   }
 
   ScratchDir dir_;
+  const ReservedPort sched_port_;
   std::unique_ptr<ChildProcess> sched_;
   std::string sched_address_;
   std::vector<std::unique_ptr<SchedulerClient>> workers_;

@@ -26,7 +26,7 @@ namespace {
 
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
-using ::psdb::testing::FreeLoopbackPort;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::WaitFor;
@@ -104,17 +104,18 @@ TEST(MetricsPrometheusTest, PrometheusReadsAPsdbMetricWithDeploysConfig) {
             absl::StrCat("[{\"targets\": [\"", server->metrics_address(),
                          "\"], \"labels\": {\"app\": \"psdb-server\"}}]\n"));
 
-  const int web_port = FreeLoopbackPort();
+  const ReservedPort web_port;
   ChildOptions prom;
   prom.binary = kPrometheus;
-  prom.args = {absl::StrCat("--config.file=", dir.Sub("prometheus.yml")),
-               absl::StrCat("--storage.tsdb.path=", dir.Sub("tsdb")),
-               absl::StrCat("--web.listen-address=127.0.0.1:", web_port)};
+  prom.args = {
+      absl::StrCat("--config.file=", dir.Sub("prometheus.yml")),
+      absl::StrCat("--storage.tsdb.path=", dir.Sub("tsdb")),
+      absl::StrCat("--web.listen-address=127.0.0.1:", web_port.port())};
   prom.destroy_signal = SIGTERM;
   ASSERT_OK_AND_ASSIGN(auto prometheus, ChildProcess::Start(prom));
 
   const std::string query = absl::StrCat(
-      "curl -sf --max-time 5 -G http://127.0.0.1:", web_port,
+      "curl -sf --max-time 5 -G http://127.0.0.1:", web_port.port(),
       "/api/v1/query --data-urlencode "
       "'query=psdb_server_requests_total{method=\"Pull\",code=\"OK\"}'");
   std::string answer;

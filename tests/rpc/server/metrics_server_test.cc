@@ -21,10 +21,10 @@
 namespace psdb::rpc {
 namespace {
 
-using ::psdb::testing::FreeLoopbackPort;
 using ::psdb::testing::MetricLabels;
 using ::psdb::testing::MetricSum;
 using ::psdb::testing::MetricValue;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScrapeMetrics;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::StartPsServer;
@@ -204,13 +204,14 @@ TEST(MetricsServerOptionsTest, OffByDefaultAndPortValidated) {
 
 TEST(MetricsServerProcessTest, PsServerServesMetricsOnTheFlagPort) {
   ScratchDir dir;
-  const int metrics_port = FreeLoopbackPort();
+  const ReservedPort metrics_port;
   ASSERT_OK_AND_ASSIGN(
       auto server,
       StartPsServer({absl::StrCat("--data_dir=", dir.Sub("db")), "--threads=2",
-                     absl::StrCat("--metrics_port=", metrics_port)}));
-  ASSERT_OK_AND_ASSIGN(std::string text,
-                       ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port)));
+                     absl::StrCat("--metrics_port=", metrics_port.port())}));
+  ASSERT_OK_AND_ASSIGN(
+      std::string text,
+      ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port.port())));
   EXPECT_EQ(MetricValue(text, "psdb_server_requests_total",
                         {{"method", "Pull"}, {"code", "OK"}}),
             0);
@@ -235,13 +236,14 @@ TEST(MetricsServerProcessTest, ServingReplicaReportsStepAndAge) {
     ASSERT_OK(store->Push("emb", keys, grads, push));
     ASSERT_OK(store->Checkpoint(root).status());
   }
-  const int metrics_port = FreeLoopbackPort();
+  const ReservedPort metrics_port;
   ASSERT_OK_AND_ASSIGN(
       auto replica,
       StartPsServer({absl::StrCat("--serve_from=", root), "--threads=2",
-                     absl::StrCat("--metrics_port=", metrics_port)}));
-  ASSERT_OK_AND_ASSIGN(std::string text,
-                       ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port)));
+                     absl::StrCat("--metrics_port=", metrics_port.port())}));
+  ASSERT_OK_AND_ASSIGN(
+      std::string text,
+      ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port.port())));
   EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 1200);
   EXPECT_LT(*MetricValue(text, "psdb_serving_checkpoint_age_seconds"), 600);
   EXPECT_EQ(MetricValue(text, "psdb_store_rows",

@@ -20,6 +20,7 @@ namespace psdb::rpc {
 namespace {
 
 using ::psdb::testing::ScratchDir;
+using ::testing::HasSubstr;
 
 constexpr int kDim = 4;
 constexpr size_t kMaxKeys = 100;
@@ -413,6 +414,29 @@ TEST(ServerStartTest, RefusesPlaintextOffLoopbackAndBadOptions) {
   options.shard_id = 1;
   EXPECT_THAT(PsServer::Start(options, store.get()),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A second server on a port one already serves does not start (gRPC would
+// otherwise share the port, and the kernel split the connections between
+// the two); the first goes on serving.
+TEST(ServerStartTest, APortAnotherServerListensOnIsRefusedNotShared) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto first_store, Store::Open({}, dir.Sub("a")));
+  ASSERT_OK_AND_ASSIGN(auto second_store, Store::Open({}, dir.Sub("b")));
+  ASSERT_OK_AND_ASSIGN(auto first, PsServer::Start({}, first_store.get()));
+  ServerOptions options;
+  options.port = first->port();
+  auto second = PsServer::Start(options, second_store.get());
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:",
+                                     first->port(), " (address in use")));
+  RemoteClientOptions client_options;
+  ASSERT_OK_AND_ASSIGN(client_options.cluster,
+                       ClusterMap::FromAddresses({first->address()}));
+  ASSERT_OK_AND_ASSIGN(auto client, RemoteClient::Open(client_options));
+  EXPECT_OK(client->CreateTable(AdagradTable("emb")));
+  first->Shutdown(absl::Seconds(5));
 }
 
 }  // namespace

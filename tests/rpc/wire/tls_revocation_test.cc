@@ -140,9 +140,8 @@ TEST_F(TlsRevocationTest, DerCrlIsReadToo) {
 }
 
 TEST_F(TlsRevocationTest, PsSchedulerRefusesARevokedClientCertificate) {
-  // Held while the scheduler binds it (SO_REUSEPORT): a port merely
-  // found free could meanwhile go to another test's server, and the two
-  // would share its connections.
+  // Held while the scheduler binds it: a port merely found free could
+  // meanwhile go to another test's server.
   const ReservedPort port;
   ChildOptions options = PsSchedulerOptions(port.port(), 1, 0);
   for (std::string& flag : MutualTlsFlags("crl.pem")) {
