@@ -91,6 +91,28 @@ absl::StatusOr<ModelKind> ParseModelKind(absl::string_view name) {
       "unknown model '", name, "' (wide_deep, deepfm, dcn, lr or deepfwfm)"));
 }
 
+FtrlProximal DefaultWideFtrl(ModelKind kind) {
+  FtrlProximal ftrl;
+  if (kind == ModelKind::kLr) {
+    ftrl.alpha = 0.2;
+    ftrl.lambda1 = 1;
+    ftrl.lambda2 = 1;
+  }
+  return ftrl;
+}
+
+void SetWideFtrlProximal(const FtrlProximal& ftrl, int64_t examples,
+                         WideDeepConfig* config) {
+  const double n = static_cast<double>(examples);
+  config->wide_lr = static_cast<float>(ftrl.alpha);
+  config->wide_initial_accumulator =
+      static_cast<float>((ftrl.beta / n) * (ftrl.beta / n));
+  config->wide_l1 = static_cast<float>(ftrl.lambda1 / n);
+  config->wide_l2 = static_cast<float>(ftrl.lambda2 / (2 * n));
+  config->wide_lr_power = -0.5f;
+  config->wide_accumulator_decay = 1.0f;
+}
+
 WideDeepShape ShapeOf(const WideDeepConfig& config) {
   WideDeepShape shape;
   shape.kind = config.kind;

@@ -126,10 +126,9 @@ struct WideDeepConfig {
   // DeepFM +0.0014 / +0.0036 on additive / pairs (BENCHMARKS.md, issue
   // 18). Default: 0.002
   float deep_init = 0.002f;
-  // FTRL learning rate, L1 and L2 of the wide part (ps-train's own
-  // defaults for the models with a deep part and for lr are in
-  // tools/train/train_cli.cc). Defaults: 0.05, 0,
-  // 0.001
+  // FTRL learning rate, L1 and L2 of the wide part. These defaults are
+  // not at any batch's per-example scale; ps-train sets the wide FTRL with
+  // SetWideFtrlProximal (below). Defaults: 0.05, 0, 0.001
   float wide_lr = 0.05f;
   float wide_l1 = 0.0f;
   float wide_l2 = 0.001f;
@@ -180,6 +179,40 @@ struct WideDeepConfig {
 };
 
 // The sizes the math works on, derived from the config.
+// FTRL-Proximal's per-example hyperparameters (McMahan et al. 2013,
+// Algorithm 1): per coordinate, learning rate alpha / (beta + sqrt(n)), n
+// the sum of squared gradients, and L1 lambda1 and L2 lambda2 per example.
+struct FtrlProximal {
+  double alpha = 0.1;
+  double beta = 1;
+  double lambda1 = 0;
+  double lambda2 = 0;
+};
+
+// ps-train's wide part by model: for lr, the baseline, alpha 0.2 and
+// lambda1 = lambda2 = 1 (the best of four settings tried on it); for the
+// models with deep embeddings alpha 0.1 without L1/L2, which with their
+// wide_field_scale beat the per-coordinate Newton step they had before
+// (lr_power -1, decay 0.99) by +0.0011 / +0.0017 / -0.0013 test AUC on the
+// additive / pairs / longtail data of ps-bench train (seed 1), +0.0017 /
+// +0.0050 / -0.0001 on seed 2, and +0.0024 / +0.0023 / -0.0009 on `ps-train
+// gen`'s default size (BENCHMARKS.md, "The lr baseline at its per-example
+// scale" and "Every model's wide part at the per-example scale"). beta is 1.
+FtrlProximal DefaultWideFtrl(ModelKind kind);
+
+// Sets config's wide FTRL to per-example FTRL-Proximal `ftrl` for updates
+// whose gradients are means over `examples` examples: the batch, or in a
+// sync cluster the batch times the workers (the servers average their
+// gradients). wide_lr alpha, wide_initial_accumulator (beta / examples)^2
+// (beta enters as sqrt(n0), TensorFlow's form), wide_l1 lambda1 /
+// examples, wide_l2 lambda2 / (2 examples) (the kernel's denominator has 2
+// l2), wide_lr_power -0.5, wide_accumulator_decay 1: a rare id's update
+// is then the one per-example FTRL makes. Unscaled (accumulator 0.1 at
+// batch 512 is a beta of 162) lr scored 0.011 lower on the additive data.
+// `examples` >= 1.
+void SetWideFtrlProximal(const FtrlProximal& ftrl, int64_t examples,
+                         WideDeepConfig* config);
+
 struct WideDeepShape {
   ModelKind kind = ModelKind::kWideDeep;
   int deep_dim = 16;

@@ -66,6 +66,19 @@ std::vector<std::string> TrainFlags(const std::string& data,
           "--valid_fraction", "0"};
 }
 
+// The wide table's optimizer in the checkpoint at `ckpt`.
+optim::OptimizerSpec WideOptimizer(const std::string& ckpt) {
+  auto reader = ckpt::CheckpointReader::Open(ckpt);
+  EXPECT_OK(reader);
+  if (reader.ok()) {
+    for (const ckpt::TableInfo& t : (*reader)->tables()) {
+      if (t.spec.name == "wide") return t.spec.optimizer;
+    }
+  }
+  ADD_FAILURE() << "no wide table in " << ckpt;
+  return {};
+}
+
 // Every table's `ps-dump export --with-state` text, in table order.
 std::vector<std::pair<std::string, std::string>> ExportAll(
     const std::string& ckpt) {
@@ -224,6 +237,9 @@ TEST_F(ClusterTrainTest, TwoSyncWorkersWithTheCacheEqualTwoWithout) {
   ASSERT_NO_FATAL_FAILURE(Cluster(0, &uncached, 2));
   ExpectSameTables(ExportAll(uncached), ExportAll(cached),
                    /*with_frequency=*/false, "2 sync workers, cache 4096");
+  // The servers average the two workers' batch means: the wide FTRL is at
+  // the per-example scale of 2 x 64 examples, beta 1 (train/wide_deep.h).
+  EXPECT_EQ(WideOptimizer(cached).initial_accumulator, 1.0f / (128 * 128));
 }
 
 // Two async workers with SSP staleness 1 against 2 (async) servers: both
@@ -267,6 +283,9 @@ TEST_F(ClusterTrainTest, TwoAsyncWorkersWithStalenessShareOneCheckpoint) {
       << out << err;
   ASSERT_OK_AND_ASSIGN(auto reader, ckpt::CheckpointReader::Open(ckpt));
   EXPECT_EQ(reader->shards().size(), 2u);
+  // Each async push is applied alone: the wide FTRL is at the per-example
+  // scale of one worker's 64 examples.
+  EXPECT_EQ(WideOptimizer(ckpt).initial_accumulator, 1.0f / (64 * 64));
   // 640 rows in 2 files, one file per rank: 320 samples each.
   for (const std::string& summary :
        {ckpt + "/summary.json", ckpt + "/rank-1/summary.json"}) {

@@ -441,6 +441,43 @@ TEST(ModelKindTest, NamesRoundTripAndUnknownIsRefused) {
 }
 
 // Which tables each model has, in order, with the seeds Wide&Deep's keep.
+// At 512 examples per update (powers of two: exact in float): alpha, (beta /
+// 512)^2, lambda1 / 512, lambda2 / 1024, the square-root schedule, no decay.
+TEST(WideFtrlTest, PerExampleHyperparametersAtTheUpdatesScale) {
+  WideDeepConfig c;
+  c.wide_lr_power = -1.0f;
+  c.wide_accumulator_decay = 0.99f;
+  SetWideFtrlProximal({.alpha = 0.25, .beta = 2, .lambda1 = 1, .lambda2 = 4},
+                      512, &c);
+  EXPECT_EQ(c.wide_lr, 0.25f);
+  EXPECT_EQ(c.wide_initial_accumulator, 1.0f / (256 * 256));
+  EXPECT_EQ(c.wide_l1, 1.0f / 512);
+  EXPECT_EQ(c.wide_l2, 4.0f / 1024);
+  EXPECT_EQ(c.wide_lr_power, -0.5f);
+  EXPECT_EQ(c.wide_accumulator_decay, 1.0f);
+  // One example per update is the per-example algorithm itself.
+  SetWideFtrlProximal({.alpha = 0.1, .beta = 1}, 1, &c);
+  EXPECT_EQ(c.wide_initial_accumulator, 1.0f);
+  EXPECT_EQ(c.wide_l1, 0.0f);
+  EXPECT_EQ(c.wide_l2, 0.0f);
+}
+
+TEST(WideFtrlTest, LrHasItsOwnDefaultsTheOthersShareOne) {
+  const FtrlProximal lr = DefaultWideFtrl(ModelKind::kLr);
+  EXPECT_EQ(lr.alpha, 0.2);
+  EXPECT_EQ(lr.beta, 1.0);
+  EXPECT_EQ(lr.lambda1, 1.0);
+  EXPECT_EQ(lr.lambda2, 1.0);
+  for (ModelKind kind : {ModelKind::kWideDeep, ModelKind::kDeepFm,
+                         ModelKind::kDcn, ModelKind::kDeepFwFm}) {
+    const FtrlProximal f = DefaultWideFtrl(kind);
+    EXPECT_EQ(f.alpha, 0.1) << ModelKindName(kind);
+    EXPECT_EQ(f.beta, 1.0);
+    EXPECT_EQ(f.lambda1, 0.0);
+    EXPECT_EQ(f.lambda2, 0.0);
+  }
+}
+
 TEST(ModelTableSpecsTest, EachModelHasItsTables) {
   auto names = [](ModelKind kind) {
     WideDeepConfig c;

@@ -41,33 +41,6 @@ constexpr char kDefaultModel[] = "deepfwfm";
 // AUC on the longtail data, 2.5 x faster there: no row per singleton); lr
 // keeps 0, its best (-0.0003 at 2).
 constexpr int64_t kDeepMinCount = 2;
-// The wide part of every model, unless its flags are given (issue 18):
-// FTRL-Proximal as McMahan et al. (2013) give it, with per-example
-// hyperparameters alpha, beta, lambda1, lambda2. The trainer's gradients are
-// batch means, so at batch B they become --wide_lr alpha, an initial
-// accumulator (beta / B)^2 (beta enters as sqrt(n0), TF's form), l1
-// lambda1 / B and l2 lambda2 / (2 B) (the kernel's denominator has 2 l2): a
-// rare id's update is then the one per-example FTRL would make. Unscaled
-// (accumulator 0.1 at batch 512 is a beta of 162) lr scored 0.011 lower on
-// the additive data. The models with deep embeddings use alpha 0.1 without
-// l1/l2, and scale each field's wide embeddings by a learned factor (Adam
-// at 0.03); that beat the per-coordinate Newton step they had before
-// (lr_power -1, decay 0.99) by +0.0011 / +0.0017 / -0.0013 test AUC on the
-// additive / pairs / longtail data of ps-bench train (seed 1), +0.0017 /
-// +0.0050 / -0.0001 on seed 2, and +0.0024 / +0.0023 / -0.0009 on `ps-train
-// gen`'s default size, where the Newton step had scored below lr. lr, the
-// baseline, uses alpha 0.2 and lambda1 = lambda2 = 1, the best of the four
-// settings tried on it, without field scales. BENCHMARKS.md, "The lr
-// baseline at its per-example scale".
-struct WideDefaults {
-  double alpha;
-  double lambda1;
-  double lambda2;
-  bool field_scale;
-};
-constexpr double kWideBeta = 1.0;
-constexpr WideDefaults kDeepWide = {0.1, 0.0, 0.0, true};
-constexpr WideDefaults kLrWide = {0.2, 1.0, 1.0, false};
 
 constexpr char kUsage[] =
     "usage:\n"
@@ -142,7 +115,8 @@ constexpr char kUsage[] =
     "  --wide_lr alpha --wide_init_acc (beta/B)^2 --wide_l1 lambda1/B\n"
     "  --wide_l2 lambda2/(2B) --wide_lr_power -0.5 --wide_decay 1, the\n"
     "  defaults with beta 1 and alpha 0.1, lambdas 0 (alpha 0.2, lambdas\n"
-    "  1 for lr). --wide_decay F: each row update first multiplies the\n"
+    "  1 for lr); in a sync cluster B is the batch times the workers.\n"
+    "  --wide_decay F: each row update first multiplies the\n"
     "  accumulator by F; --wide_lr_power -1 makes FTRL a per-coordinate\n"
     "  Newton step, whose --wide_lr is about 1 / B. --wide_field_scale:\n"
     "  each field's wide embedding times a learned factor (dense table\n"
@@ -309,6 +283,32 @@ absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
       rows, batch_size, need));
 }
 
+
+// The wide part's FTRL: DefaultWideFtrl(model->kind) at the per-example
+// scale of updates averaging `examples` examples (SetWideFtrlProximal,
+// train/wide_deep.h), then whichever --wide_* FTRL flags are given.
+absl::Status SetWideFtrlFromFlags(const tools::Args& args, int64_t examples,
+                                  WideDeepConfig* model) {
+  SetWideFtrlProximal(DefaultWideFtrl(model->kind), examples, model);
+  struct Flag {
+    const char* name;
+    float* value;
+    double min, max;
+  };
+  for (const Flag& f :
+       {Flag{"wide_lr", &model->wide_lr, 1e-9, 100},
+        Flag{"wide_init_acc", &model->wide_initial_accumulator, 1e-12, 1e6},
+        Flag{"wide_lr_power", &model->wide_lr_power, -10, 0},
+        Flag{"wide_decay", &model->wide_accumulator_decay, 1e-6, 1},
+        Flag{"wide_l1", &model->wide_l1, 0, 1e6},
+        Flag{"wide_l2", &model->wide_l2, 0, 1e6}}) {
+    PSDB_ASSIGN_OR_RETURN(double v,
+                          args.GetDouble(f.name, *f.value, f.min, f.max));
+    *f.value = static_cast<float>(v);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                CacheFlags* cache_flags, std::string* store,
                                int64_t* memory_budget_mb) {
@@ -460,31 +460,16 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("deep_init", o->model.deep_init, 1e-9, 1));
   o->model.deep_init = static_cast<float>(lr);
-  const WideDefaults& wide =
-      o->model.kind == ModelKind::kLr ? kLrWide : kDeepWide;
-  const double batch = o->batch_size;
-  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr", wide.alpha, 1e-9, 100));
-  o->model.wide_lr = static_cast<float>(lr);
+  PSDB_RETURN_IF_ERROR(SetWideFtrlFromFlags(args, o->batch_size, &o->model));
+  // Field scales: on for the models with deep embeddings, off for lr
+  // (train/wide_deep.h, DefaultWideFtrl).
   PSDB_ASSIGN_OR_RETURN(
-      lr,
-      args.GetDouble("wide_init_acc", (kWideBeta / batch) * (kWideBeta / batch),
-                     1e-12, 1e6));
-  o->model.wide_initial_accumulator = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_lr_power", -0.5, -10, 0));
-  o->model.wide_lr_power = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(lr, args.GetDouble("wide_decay", 1.0, 1e-6, 1));
-  o->model.wide_accumulator_decay = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(o->model.wide_field_scale,
-                        args.GetBool("wide_field_scale", wide.field_scale));
+      o->model.wide_field_scale,
+      args.GetBool("wide_field_scale", o->model.kind != ModelKind::kLr));
   PSDB_ASSIGN_OR_RETURN(
       lr, args.GetDouble("wide_scale_lr", o->model.wide_scale_lr, 1e-9, 100));
   o->model.wide_scale_lr = static_cast<float>(lr);
-  PSDB_ASSIGN_OR_RETURN(
-      double reg, args.GetDouble("wide_l1", wide.lambda1 / batch, 0, 1e6));
-  o->model.wide_l1 = static_cast<float>(reg);
-  PSDB_ASSIGN_OR_RETURN(
-      reg, args.GetDouble("wide_l2", wide.lambda2 / (2 * batch), 0, 1e6));
-  o->model.wide_l2 = static_cast<float>(reg);
+  double reg = 0;
   PSDB_ASSIGN_OR_RETURN(reg,
                         args.GetDouble("deep_l2", o->model.deep_l2, 0, 1e6));
   o->model.deep_l2 = static_cast<float>(reg);
@@ -722,6 +707,13 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
     if (!args.Has("rank") && !args.Has("world")) {
       o.shard.rank = worker->rank();
       o.shard.world = worker->world();
+    }
+    // A sync cluster's servers average the workers' gradients: one update
+    // is the mean over the batch times the workers.
+    if (o.mode == SyncMode::kSync && worker->world() >= 2) {
+      absl::Status scaled = SetWideFtrlFromFlags(
+          args, int64_t{o.batch_size} * worker->world(), &o.model);
+      if (!scaled.ok()) return Fail(err, scaled);
     }
     if (cache_flags.rows > 0) {
       absl::Status decided = CacheModeFor(o.shard.world, &cache_flags);
