@@ -244,6 +244,16 @@ struct CacheFlags {
   std::string backend;
 };
 
+// A batch and its prefetched successor must fit the cache.
+absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
+  const int64_t need = 2LL * batch_size * kNumCatFeatures;
+  if (rows >= need) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--cache_rows %d is too small for --batch_size %d: a batch and its "
+      "prefetched successor may need %d rows per table",
+      rows, batch_size, need));
+}
+
 // The cache for `world` workers. One worker: --cache_rows (default 2^18),
 // --cache_mode (default write_back). 2+ workers: no cache unless
 // --cache_rows is given, and then push_through. A write-back cache is
@@ -253,34 +263,21 @@ struct CacheFlags {
 // And a push-through cache serves nothing across workers' steps (any row
 // may have been pushed by another worker since its fetch, so with
 // max_staleness 0 it re-reads every row): it only costs (0.77x the
-// samples/s of no cache in a sync cluster, BENCHMARKS.md).
-absl::Status CacheModeFor(int world, CacheFlags* flags) {
-  if (world >= 2 && !flags->rows_given) {
-    flags->rows = 0;
-    return absl::OkStatus();
-  }
+// samples/s of no cache in a sync cluster, BENCHMARKS.md). A cache kept
+// must fit two batches of `batch_size`.
+absl::Status CacheModeFor(int world, int batch_size, CacheFlags* flags) {
+  if (world >= 2 && !flags->rows_given) flags->rows = 0;
+  if (flags->rows == 0) return absl::OkStatus();
   if (flags->mode.empty()) {
     flags->mode = world >= 2 ? "push_through" : "write_back";
-    return absl::OkStatus();
-  }
-  if (flags->mode == "write_back" && world >= 2) {
+  } else if (flags->mode == "write_back" && world >= 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--cache_mode write_back with ", world,
         " workers: each worker's cache would write whole rows back over the "
         "other workers' updates; use push_through (the default with 2+ "
         "workers) or --cache_rows 0"));
   }
-  return absl::OkStatus();
-}
-
-// A batch and its prefetched successor must fit the cache.
-absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
-  const int64_t need = 2LL * batch_size * kNumCatFeatures;
-  if (rows >= need) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "--cache_rows %d is too small for --batch_size %d: a batch and its "
-      "prefetched successor may need %d rows per table",
-      rows, batch_size, need));
+  return CacheFitsTwoBatches(flags->rows, batch_size);
 }
 
 
@@ -613,15 +610,13 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
   }
   // The world is known now unless the cluster map gives it (then once
   // joined, below). A --cache_rows given is checked now either way.
-  const bool world_known = !cluster || args.Has("world");
-  if (cache_flags.rows > 0 && world_known) {
-    absl::Status one_writer = CacheModeFor(o.shard.world, &cache_flags);
-    if (!one_writer.ok()) return Usage(err, one_writer);
+  absl::Status cache_ok = absl::OkStatus();
+  if (!cluster || args.Has("world")) {
+    cache_ok = CacheModeFor(o.shard.world, o.batch_size, &cache_flags);
+  } else if (cache_flags.rows_given && cache_flags.rows > 0) {
+    cache_ok = CacheFitsTwoBatches(cache_flags.rows, o.batch_size);
   }
-  if (cache_flags.rows > 0 && (world_known || cache_flags.rows_given)) {
-    absl::Status fits = CacheFitsTwoBatches(cache_flags.rows, o.batch_size);
-    if (!fits.ok()) return Usage(err, fits);
-  }
+  if (!cache_ok.ok()) return Usage(err, cache_ok);
   const char* node_id_env = std::getenv("PS_NODE_ID");
   const std::string node_id = node_id_env != nullptr && *node_id_env != '\0'
                                   ? std::string(node_id_env)
@@ -715,13 +710,9 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
           args, int64_t{o.batch_size} * worker->world(), &o.model);
       if (!scaled.ok()) return Fail(err, scaled);
     }
-    if (cache_flags.rows > 0) {
-      absl::Status decided = CacheModeFor(o.shard.world, &cache_flags);
-      if (decided.ok() && cache_flags.rows > 0) {
-        decided = CacheFitsTwoBatches(cache_flags.rows, o.batch_size);
-      }
-      if (!decided.ok()) return Fail(err, decided);
-    }
+    absl::Status decided =
+        CacheModeFor(o.shard.world, o.batch_size, &cache_flags);
+    if (!decided.ok()) return Fail(err, decided);
     rpc::ClusterWorker* w = worker.get();
     // Rank 0 writes the cluster's checkpoints and its reports under CDIR;
     // another rank's reports go to CDIR/rank-<r>.
