@@ -36,6 +36,34 @@ double Field(const std::string& json, const std::string& name, size_t from) {
   return v;
 }
 
+// --cache_staleness reaches the cluster's workers: their push-through
+// cache serves rows across steps (without it, a row any step pushed is
+// read again); it needs a cluster of 2+ workers.
+TEST(PsBenchTrainTest, CacheStalenessReachesTheClusterWorkers) {
+  testing::ScratchDir dir;
+  const std::string bench = absl::StrCat(
+      testing::BuiltBinary("tools/ps-bench"),
+      " train --train_rows=256 --test_rows=400 --batch_size=32 --deep_dim=4 "
+      "--hidden=8 --max_vocab=200 --kinds=additive --models=lr --json");
+  auto hit_rate = [&](int staleness) {
+    auto [code, out] = testing::RunShell(
+        absl::StrCat(bench, " --cache_staleness=", staleness,
+                     " --dir=", dir.Sub(absl::StrCat("s", staleness)), " 2>&1"),
+        /*merge_stderr=*/false);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_THAT(
+        out, HasSubstr(absl::StrCat("\"cache_staleness\":", staleness, ",")));
+    return Field(out, "cache_hit_rate", out.find("\"cluster_on\":{"));
+  };
+  const double fresh = hit_rate(0);
+  const double stale = hit_rate(3);
+  EXPECT_GT(stale, fresh + 0.05) << fresh;
+  auto [code, out] = testing::RunShell(
+      absl::StrCat(bench, " --workers=1 --cache_staleness=1"));
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("--cache_staleness is for the cluster"));
+}
+
 TEST(PsBenchTrainTest, JsonHasEveryRunAndRatio) {
   testing::ScratchDir dir;
   const std::string bin = testing::BuiltBinary("tools/ps-bench");

@@ -142,6 +142,26 @@ TEST_F(TrainCliTest, TrainsOnTheEmbeddedStoreWithTheCacheAndIsDeterministic) {
   }
 }
 
+// --cache_staleness: a push-through cache re-reads a row only once more
+// than N of its pushes have passed it, so it serves more of the lookups
+// and reads fewer rows; every lookup is still a hit, a miss or a refresh.
+TEST_F(TrainCliTest, CacheStalenessServesPushThroughRowsLonger) {
+  auto stats = [&](const std::string& ckpt, const std::string& staleness) {
+    std::vector<std::string> args = TrainArgs(ckpt);
+    args.insert(args.end(), {"--cache_rows", "6000", "--cache_mode",
+                             "push_through", "--cache_staleness", staleness});
+    std::string out;
+    EXPECT_EQ(RunPsTrain(args, &out), 0);
+    const std::string summary = ReadAll(dir_.Sub(ckpt + "/summary.json"));
+    EXPECT_GT(*JsonNumber(summary, "auc"), 0.6) << summary;
+    return *JsonNumber(summary, "cache_hit_rate");
+  };
+  const double fresh = stats("ckpt-s0", "0");
+  const double stale = stats("ckpt-s4", "4");
+  EXPECT_GT(stale, fresh + 0.05);
+  EXPECT_LE(stale, 1.0);
+}
+
 // --model: each model trains through the worker cache, checkpoints exactly
 // its own tables and beats the constant predictor; the cache-less run gives
 // the same rows (its tables go through the same pulls and pushes).
@@ -497,6 +517,21 @@ TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {
   EXPECT_THAT(err, ::testing::HasSubstr("too small"));
   EXPECT_EQ(RunPsTrain({"gen"}, nullptr, &err), 2);
   EXPECT_EQ(RunPsTrain({"frobnicate"}, nullptr, &err), 2);
+  // --cache_staleness: push_through only, with a cache, not negative.
+  for (const auto& [flags, says] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--cache_staleness", "2"}, "is for --cache_mode push_through"},
+           {{"--cache_staleness", "2", "--cache_mode", "write_back"},
+            "is for --cache_mode push_through"},
+           {{"--cache_staleness", "2", "--cache_rows", "0"},
+            "--cache_staleness needs a worker cache"},
+           {{"--cache_staleness", "-1", "--cache_mode", "push_through"},
+            "--cache_staleness"}}) {
+    args = TrainArgs("ckpt");
+    args.insert(args.end(), flags.begin(), flags.end());
+    EXPECT_EQ(RunPsTrain(args, nullptr, &err), 2) << says;
+    EXPECT_THAT(err, ::testing::HasSubstr(says));
+  }
   // The generalization flags: listed by --help, ranges checked.
   std::string help;
   EXPECT_EQ(RunPsTrain({"--help"}, &help), 0);

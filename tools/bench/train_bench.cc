@@ -58,6 +58,10 @@ flags:
   --deep_dim=N       deep embedding dim               default 16
   --hidden=LIST      MLP widths (ps-train's default)  default 64,32
   --cache_rows=N     worker cache rows per table      default 65536
+  --cache_staleness=N
+                     steps the cluster workers' push-through cache serves
+                     a row before reading it again (ps-train
+                     --cache_staleness; needs --workers 2+)  default 0
   --max_vocab=N      largest field vocabulary         default 100000
   --servers=N        ps-servers in the cluster        default 2
   --workers=N        ps-train workers in the cluster  default 2
@@ -81,6 +85,7 @@ struct Params {
   int64_t deep_dim = 16;
   std::string hidden = "64,32";
   int64_t cache_rows = 65536;
+  int64_t cache_staleness = 0;
   int64_t max_vocab = 100000;
   int64_t servers = 2;
   int64_t workers = 2;
@@ -95,8 +100,8 @@ ScenarioFlags Flags() {
   return {"train",
           kUsage,
           {"train_rows", "test_rows", "kinds", "models", "batch_size",
-           "deep_dim", "hidden", "cache_rows", "max_vocab", "servers",
-           "workers", "mode", "seed", "bin", "dir"}};
+           "deep_dim", "hidden", "cache_rows", "cache_staleness", "max_vocab",
+           "servers", "workers", "mode", "seed", "bin", "dir"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
@@ -131,6 +136,13 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   PSDB_ASSIGN_OR_RETURN(
       p.cache_rows, args.GetInt("cache_rows", std::max(p.cache_rows, min_cache),
                                 min_cache, 1LL << 31));
+  PSDB_ASSIGN_OR_RETURN(p.cache_staleness,
+                        args.GetInt("cache_staleness", 0, 0, 1 << 20));
+  if (p.cache_staleness > 0 && p.workers < 2) {
+    return absl::InvalidArgumentError(
+        "--cache_staleness is for the cluster's push-through cache: give "
+        "--workers 2 or more");
+  }
   p.mode = args.GetString("mode", p.mode);
   if (p.mode != "sync" && p.mode != "async") {
     return absl::InvalidArgumentError("--mode must be sync or async");
@@ -307,6 +319,9 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
         TrainArgs(p, p.models.front(), data, root + "/ckpt");
     argv.push_back(absl::StrCat("--store=scheduler:127.0.0.1:", port));
     if (!prefetch) argv.push_back("--no_prefetch");
+    if (p.cache_staleness > 0) {
+      argv.push_back(absl::StrCat("--cache_staleness=", p.cache_staleness));
+    }
     argv.push_back("--dense=" + dense);
     if (dense == "allreduce") argv.push_back("--collective_host=127.0.0.1");
     PSDB_ASSIGN_OR_RETURN(
@@ -362,11 +377,11 @@ void PrintReport(const Params& p, const MachineInfo& m,
                          m.cpu_model, m.memory_bytes / double(1ull << 30));
   out << absl::StrFormat(
       "parameters  train_rows=%d test_rows=%d models=%s batch_size=%d "
-      "deep_dim=%d hidden=%s cache_rows=%d max_vocab=%d servers=%d workers=%d "
-      "mode=%s seed=%d\n\n",
+      "deep_dim=%d hidden=%s cache_rows=%d cache_staleness=%d max_vocab=%d "
+      "servers=%d workers=%d mode=%s seed=%d\n\n",
       p.train_rows, p.test_rows, absl::StrJoin(p.models, ","), p.batch_size,
-      p.deep_dim, p.hidden, p.cache_rows, p.max_vocab, p.servers, p.workers,
-      p.mode, p.seed);
+      p.deep_dim, p.hidden, p.cache_rows, p.cache_staleness, p.max_vocab,
+      p.servers, p.workers, p.mode, p.seed);
   out << absl::StrFormat("%-44s %-9s %-9s %9s %8s %11s %9s %7s %7s %7s\n",
                          "run", "data", "model", "samples", "seconds",
                          "samples/s", "cache hit", "AUC", "Bayes", "gap");
@@ -421,6 +436,8 @@ void PrintJson(const Params& p, const MachineInfo& m,
   str(p.hidden);
   j += ",\"cache_rows\":";
   num(p.cache_rows);
+  j += ",\"cache_staleness\":";
+  num(p.cache_staleness);
   j += ",\"max_vocab\":";
   num(p.max_vocab);
   j += ",\"servers\":";

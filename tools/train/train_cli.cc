@@ -100,6 +100,10 @@ constexpr char kUsage[] =
     "  once a push has passed them, the mode with 2+ workers, where\n"
     "  write_back is refused: the workers would write rows back over each\n"
     "  other's updates)\n"
+    "           [--cache_staleness N]\n"
+    "  (push_through: a cached row serves up to N of this worker's steps\n"
+    "  after its fetch before it is read again, bounded staleness as in\n"
+    "  SSP: fewer reads, no longer exact; default 0, always fresh)\n"
     "  (--cache_backend cuda: the cache's rows in GPU memory, in a build\n"
     "  with CUDA on a machine with a device; the same math as cpu, bit for\n"
     "  bit)\n"
@@ -242,6 +246,7 @@ struct CacheFlags {
   std::string policy;
   std::string mode;  // "" until CacheModeFor decides it
   std::string backend;
+  int64_t staleness = 0;  // --cache_staleness: push_through only
 };
 
 // A batch and its prefetched successor must fit the cache.
@@ -263,14 +268,26 @@ absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
 // And a push-through cache serves nothing across workers' steps (any row
 // may have been pushed by another worker since its fetch, so with
 // max_staleness 0 it re-reads every row): it only costs (0.77x the
-// samples/s of no cache in a sync cluster, BENCHMARKS.md). A cache kept
-// must fit two batches of `batch_size`.
+// samples/s of no cache in a sync cluster, BENCHMARKS.md), unless
+// --cache_staleness lets it serve rows a few steps old. A cache kept must
+// fit two batches of `batch_size`.
 absl::Status CacheModeFor(int world, int batch_size, CacheFlags* flags) {
   if (world >= 2 && !flags->rows_given) flags->rows = 0;
-  if (flags->rows == 0) return absl::OkStatus();
+  if (flags->rows == 0) {
+    if (flags->staleness == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "--cache_staleness needs a worker cache: give --cache_rows N (with "
+        "2+ workers there is none by default)");
+  }
   if (flags->mode.empty()) {
     flags->mode = world >= 2 ? "push_through" : "write_back";
-  } else if (flags->mode == "write_back" && world >= 2) {
+  }
+  if (flags->staleness > 0 && flags->mode != "push_through") {
+    return absl::InvalidArgumentError(
+        "--cache_staleness is for --cache_mode push_through (the default "
+        "with 2+ workers): a write_back cache trains its rows itself");
+  }
+  if (flags->mode == "write_back" && world >= 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--cache_mode write_back with ", world,
         " workers: each worker's cache would write whole rows back over the "
@@ -279,7 +296,6 @@ absl::Status CacheModeFor(int world, int batch_size, CacheFlags* flags) {
   }
   return CacheFitsTwoBatches(flags->rows, batch_size);
 }
-
 
 // The wide part's FTRL: DefaultWideFtrl(model->kind) at the per-example
 // scale of updates averaging `examples` examples (SetWideFtrlProximal,
@@ -334,6 +350,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "cache_policy",
                                         "cache_mode",
                                         "cache_backend",
+                                        "cache_staleness",
                                         "deep_optimizer",
                                         "deep_lr",
                                         "deep_init",
@@ -428,6 +445,8 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   // "": write_back for one worker, push_through for more (CacheModeFor).
   cache_flags->mode = args.GetString("cache_mode", "");
   cache_flags->backend = args.GetString("cache_backend", "cpu");
+  PSDB_ASSIGN_OR_RETURN(cache_flags->staleness,
+                        args.GetInt("cache_staleness", 0, 0, 1 << 20));
   PSDB_ASSIGN_OR_RETURN(o->model.kind,
                         ParseModelKind(args.GetString("model", kDefaultModel)));
   if (!args.Has("min_count") && o->model.kind != ModelKind::kLr) {
@@ -658,7 +677,11 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
               : cache_flags.rows_given
                   ? "write_back with 1 worker, push_through with 2+"
                   : "write_back with 1 worker; no cache with 2+")
-          << ", " << cache_flags.backend << ")";
+          << ", " << cache_flags.backend;
+      if (cache_flags.staleness > 0) {
+        out << ", rows up to " << cache_flags.staleness << " steps stale";
+      }
+      out << ")";
     }
     out << "\n";
     // ps-train reads PS_NODE_ID (as a cluster worker) and no other PS_*.
@@ -772,6 +795,7 @@ int RunTrainCommand(const tools::Args& args, std::ostream& out,
                      : cache::CacheMode::kPushThrough;
     copts.backend = cache_flags.backend == "cuda" ? cache::BackendKind::kCuda
                                                   : cache::BackendKind::kCpu;
+    copts.max_staleness = cache_flags.staleness;
     absl::Status created = CreateModelTables(o.model, client_raw);
     if (!created.ok()) return Fail(err, created);
     absl::StatusOr<std::unique_ptr<CachedEmbeddingSource>> cached =
