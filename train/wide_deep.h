@@ -178,7 +178,6 @@ struct WideDeepConfig {
   collective::AllReducer* dense_reducer = nullptr;
 };
 
-// The sizes the math works on, derived from the config.
 // FTRL-Proximal's per-example hyperparameters (McMahan et al. 2013,
 // Algorithm 1): per coordinate, learning rate alpha / (beta + sqrt(n)), n
 // the sum of squared gradients, and L1 lambda1 and L2 lambda2 per example.
@@ -213,6 +212,7 @@ FtrlProximal DefaultWideFtrl(ModelKind kind);
 void SetWideFtrlProximal(const FtrlProximal& ftrl, int64_t examples,
                          WideDeepConfig* config);
 
+// The sizes the math works on, derived from the config.
 struct WideDeepShape {
   ModelKind kind = ModelKind::kWideDeep;
   int deep_dim = 16;
