@@ -150,8 +150,7 @@ TEST_F(TrainCliTest, CacheStalenessServesPushThroughRowsLonger) {
     std::vector<std::string> args = TrainArgs(ckpt);
     args.insert(args.end(), {"--cache_rows", "6000", "--cache_mode",
                              "push_through", "--cache_staleness", staleness});
-    std::string out;
-    EXPECT_EQ(RunPsTrain(args, &out), 0);
+    EXPECT_EQ(RunPsTrain(args), 0);
     const std::string summary = ReadAll(dir_.Sub(ckpt + "/summary.json"));
     EXPECT_GT(*JsonNumber(summary, "auc"), 0.6) << summary;
     return *JsonNumber(summary, "cache_hit_rate");
