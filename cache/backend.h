@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "optim/kernels.h"
+#include "psdb/vocab_cache.h"
 
 namespace psdb::cache {
 
@@ -60,11 +61,6 @@ class CacheBackend {
 void GroupPositionsByRow(absl::Span<const int32_t> inverse, size_t num_unique,
                          std::vector<int32_t>* offsets,
                          std::vector<int32_t>* positions);
-
-enum class BackendKind : int {
-  kCpu = 0,
-  kCuda = 1,
-};
 
 // A new backend of `kind`: Unimplemented for kCuda when this build has no
 // CUDA backend, FailedPrecondition when it has one but no device is present.

@@ -34,17 +34,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "psdb/vocab_cache.h"
 
 namespace psdb::cache {
-
-enum class PolicyKind : int {
-  kLru = 0,
-  kLfu = 1,
-  kLookahead = 2,
-};
-
-// "lru", "lfu", "lookahead".
-absl::string_view PolicyName(PolicyKind kind);
 
 class EvictionPolicy {
  public:

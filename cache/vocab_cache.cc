@@ -1,4 +1,4 @@
-#include "cache/vocab_cache.h"
+#include "psdb/vocab_cache.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "cache/backend.h"
+#include "cache/policy.h"
 #include "cache/slot_map.h"
 #include "optim/optimizer.h"
 #include "util/hash.h"
+#include "util/key_dedup.h"
 #include "util/status_macros.h"
 
 namespace psdb::cache {
@@ -82,7 +85,9 @@ uint64_t RowBytes(const RowBatch& rows) {
 
 VocabCache::VocabCache(ParameterClient* client,
                        const VocabCacheOptions& options)
-    : client_(client), options_(options) {}
+    : client_(client),
+      options_(options),
+      dedup_(std::make_unique<KeyDedup>()) {}
 
 VocabCache::~VocabCache() { WaitForPrefetch().IgnoreError(); }
 
@@ -183,17 +188,17 @@ absl::Status VocabCache::Prepare(absl::Span<const TableIds> batch,
     TablePart part;
     part.table = t;
     part.ids.assign(in.ids.begin(), in.ids.end());
-    dedup_.Reset(in.ids.size());
+    dedup_->Reset(in.ids.size());
     part.inverse.resize(in.ids.size());
     fp = Mix64(fp ^ static_cast<uint64_t>(t));
     for (size_t i = 0; i < in.ids.size(); ++i) {
       bool inserted;
       // < 2^31 distinct ids (checked above), so the index fits an int32_t.
       part.inverse[i] =
-          static_cast<int32_t>(dedup_.Insert(in.ids[i], &inserted));
+          static_cast<int32_t>(dedup_->Insert(in.ids[i], &inserted));
       fp = Mix64(fp ^ in.ids[i]);
     }
-    part.unique.assign(dedup_.unique().begin(), dedup_.unique().end());
+    part.unique.assign(dedup_->unique().begin(), dedup_->unique().end());
     GroupPositionsByRow(part.inverse, part.unique.size(), &part.offsets,
                         &part.positions);
     part.slots.assign(part.unique.size(), -1);

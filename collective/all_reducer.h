@@ -3,7 +3,7 @@
 // worker hands in its gradient, every worker gets back the element-wise
 // sum over all workers, identical bit for bit on every rank. It is an
 // interface target of its own (psdb_collective_interface, like
-// store/parameter_client.h) so train/ uses it without depending on gloo or
+// psdb/parameter_client.h) so train/ uses it without depending on gloo or
 // NCCL; the implementations (gloo on CPU, NCCL on GPU) live in
 // psdb_collective (collective/gloo_all_reducer.h, nccl_all_reducer.h) and
 // are injected by tools/train.

@@ -1,11 +1,12 @@
 // quickstart: psdb's first page. Opens an embedded store, creates an
 // embedding table, pulls rows, pushes gradients, pulls again, writes a
-// checkpoint and reads its manifest back.
+// checkpoint and reads it back.
 //
 //   build/examples/quickstart [DIR]     (default: a fresh directory in /tmp)
 //
-// Everything here is the in-process API (store/store.h); a cluster uses the
-// same calls through a ParameterClient (store/parameter_client.h).
+// Everything here is the public API (include/psdb/): the in-process Store;
+// a cluster uses the same calls through a ParameterClient
+// (psdb/parameter_client.h, psdb/client_url.h).
 #include <stdlib.h>
 
 #include <cstdint>
@@ -18,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "store/manifest.h"
-#include "store/store.h"
-#include "store/table_spec.h"
-#include "util/status_macros.h"
+#include "psdb/checkpoint_reader.h"
+#include "psdb/optimizer.h"
+#include "psdb/store.h"
+#include "psdb/table_spec.h"
 
 namespace {
 
@@ -44,8 +45,10 @@ absl::Status Run(const std::string& dir) {
   //    a half-built store.
   psdb::StoreOptions options;
   options.memory_budget_bytes = 64ull << 20;  // 64 MiB
-  PSDB_ASSIGN_OR_RETURN(std::unique_ptr<psdb::Store> store,
-                        psdb::Store::Open(options, dir));
+  absl::StatusOr<std::unique_ptr<psdb::Store>> opened =
+      psdb::Store::Open(options, dir);
+  if (!opened.ok()) return opened.status();
+  psdb::Store& store = **opened;
 
   // 2. A table of 8-float embeddings trained with Adagrad. Rows are created
   //    on first sight with a deterministic initial vector (a function of
@@ -55,40 +58,50 @@ absl::Status Run(const std::string& dir) {
   spec.dim = 8;
   spec.optimizer.kind = psdb::optim::OptimizerKind::kAdagrad;
   spec.optimizer.learning_rate = 0.1f;
-  PSDB_RETURN_IF_ERROR(store->CreateTable(spec));
+  if (absl::Status s = store.CreateTable(spec); !s.ok()) return s;
 
   // 3. Pull: one row of `dim` floats per key, in the order asked.
   const std::vector<uint64_t> keys = {42, 7, 1000003};
   std::vector<float> rows(keys.size() * spec.dim);
-  PSDB_RETURN_IF_ERROR(store->Pull(spec.name, keys, absl::MakeSpan(rows)));
+  if (absl::Status s = store.Pull(spec.name, keys, absl::MakeSpan(rows));
+      !s.ok()) {
+    return s;
+  }
   PrintRows("pulled (initial values):", keys, rows, spec.dim);
 
   // 4. Push gradients, one row per key; the table's optimizer (Adagrad)
   //    applies them. Duplicate keys in a push would be summed first.
   std::vector<float> grads(keys.size() * spec.dim, 0.5f);
-  PSDB_RETURN_IF_ERROR(store->Push(spec.name, keys, grads));
+  if (absl::Status s = store.Push(spec.name, keys, grads); !s.ok()) return s;
 
   // 5. Pull again. Adagrad: acc = 0.1 (initial) + g^2 = 0.35, so every value
   //    moved by -lr * g / sqrt(acc) = -0.1 * 0.5 / 0.5916 = -0.0845.
-  PSDB_RETURN_IF_ERROR(store->Pull(spec.name, keys, absl::MakeSpan(rows)));
+  if (absl::Status s = store.Pull(spec.name, keys, absl::MakeSpan(rows));
+      !s.ok()) {
+    return s;
+  }
   PrintRows("pulled after one push:", keys, rows, spec.dim);
 
   // 6. Checkpoint: dirty rows reach RocksDB, the files are hard-linked into
   //    dir/checkpoint/ckpt-<step>-<seq>/, and MANIFEST.json is written last.
-  PSDB_ASSIGN_OR_RETURN(psdb::CheckpointInfo ckpt,
-                        store->Checkpoint(dir + "/checkpoint"));
-  std::cout << "\ncheckpoint written to " << ckpt.path << "\n\n";
+  absl::StatusOr<psdb::CheckpointInfo> ckpt =
+      store.Checkpoint(dir + "/checkpoint");
+  if (!ckpt.ok()) return ckpt.status();
+  std::cout << "\ncheckpoint written to " << ckpt->path << "\n\n";
 
-  // 7. Read its manifest back (store/manifest.h): the tables with their
-  //    full specs and row counts. `ps-dump info DIR/checkpoint` prints more.
-  PSDB_ASSIGN_OR_RETURN(psdb::v1::Manifest manifest,
-                        psdb::ReadManifest(ckpt.path));
-  std::cout << "manifest of " << manifest.checkpoint_id() << ": step "
-            << manifest.step() << "\n";
-  for (const psdb::v1::TableManifest& table : manifest.tables()) {
-    std::cout << absl::StrFormat("  table %s: dim %d, %s, %d rows\n",
-                                 table.spec().name(), table.spec().dim(),
-                                 table.spec().optimizer().kind(), table.rows());
+  // 7. Read it back (psdb/checkpoint_reader.h), as ps-dump and serving
+  //    replicas do: the tables with their full specs and row counts.
+  //    `ps-dump info DIR/checkpoint` prints more.
+  absl::StatusOr<std::unique_ptr<psdb::ckpt::CheckpointReader>> reader =
+      psdb::ckpt::CheckpointReader::Open(ckpt->path);
+  if (!reader.ok()) return reader.status();
+  const std::string& path = (*reader)->dir();
+  std::cout << "checkpoint " << path.substr(path.rfind('/') + 1) << ": step "
+            << (*reader)->step() << "\n";
+  for (const psdb::ckpt::TableInfo& table : (*reader)->tables()) {
+    std::cout << absl::StrFormat(
+        "  table %s: dim %d, %s, %d rows\n", table.spec.name, table.spec.dim,
+        psdb::optim::KindName(table.spec.optimizer.kind), table.rows);
   }
   return absl::OkStatus();
 }

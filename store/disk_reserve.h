@@ -8,7 +8,7 @@
 // grew); then the close's flush fails with ENOSPC. With a reserve, Close
 // deletes the ballast and flushes again (CockroachDB keeps an "emergency
 // ballast" file for the same reason); an open whose RocksDB open the disk
-// refuses deletes it and opens again (store/store.h). The file is
+// refuses deletes it and opens again (psdb/store.h). The file is
 // <store>/disk-reserve, written with zeros and synced (fallocate alone is
 // not enough: a sparse or lazily allocated file holds back nothing),
 // through StoreOptions::file_system.

@@ -238,7 +238,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // refuses) passes the share: the rows give way (Store::Impl::
   // YieldToRocksdb). Halving memtables instead doubles the L0 files and,
   // with evictions spread over the whole key range, the compaction work
-  // per evicted row (BENCHMARKS.md, "Memory").
+  // per evicted row (docs/benchmarks/memory.md).
   t->cf_options_.write_buffer_size = split.memtable_bytes;
   // Evictions overwrite rows spread over the whole key range, so every
   // L0 -> L1 compaction rewrites all of L1: merging twice as many L0 files
@@ -253,7 +253,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // even the smallest rows (dim 1, ~80 bytes a memtable entry) about 13
   // bits a key, a dim-64 Adagrad row ~100; 0.1, as it was, zeroed
   // 6.4 MiB per memtable at the default budget, 0.004-0.01 CPU-s of a
-  // migration's destination (BENCHMARKS.md, ps-bench migrate, run 13).
+  // migration's destination (docs/benchmarks/migrate.md, run 13).
   t->cf_options_.memtable_prefix_bloom_size_ratio = 0.02;
   t->cf_options_.memtable_whole_key_filtering = true;
 

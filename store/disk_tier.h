@@ -17,7 +17,7 @@
 // reopen; see Open). For the same reason a wal-mode store whose disk fills
 // up may need a reopen before RocksDB writes again.
 //
-// A disk that refuses writes (store/store.h, "Disk full and I/O errors"):
+// A disk that refuses writes (psdb/store.h, "Disk full and I/O errors"):
 //  - Headroom: RoomFor() refuses an eviction write unless the file system
 //    keeps room for everything not yet in a file after it: RocksDB's
 //    memtables, the write, and the memory tier's rows (any of which a
@@ -66,8 +66,8 @@
 #include "rocksdb/sst_file_manager.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
-#include "store/manifest.pb.h"
-#include "store/store.h"
+#include "manifest/manifest.pb.h"
+#include "psdb/store_options.h"
 
 namespace psdb::internal {
 

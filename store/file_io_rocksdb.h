@@ -1,4 +1,4 @@
-// FileIoOver: psdb's file operations (store/file_io.h) over a
+// FileIoOver: psdb's file operations (util/file_io.h) over a
 // rocksdb::FileSystem — StoreOptions::file_system, the one RocksDB's own
 // files go through — and EnvOver, the rocksdb::Env built over the same file
 // system for what takes an Env (read-only opens, rocksdb::Checkpoint,
@@ -14,7 +14,7 @@
 
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
-#include "store/file_io.h"
+#include "util/file_io.h"
 
 namespace psdb::internal {
 

@@ -1,4 +1,4 @@
-#include "store/local_client.h"
+#include "psdb/local_client.h"
 
 #include "util/status_macros.h"
 

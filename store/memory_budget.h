@@ -2,7 +2,7 @@
 // its memory tier (rows) and RocksDB (one block cache that also carries the
 // memtables, charged to it through a rocksdb::WriteBufferManager). Internal
 // to psdb_store; the rule is documented for users at
-// StoreOptions::memory_budget_bytes (store/store.h).
+// StoreOptions::memory_budget_bytes (psdb/store.h).
 //
 //   rocksdb = rocksdb_block_cache_bytes if set, otherwise
 //             min(clamp(budget / 8, 1 MiB, 256 MiB), budget / 2)
@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "store/store.h"
+#include "psdb/store_options.h"
 
 namespace psdb::internal {
 

@@ -44,8 +44,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "store/row.h"
-#include "store/store.h"
+#include "psdb/row.h"
+#include "psdb/store_options.h"
 
 namespace psdb::internal {
 

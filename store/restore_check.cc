@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "store/disk_tier.h"
 #include "store/file_io_rocksdb.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "store/shard_files.h"
 #include "store/store_meta.h"
 #include "util/status_macros.h"

@@ -8,7 +8,7 @@
 // RocksDB parses any of them), then opens the copy read-only (writing
 // nothing into it) and requires:
 //  - its column families (the default one aside) are exactly the tables
-//    the manifest lists (CheckShardTables, store/manifest.h);
+//    the manifest lists (CheckShardTables, manifest/manifest.h);
 //  - its metadata holds a spec for each of them, equal to the manifest's,
 //    and for no other table (Store::Open takes the tables from that
 //    metadata);
@@ -32,8 +32,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "store/manifest.pb.h"
-#include "store/store.h"
+#include "manifest/manifest.pb.h"
+#include "psdb/store.h"
 
 namespace psdb::internal {
 

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "store/row.h"
+#include "psdb/row.h"
 
 namespace psdb {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "rocksdb/file_checksum.h"
 #include "rocksdb/file_system.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 
 namespace psdb {
 namespace {

@@ -29,8 +29,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "store/manifest.pb.h"
-#include "store/store.h"
+#include "manifest/manifest.pb.h"
+#include "psdb/store.h"
 
 namespace rocksdb {
 class FileSystem;

@@ -2,7 +2,7 @@
 // store's own format: one column family per table with the DiskTier's
 // options, rows as store/row_codec.h encodes them, the store's metadata in
 // the default column family) from rows that already exist elsewhere, without
-// a Store: what `ps-dump reshard` (store/checkpoint_reshard.h) builds each
+// a Store: what `ps-dump reshard` (checkpoint/reshard.h) builds each
 // destination shard with. A Store restored from the shard (or ps-dump, or a
 // serving replica) cannot tell it from one a Store's checkpoint wrote.
 //
@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 
 namespace rocksdb {
 class FileSystem;

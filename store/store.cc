@@ -1,4 +1,4 @@
-#include "store/store.h"
+#include "psdb/store.h"
 
 #include <algorithm>
 

@@ -61,9 +61,9 @@
 #include "absl/time/time.h"
 #include "store/disk_reserve.h"
 #include "store/disk_tier.h"
-#include "store/file_io.h"
-#include "store/manifest.h"
-#include "store/store.h"
+#include "util/file_io.h"
+#include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "store/table.h"
 #include "store/wal.h"
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "optim/optimizer.h"
 #include "store/row_codec.h"
 #include "store/table.h"
 #include "util/key_dedup.h"

@@ -78,7 +78,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "store/row.h"
+#include "psdb/row.h"
 
 namespace rocksdb {
 class FileSystem;

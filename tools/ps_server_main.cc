@@ -24,7 +24,7 @@
 // (up to --shutdown_grace_seconds), then close the store cleanly (dirty rows
 // and memtables flushed). Exit status 0 after a clean shutdown, 1 on a
 // startup error or a shutdown that could not flush (the message says how
-// many rows are not in files; store/store.h, "Disk full and I/O errors").
+// many rows are not in files; psdb/store.h, "Disk full and I/O errors").
 // While the disk refuses writes, pushes that need room fail with
 // RESOURCE_EXHAUSTED naming the table and the cause; reads keep working.
 // With --metrics_port (training or serving) it first prints "metrics on
@@ -77,8 +77,8 @@
 #include "rpc/wire/address.h"
 #include "rpc/wire/tls.h"
 #include "shard/ring.h"
-#include "store/checkpoint_restore.h"
-#include "store/store.h"
+#include "checkpoint/restore.h"
+#include "psdb/store.h"
 #include "tools/common/args.h"
 #include "tools/common/flags_help.h"
 #include "tools/common/reserved_port.h"
@@ -101,7 +101,7 @@ ABSL_FLAG(int64_t, malloc_keep_mb, 256,
           "come from the heap, M_MMAP_THRESHOLD); 0 = glibc's defaults.");
 ABSL_FLAG(int64_t, memory_budget_mb, 1024,
           "Memory budget of the store, MiB: its rows, RocksDB's memtables "
-          "and block cache together (README.md, \"Memory\").");
+          "and block cache together (docs/operations/memory.md).");
 ABSL_FLAG(int64_t, disk_reserve_mb, 0,
           "Disk space, MiB, the store holds back in DATA_DIR/disk-reserve for "
           "a shutdown on a disk something else filled "
@@ -555,7 +555,7 @@ int main(int argc, char** argv) {
     return Fail(store.status());
   }
   if ((*store)->read_only()) {
-    // Store::Open's answer to a disk that refuses writes (store/store.h).
+    // Store::Open's answer to a disk that refuses writes (psdb/store.h).
     std::fprintf(stderr,
                  "ps-server: the disk of %s refuses writes: the store is "
                  "open read-only (pulls work, writes are refused) until the "
@@ -565,7 +565,7 @@ int main(int argc, char** argv) {
   if (const psdb::StoreStats stats = (*store)->Stats();
       stats.disk_reserve_held_bytes < stats.disk_reserve_bytes) {
     // A restart on a full disk gave the reserve's room to the open, or
-    // found no room to write it (store/store.h).
+    // found no room to write it (psdb/store.h).
     std::fprintf(stderr,
                  "ps-server: the disk of %s has no room for the %llu-byte "
                  "disk reserve: running without it until it has\n",

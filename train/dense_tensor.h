@@ -16,8 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "store/parameter_client.h"
-#include "store/table_spec.h"
+#include "psdb/parameter_client.h"
+#include "psdb/table_spec.h"
 
 namespace psdb::train {
 

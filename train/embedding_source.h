@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 
 namespace psdb::train {
 

@@ -39,9 +39,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "collective/all_reducer.h"
-#include "store/parameter_client.h"
-#include "store/row.h"
-#include "store/table_spec.h"
+#include "psdb/parameter_client.h"
+#include "psdb/row.h"
+#include "psdb/table_spec.h"
 #include "train/dense_tensor.h"
 
 namespace psdb::train {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "store/file_io.h"
+#include "util/file_io.h"
 
 namespace psdb::train {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "store/file_io.h"
+#include "util/file_io.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/rare_ids.h"

@@ -56,7 +56,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 #include "train/criteo_reader.h"
 #include "train/embedding_source.h"
 #include "train/wide_deep.h"

@@ -65,7 +65,7 @@
 #include "absl/types/span.h"
 #include "collective/all_reducer.h"
 #include "optim/optimizer.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 #include "train/criteo_reader.h"
 #include "train/cross_net.h"
 #include "train/dense_tensor.h"
@@ -98,8 +98,8 @@ struct WideDeepConfig {
   // kDeepFwFm's pair weights at start, every pair alike (ps-train
   // --pair_init; 0 = start as Wide&Deep, 1 = start as DeepFM). With
   // pair_lr 0.01, 0.1 keeps the additive and longtail data's AUC at 0.3's
-  // (within 0.0001) and gains 0.018 on the pairs data (BENCHMARKS.md,
-  // issue 18). Default: 0.1
+  // (within 0.0001) and gains 0.018 on the pairs data (docs/benchmarks/
+  // train.md, issue 18). Default: 0.1
   float pair_weight_init = 0.1f;
   // Adam learning rate of kDeepFwFm's pair weights (ps-train --pair_lr):
   // 10 x the MLP's dense_lr, so that in one epoch the pairs that interact
@@ -112,7 +112,7 @@ struct WideDeepConfig {
   int deep_dim = 16;
   // Hidden layer widths of the MLP: 64,32 scored as 256,128 within
   // 0.0006 AUC on the additive and pairs data at a fifth of the MLP's FLOPs
-  // (BENCHMARKS.md, issue 18). Default: {64, 32}
+  // (docs/benchmarks/train.md, issue 18). Default: {64, 32}
   std::vector<int> hidden = {64, 32};
   // kLazyAdam or kAdagrad. Default: kLazyAdam
   optim::OptimizerKind deep_optimizer = optim::OptimizerKind::kLazyAdam;
@@ -123,8 +123,8 @@ struct WideDeepConfig {
   // id's few updates are not drowned in its random start and an id first
   // seen at test time adds little noise: 0.002 scored +0.0005 AUC over
   // Keras' 0.05 with Wide&Deep on ps-bench train's additive data and made
-  // DeepFM +0.0014 / +0.0036 on additive / pairs (BENCHMARKS.md, issue
-  // 18). Default: 0.002
+  // DeepFM +0.0014 / +0.0036 on additive / pairs (docs/benchmarks/
+  // train.md, issue 18). Default: 0.002
   float deep_init = 0.002f;
   // FTRL learning rate, L1 and L2 of the wide part. These defaults are
   // not at any batch's per-example scale; ps-train sets the wide FTRL with
@@ -195,7 +195,7 @@ struct FtrlProximal {
 // (lr_power -1, decay 0.99) by +0.0011 / +0.0017 / -0.0013 test AUC on the
 // additive / pairs / longtail data of ps-bench train (seed 1), +0.0017 /
 // +0.0050 / -0.0001 on seed 2, and +0.0024 / +0.0023 / -0.0009 on `ps-train
-// gen`'s default size (BENCHMARKS.md, "The lr baseline at its per-example
+// gen`'s default size (docs/benchmarks/train.md, "The lr baseline at its per-example
 // scale" and "Every model's wide part at the per-example scale"). beta is 1.
 FtrlProximal DefaultWideFtrl(ModelKind kind);
 

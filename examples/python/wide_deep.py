@@ -209,7 +209,7 @@ class WideDeep(torch.nn.Module):
         # FTRL-Proximal with per-example alpha (--wide_lr), beta 1 and
         # lambda2 (--wide_l2), as ps-train: the loss is a batch mean, so
         # at batch B beta is sqrt of an initial accumulator (1/B)^2 and the
-        # l2 is lambda2 / (2B) (README, "Models").
+        # l2 is lambda2 / (2B) (docs/models.md).
         batch = args.batch_size
         ftrl = dict(optimizer="ftrl", learning_rate=args.wide_lr,
                     l2=args.wide_l2 / (2 * batch),

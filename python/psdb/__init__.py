@@ -59,7 +59,7 @@ def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
     refused) or "scheduler:HOST:PORT" (several, "scheduler:h1:p1,h2:p2",
     for schedulers sharing etcd: calls fail over between them).
 
-    Options for local: URLs (StoreOptions, store/store.h):
+    Options for local: URLs (StoreOptions, psdb/store.h):
       memory_budget_bytes, eviction ("clock" | "sampled_lru"),
       index_stripes, max_batch_keys, background_eviction,
       rocksdb_block_cache_bytes, create_if_missing, restore_from, shard_id.

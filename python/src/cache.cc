@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "cache/vocab_cache.h"
+#include "psdb/vocab_cache.h"
 #include "python/src/arrays.h"
 #include "python/src/client.h"
 #include "python/src/errors.h"
@@ -272,7 +272,7 @@ void RegisterCache(py::module_& m) {
   const cache::VocabCacheOptions defaults;
   py::class_<CacheHandle, std::shared_ptr<CacheHandle>>(m, "VocabCache",
                                                         R"doc(
-The worker-side vocab cache (cache/vocab_cache.h) in front of a Client.
+The worker-side vocab cache (psdb/vocab_cache.h) in front of a Client.
 
 VocabCache(client, tables, *, capacity_rows, policy="lru", mode="write_back",
            shared_capacity=False, max_staleness=0, backend="cpu")

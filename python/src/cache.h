@@ -1,4 +1,4 @@
-// psdb.VocabCache: cache/vocab_cache.h's VocabCache over a psdb.Client.
+// psdb.VocabCache: psdb/vocab_cache.h's VocabCache over a psdb.Client.
 // Batches are dicts {table: ids} (or sequences of (table, ids) pairs), in
 // the order the C++ TableIds span would list them; looked-up rows come back
 // as a list of float32 arrays (n_i, dim_i) in that order, without a copy

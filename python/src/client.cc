@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "optim/optimizer.h"
+#include "psdb/client_url.h"
 #include "python/src/arrays.h"
 #include "python/src/errors.h"
 #include "python/src/open_options.h"
 #include "python/src/table_spec.h"
-#include "rpc/client/client_url.h"
 
 namespace psdb::python {
 
@@ -81,7 +81,7 @@ void ClientHandle::Forget(const std::string& table) {
 namespace {
 
 // Whole rows in Python: values (n, dim) and state (n, state_size) float32,
-// and the RowHeader fields (store/row.h) as 1-D arrays.
+// and the RowHeader fields (psdb/row.h) as 1-D arrays.
 struct Rows {
   py::array values, state, last_update_step, update_count, frequency;
 };
@@ -249,7 +249,7 @@ void RegisterClient(py::module_& m) {
   py::class_<Rows>(m, "Rows", R"doc(
 Whole rows of one table (Client.pull_rows / Client.put_rows): values
 (n, dim) and state (n, state_size) as float32, and the row header
-(store/row.h RowHeader) as 1-D arrays last_update_step (int64),
+(psdb/row.h RowHeader) as 1-D arrays last_update_step (int64),
 update_count (uint64) and frequency (uint64). The arrays may be replaced
 or modified in place before put_rows.
 )doc")

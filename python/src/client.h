@@ -1,4 +1,4 @@
-// psdb.Client: a ParameterClient opened from a URL (rpc/client/client_url.h)
+// psdb.Client: a ParameterClient opened from a URL (psdb/client_url.h)
 // behind a lock that makes close() safe. Every call releases the GIL and
 // holds the lock shared while C++ runs; close() takes it exclusively, so it
 // waits for calls in flight, and later calls raise ValueError("client is
@@ -23,7 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 
 namespace psdb::python {
 

@@ -1,4 +1,4 @@
-// psdb.open's keyword arguments: StoreOptions fields (store/store.h) for
+// psdb.open's keyword arguments: StoreOptions fields (psdb/store.h) for
 // local: URLs; RemoteClientOptions fields (rpc/client/remote_client.h) for
 // servers: and scheduler: URLs, durations as seconds (call_timeout_s, ...)
 // and the TLS fields prefixed tls_ (tls_ca_file, ...). max_batch_keys
@@ -12,8 +12,8 @@
 
 #include <string>
 
+#include "psdb/store.h"
 #include "rpc/client/remote_client.h"
-#include "store/store.h"
 
 namespace psdb::python {
 

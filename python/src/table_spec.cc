@@ -5,9 +5,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "optim/optimizer.h"
 #include "python/src/errors.h"
-#include "store/manifest.h"
 
 namespace psdb::python {
 namespace {

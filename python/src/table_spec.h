@@ -1,7 +1,7 @@
 // TableSpec in Python: psdb.TableSpec (a read-only view of a C++ TableSpec)
 // and the keyword arguments of Client.create_table. Enum names
 // ("adagrad", "truncated_normal", "skip_row", ...) are converted by
-// store/manifest.h's TableSpecToProto / TableSpecFromProto, the one place
+// manifest/manifest.h's TableSpecToProto / TableSpecFromProto, the one place
 // psdb names them; the keyword defaults are read from a default-constructed
 // TableSpec, so Python never restates a C++ default.
 //
@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "psdb/table_spec.h"
 #include "python/src/client.h"
-#include "store/table_spec.h"
 
 namespace psdb::python {
 

@@ -1,4 +1,4 @@
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -6,13 +6,14 @@
 #include "rpc/client/cluster_worker.h"
 #include "rpc/control/node_config.h"
 #include "shard/cluster_map.h"
-#include "store/local_client.h"
+#include "psdb/local_client.h"
+#include "rpc/client/remote_client.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {
 
 absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
-    absl::string_view url, const RemoteClientOptions& remote,
+    absl::string_view url, const RemoteOptions& remote,
     const StoreOptions& local) {
   absl::string_view rest = url;
   if (absl::ConsumePrefix(&rest, "local:")) {
@@ -25,7 +26,7 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> OpenParameterClient(
     return std::unique_ptr<ParameterClient>(std::move(client));
   }
   if (absl::ConsumePrefix(&rest, "servers:")) {
-    RemoteClientOptions options = remote;
+    RemoteClientOptions options{remote};
     PSDB_ASSIGN_OR_RETURN(options.cluster, ClusterMap::FromServerList(rest));
     PSDB_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client,
                           RemoteClient::Open(options));

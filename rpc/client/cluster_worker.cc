@@ -19,7 +19,7 @@ namespace {
 // A scheduler client with the client's TLS and call deadline: a map refresh
 // (on FAILED_PRECONDITION) takes at most one call_timeout, as other calls.
 absl::StatusOr<std::shared_ptr<SchedulerClient>> OpenScheduler(
-    absl::string_view address, const RemoteClientOptions& base) {
+    absl::string_view address, const RemoteOptions& base) {
   if (address.empty()) {
     return absl::InvalidArgumentError(
         "no scheduler host:port (or h1:p1,h2:p2) given");
@@ -36,8 +36,9 @@ absl::StatusOr<std::shared_ptr<SchedulerClient>> OpenScheduler(
 // The client both ways of joining hand out: routed by `sched`'s map, which
 // it refetches on FAILED_PRECONDITION; it owns a reference to `sched`.
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenMapClient(
-    std::shared_ptr<SchedulerClient> sched, RemoteClientOptions options,
+    std::shared_ptr<SchedulerClient> sched, const RemoteOptions& remote,
     absl::Duration wait_ready) {
+  RemoteClientOptions options{remote};
   const absl::Time deadline = absl::Now() + wait_ready;
   PSDB_ASSIGN_OR_RETURN(v1::ClusterMap wire, sched->GetClusterMap(wait_ready));
   PSDB_ASSIGN_OR_RETURN(options.cluster, ClusterMapFromProto(wire));
@@ -48,7 +49,7 @@ absl::StatusOr<std::unique_ptr<RemoteClient>> OpenMapClient(
     grpc::ChannelArguments args;
     // Retry a server that is not listening yet within 100 ms (gRPC's
     // initial backoff is 1 s: that second was most of a cluster's
-    // formation, BENCHMARKS.md "ps-bench control").
+    // formation, docs/benchmarks/control.md).
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -106,7 +107,7 @@ absl::StatusOr<std::unique_ptr<ClusterWorker>> ClusterWorker::Join(
                                                       " outside the cluster's ",
                                                       w->world_, " workers"));
   }
-  RemoteClientOptions remote = options.remote;
+  RemoteOptions remote = options.remote;
   remote.push_to_every_server = options.sync;
   remote.worker_id = w->rank_;
   PSDB_ASSIGN_OR_RETURN(w->client_,
@@ -140,7 +141,7 @@ absl::StatusOr<std::string> ClusterWorker::Checkpoint(absl::string_view root,
 }
 
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
-    absl::string_view scheduler_address, const RemoteClientOptions& base,
+    absl::string_view scheduler_address, const RemoteOptions& base,
     absl::Duration wait_ready) {
   PSDB_ASSIGN_OR_RETURN(std::shared_ptr<SchedulerClient> sched,
                         OpenScheduler(scheduler_address, base));

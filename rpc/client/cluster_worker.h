@@ -6,8 +6,8 @@
 // gives the trainer:
 //  - its rank and world (the workers of the map) for data sharding,
 //  - a ParameterClient routed by the map whose pushes carry this worker's
-//    rank as worker_id (RemoteClientOptions::worker_id); in sync mode every
-//    push goes to every server (RemoteClientOptions::push_to_every_server)
+//    rank as worker_id (RemoteOptions::worker_id); in sync mode every
+//    push goes to every server (RemoteOptions::push_to_every_server)
 //    so ps-servers started with --sync_mode=sync aggregate each
 //    (table, step) over all workers,
 //  - AfterStep: StepClock(step, 0) in sync mode (BSP: a pull of step s+1
@@ -50,7 +50,7 @@
 #include "absl/time/time.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/scheduler_client.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 
 namespace psdb::rpc {
 
@@ -76,8 +76,8 @@ struct ClusterWorkerOptions {
   // Deadlines, retries and TLS of the client; its call_timeout and TLS also
   // serve the scheduler calls (a map refresh takes at most one
   // call_timeout). Its cluster, map_source, push_to_every_server and
-  // worker_id are set by Join. Default: RemoteClientOptions's defaults
-  RemoteClientOptions remote;
+  // worker_id are set by Join. Default: RemoteOptions's defaults
+  RemoteOptions remote;
 };
 
 class ClusterWorker {
@@ -119,7 +119,7 @@ class ClusterWorker {
 // map (or fetches one). `base` supplies deadlines, TLS (also used for the
 // scheduler) and limits. Registers nothing.
 absl::StatusOr<std::unique_ptr<RemoteClient>> OpenSchedulerRemoteClient(
-    absl::string_view scheduler_address, const RemoteClientOptions& base = {},
+    absl::string_view scheduler_address, const RemoteOptions& base = {},
     absl::Duration wait_ready = absl::Minutes(5));
 
 }  // namespace psdb::rpc

@@ -12,7 +12,7 @@
 #include "optim/optimizer.h"
 #include "rpc/client/fan_out.h"
 #include "rpc/wire/convert.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -5,7 +5,7 @@
 //                                              "10.0.0.1:7000,10.0.0.2:7000"));
 //   PSDB_ASSIGN_OR_RETURN(auto client, psdb::rpc::RemoteClient::Open(options));
 //
-// or, through a URL (rpc/client/client_url.h):
+// or, through a URL (psdb/client_url.h):
 // "servers:10.0.0.1:7000,10.0.0.2:7000" (read-only replicas:
 // "servers:10.0.0.1:7000|10.0.0.3:7000,10.0.0.2:7000|10.0.0.4:7000").
 //
@@ -70,51 +70,22 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/wire/tls.h"
+#include "psdb/remote_options.h"
 #include "shard/cluster_map.h"
-#include "store/parameter_client.h"
+#include "psdb/parameter_client.h"
 
 namespace psdb::rpc {
 
-struct RemoteClientOptions {
+// RemoteClient's options: psdb/remote_options.h's, plus where the servers
+// are and where a fresh map comes from.
+struct RemoteClientOptions : RemoteOptions {
   // The servers and the placement of keys on them, e.g.
   // ClusterMap::FromServerList("h1:p1,h2:p2") for a static list (epoch 1,
   // as ps-server --servers). REQUIRED: at least one server on the ring.
   ClusterMap cluster;
-  // Deadline of one call, retries included. Default: 30 s
-  absl::Duration call_timeout = absl::Seconds(30);
-  // Attempts of an idempotent call on UNAVAILABLE. Default: 5
-  int max_attempts = 5;
-  // Backoff before the first retry, doubling up to max_backoff.
-  // Default: 20 ms, 1 s
-  absl::Duration initial_backoff = absl::Milliseconds(20);
-  absl::Duration max_backoff = absl::Seconds(1);
-  // A server with replicas: the longest one attempt waits for a replica
-  // before the request moves to another one (the last untried replica
-  // gets the rest of call_timeout), so a replica that hangs rather than
-  // refusing connections costs this once per replica_avoid_time.
-  // Default: 2 s
-  absl::Duration replica_attempt_timeout = absl::Seconds(2);
-  // How long requests avoid a replica after it failed; then it is tried
-  // again. Default: 5 s
-  absl::Duration replica_avoid_time = absl::Seconds(5);
-  // Most keys one RPC carries; larger sub-batches are split. Must not exceed
-  // the servers' --max_batch_keys. Default: 65536
-  size_t max_batch_keys = 65536;
   // Where a fresh map comes from after FAILED_PRECONDITION; null = the
   // static map above (which never changes). Default: null
   std::function<absl::StatusOr<ClusterMap>()> map_source;
-  // Synchronous (BSP) servers: every Push sends one request to every
-  // server, an empty one where the server owns none of the keys, so each
-  // server counts this worker's push of the step
-  // (rpc/server/sync_aggregator.h). Pushes then need an explicit step and a
-  // worker id (below). Default: false
-  bool push_to_every_server = false;
-  // The worker id every push carries, in place of PushOptions::worker_id:
-  // a cluster worker's rank (rpc/client/cluster_worker.h). Unset = each
-  // push's own PushOptions::worker_id. Default: unset
-  std::optional<int32_t> worker_id;
-  ClientTlsOptions tls;
 };
 
 class RemoteClient final : public ParameterClient {

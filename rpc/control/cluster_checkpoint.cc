@@ -12,7 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -8,7 +8,7 @@
 //
 // Every server of the map writes its shard in parallel (the Checkpoint RPC
 // with shard_dir); only when all have succeeded does the caller write the
-// manifest (store/manifest.h: atomic rename). If any shard fails, the
+// manifest (manifest/manifest.h: atomic rename). If any shard fails, the
 // checkpoint directory is removed and the error names the server: a failed
 // cluster checkpoint leaves no manifest, so it does not exist for readers
 // (ps-dump, restore). `root` must be one directory every server and the

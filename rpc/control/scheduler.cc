@@ -20,7 +20,7 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/file_io.h"
+#include "util/file_io.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -16,9 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "optim/optimizer.h"
 #include "shard/partitioner.h"
-#include "store/checkpoint_reader.h"
-#include "store/checkpoint_verify.h"
-#include "store/manifest.h"
+#include "psdb/checkpoint_reader.h"
+#include "checkpoint/verify.h"
+#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -13,12 +13,12 @@
 //   snap->store->Pull("emb", keys, out);  // wholly from one checkpoint
 //
 // Semantics:
-//  - A checkpoint is served only after store/checkpoint_verify.h passes on
+//  - A checkpoint is served only after checkpoint/verify.h passes on
 //    it (block checksums, every row decodes, row counts, ring ownership).
 //    One that fails (corrupt, half-written files) is refused with a logged
 //    reason, remembered (not re-verified every interval) and skipped; the
 //    replica keeps serving what it has. Directories without a manifest do
-//    not exist (store/manifest.h) and are never looked at.
+//    not exist (manifest/manifest.h) and are never looked at.
 //  - Newest means highest checkpoint seq. Among those newer than the one
 //    served, the newest that verifies is taken.
 //  - Atomic swap: Acquire() hands out the current snapshot; a caller holds
@@ -57,7 +57,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "shard/ring.h"
-#include "store/store.h"
+#include "psdb/store.h"
 
 namespace psdb::rpc {
 
@@ -65,7 +65,7 @@ namespace psdb::rpc {
 inline constexpr int kAllShards = -1;
 
 struct FollowerOptions {
-  // The checkpoint root training writes into (store/manifest.h layout).
+  // The checkpoint root training writes into (manifest/manifest.h layout).
   // REQUIRES: non-empty.
   std::string root;
   // Which shard of a cluster checkpoint to serve (kAllShards: every shard,
@@ -101,7 +101,7 @@ struct ServingSnapshot {
 
   // Whether this snapshot holds the shard `ring` places `key` on.
   bool Holds(uint64_t key) const;
-  // Serving reads (store/store.h) over the held shards, each key answered
+  // Serving reads (psdb/store.h) over the held shards, each key answered
   // by its shard's store. REQUIRES: Holds(key) for every key.
   absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<float> out) const;

@@ -55,7 +55,7 @@
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
-#include "store/store.h"
+#include "psdb/store.h"
 
 namespace psdb::rpc::internal {
 

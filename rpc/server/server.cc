@@ -27,7 +27,7 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 

@@ -60,7 +60,7 @@
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
-#include "store/store.h"
+#include "psdb/store.h"
 
 namespace grpc {
 class Channel;

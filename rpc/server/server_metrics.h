@@ -16,7 +16,7 @@
 //                                                     last successful
 //                                                     Checkpoint call; absent
 //                                                     before the first
-//  - The store's own figures (Store::Stats(), store/parameter_client.h) are
+//  - The store's own figures (Store::Stats(), psdb/parameter_client.h) are
 //    read when Prometheus scrapes, by a collector, and never copied into
 //    counters of ours: per table (label `table`)
 //      psdb_store_memory_hits_total, psdb_store_memory_misses_total,
@@ -77,7 +77,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "rpc/server/checkpoint_follower.h"
-#include "store/store.h"
+#include "psdb/store.h"
 
 namespace psdb::rpc {
 

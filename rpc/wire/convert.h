@@ -20,9 +20,9 @@
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
 #include "rpc/wire/psdb.pb.h"
-#include "store/parameter_client.h"
-#include "store/row.h"
-#include "store/table_spec.h"
+#include "psdb/parameter_client.h"
+#include "psdb/row.h"
+#include "psdb/table_spec.h"
 
 namespace psdb::rpc {
 
@@ -32,7 +32,7 @@ inline constexpr char kServerEpochMetadataKey[] = "psdb-server-epoch";
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// TableSpec <-> psdb.v1.TableSpec: store/manifest.h (TableSpecToProto,
+// TableSpec <-> psdb.v1.TableSpec: manifest/manifest.h (TableSpecToProto,
 // TableSpecFromProto).
 
 // Floats <-> packed little-endian bytes.

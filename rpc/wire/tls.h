@@ -48,6 +48,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "psdb/remote_options.h"
 
 namespace psdb::rpc {
 
@@ -68,21 +69,6 @@ struct ServerTlsOptions {
   // Warn when the certificate expires within this many days. Default: 90
   int cert_expiry_warning_days = 90;
   // Serve plaintext on a non-loopback address. Default: false
-  bool insecure = false;
-};
-
-struct ClientTlsOptions {
-  // PEM CA bundle the server's certificate must chain to. Empty = plaintext.
-  // Default: ""
-  std::string ca_file;
-  // PEM client certificate and key, for servers that require one (mTLS).
-  // Default: ""
-  std::string cert_file;
-  std::string key_file;
-  // Name to check the server certificate against instead of the host in
-  // the address (e.g. "localhost" when dialing 127.0.0.1). Default: ""
-  std::string server_name_override;
-  // Talk plaintext to a non-loopback address. Default: false
   bool insecure = false;
 };
 

@@ -4,7 +4,7 @@
 // push-through modes; pins of the prefetched batch.
 #include <vector>
 
-#include "cache/vocab_cache.h"
+#include "psdb/vocab_cache.h"
 #include "tests/cache/vocab_cache_testing.h"
 
 namespace psdb::cache {

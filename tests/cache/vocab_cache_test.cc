@@ -2,7 +2,7 @@
 // write-back exactness for several optimizers, policies and capacities
 // (including the smallest that holds a batch), with and without prefetch
 // and shared pools; push-through freshness; stats; errors.
-#include "cache/vocab_cache.h"
+#include "psdb/vocab_cache.h"
 
 #include <algorithm>
 #include <memory>

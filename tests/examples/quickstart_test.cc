@@ -1,12 +1,12 @@
 // Runs build/examples/quickstart into a scratch directory and checks what a
 // new user sees: the pulled rows, the changed rows after a push, and the
-// checkpoint's manifest naming the table, its spec and its row count; then
+// checkpoint read back naming the table, its spec and its row count; then
 // that the checkpoint verifies (ps-dump's library).
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_join.h"
-#include "store/checkpoint_reader.h"
+#include "psdb/checkpoint_reader.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "tools/dump/dump.h"
@@ -27,7 +27,7 @@ TEST(QuickstartTest, RunsIntoADirectoryAndPrintsTheCheckpointInfo) {
   EXPECT_THAT(out, HasSubstr("checkpoint written to " + dir.path() +
                              "/checkpoint/ckpt-"));
   // The manifest's table line: name, dim 8, Adagrad, 3 rows.
-  EXPECT_THAT(out, ContainsRegex("manifest of ckpt-[0-9]+-[0-9]+: step 1\n"
+  EXPECT_THAT(out, ContainsRegex("checkpoint ckpt-[0-9]+-[0-9]+: step 1\n"
                                  "  table user_emb: dim 8, adagrad, 3 rows\n"));
 
   ASSERT_OK_AND_ASSIGN(auto reader,

@@ -1,5 +1,5 @@
-// libFuzzer target: ps-dump's checkpoint reader (store/checkpoint_reader.h,
-// store/checkpoint_verify.h, tools/dump/dump.h) on a mutated small
+// libFuzzer target: ps-dump's checkpoint reader (psdb/checkpoint_reader.h,
+// checkpoint/verify.h, tools/dump/dump.h) on a mutated small
 // checkpoint (tests/fuzz/small_checkpoint.h, written once per process).
 //
 // Input: up to 8 mutations of 7 bytes each: file (index into the
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "store/checkpoint_reader.h"
-#include "store/checkpoint_verify.h"
+#include "psdb/checkpoint_reader.h"
+#include "checkpoint/verify.h"
 #include "store/row_codec.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/small_checkpoint.h"

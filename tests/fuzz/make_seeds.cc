@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/wire/psdb.pb.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "store/row_codec.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/small_checkpoint.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: the checkpoint manifest reader (store/manifest.h).
+// libFuzzer target: the checkpoint manifest reader (manifest/manifest.h).
 //
 // Input: the text of a MANIFEST.json.
 //
@@ -15,7 +15,7 @@
 
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

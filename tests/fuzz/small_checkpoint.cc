@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "util/status_macros.h"
 
 namespace psdb::fuzz {

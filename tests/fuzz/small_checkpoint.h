@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 
 namespace psdb::fuzz {
 

@@ -1,5 +1,5 @@
 """tools/bench/lr_reference.py: the references ps-train's lr baseline is
-checked against (BENCHMARKS.md, issue 18). Hand-computed values for the AUC
+checked against (docs/benchmarks/train.md, issue 18). Hand-computed values for the AUC
 and for FTRL-Proximal's first updates, closed-form optima for the full-batch
 fit, and a real `ps-train gen` directory read end to end."""
 

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/testing/test_util.h"
 
 namespace psdb::testing {

@@ -15,7 +15,7 @@
 #include "rocksdb/write_buffer_manager.h"
 #include "store/disk_tier.h"
 #include "store/row_codec.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 
@@ -207,7 +207,7 @@ TEST(MemoryBudgetTest, RowsYieldWhatRocksdbPinsBeyondItsShare) {
   }
   // Once the flushes and compactions that add charges behind the rows'
   // back are over, one more call yields to all of them: then the stated
-  // bound (store/store.h) holds, the budget plus the rows of the call in
+  // bound (psdb/store.h) holds, the budget plus the rows of the call in
   // flight plus what RocksDB charged since (the call's evictions fill a
   // memtable, charged in 256 KiB units; a flush may follow).
   ASSERT_OK(store->Flush());

@@ -1,7 +1,7 @@
 // Restore trusts nothing it can check (store/restore_check.h): checkpoints
 // made bad from good ones (MANIFEST.json edited; an SST file truncated,
 // zeroed or deleted) are refused by Store::Open with restore_from and by
-// the restore onto another ring (store/checkpoint_restore.h), with exact
+// the restore onto another ring (checkpoint/restore.h), with exact
 // messages, and the data directory is left exactly as it was before the
 // attempt, so the next open with a good checkpoint restores it.
 //
@@ -20,12 +20,12 @@
 #include "rocksdb/db.h"
 #include "rocksdb/file_system.h"
 #include "shard/ring.h"
-#include "store/checkpoint_reader.h"
-#include "store/checkpoint_restore.h"
-#include "store/checkpoint_verify.h"
-#include "store/manifest.h"
+#include "psdb/checkpoint_reader.h"
+#include "checkpoint/restore.h"
+#include "checkpoint/verify.h"
+#include "manifest/manifest.h"
 #include "store/shard_files.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

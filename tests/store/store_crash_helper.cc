@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "store/store.h"
+#include "psdb/store.h"
 #include "store/store_testing.h"
 
 namespace {

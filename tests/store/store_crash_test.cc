@@ -17,8 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/manifest.h"
-#include "store/store.h"
+#include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "tests/testing/test_util.h"
 
 extern char** environ;

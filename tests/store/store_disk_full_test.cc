@@ -1,4 +1,4 @@
-// Store on a disk that fills up (store/store.h, "Disk full and I/O errors"),
+// Store on a disk that fills up (psdb/store.h, "Disk full and I/O errors"),
 // on a real small tmpfs: pushes that need eviction are refused with
 // RESOURCE_EXHAUSTED and change nothing, memory stays within its bound,
 // reads keep working, writes resume without a reopen once space returns
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/counting_table.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/small_tmpfs.h"

@@ -1,4 +1,4 @@
-// The disk-full / I/O-error contract (store/store.h, "Disk full and I/O
+// The disk-full / I/O-error contract (psdb/store.h, "Disk full and I/O
 // errors") checked through the fault-injecting file system
 // (tests/store/fault_file_system.h): ENOSPC and EIO on writes and syncs,
 // a close with the fault still on, and an unreadable SST file. Exact checks
@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "rocksdb/write_batch.h"
 #include "store/disk_tier.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/counting_table.h"
 #include "tests/store/fault_file_system.h"
 #include "tests/store/store_test_util.h"
@@ -45,7 +45,7 @@ using ::psdb::testing::ScratchDir;
 using ::psdb::testing::SmallOptions;
 using ::testing::HasSubstr;
 
-// The stated bound on Stats().memory_used_bytes (store/store.h): the whole
+// The stated bound on Stats().memory_used_bytes (psdb/store.h): the whole
 // budget (rows, memtables, block cache) plus the rows of the one call in
 // flight plus what RocksDB charged behind the rows' back since they last
 // yielded to it: a flush's filter being built and its file's metadata and

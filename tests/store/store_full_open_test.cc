@@ -1,4 +1,4 @@
-// A store restarted on a full disk (store/store.h, "Disk full and I/O
+// A store restarted on a full disk (psdb/store.h, "Disk full and I/O
 // errors"), through the fault-injecting file system. With a disk reserve
 // (StoreOptions::disk_reserve_bytes): an open that the disk refuses gives
 // the ballast's room back and opens writable; an open where the ballast
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/counting_table.h"
 #include "tests/store/fault_file_system.h"
 #include "tests/store/store_test_util.h"

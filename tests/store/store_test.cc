@@ -1,6 +1,6 @@
 // Store: tables, pull / push semantics, row transfer, admission, TTL, bad
 // input. (Tiering, checkpoints and concurrency have their own files.)
-#include "store/store.h"
+#include "psdb/store.h"
 
 #include <atomic>
 #include <cmath>
@@ -10,8 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
-#include "store/local_client.h"
-#include "store/manifest.h"
+#include "psdb/local_client.h"
+#include "manifest/manifest.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "store/store.h"
-#include "store/table_spec.h"
+#include "psdb/store.h"
+#include "psdb/table_spec.h"
 
 namespace psdb::testing {
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "store/row_codec.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

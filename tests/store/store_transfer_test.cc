@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/row_codec.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

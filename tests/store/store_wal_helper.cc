@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/wal_workload.h"
 
 int main(int argc, char** argv) {

@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "store/wal.h"
 #include "tests/store/fault_file_system.h"
 #include "tests/store/wal_workload.h"

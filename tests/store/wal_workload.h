@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "optim/optimizer.h"
 #include "store/row_codec.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 
 namespace psdb::testing {

@@ -1,5 +1,5 @@
 // SmallTmpfs: a real file system that fills up: a tmpfs of a given size
-// mounted on a fresh directory, for tests of a full disk (store/store.h,
+// mounted on a fresh directory, for tests of a full disk (psdb/store.h,
 // "Disk full and I/O errors"). mount(2) needs CAP_SYS_ADMIN: Mount fails
 // with PermissionDenied saying so where the test runs without it (some CI
 // containers), and the tests GTEST_SKIP with that message.

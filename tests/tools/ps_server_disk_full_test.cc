@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/small_tmpfs.h"
@@ -47,7 +47,7 @@ std::vector<std::string> ServerArgs(const std::string& data_dir) {
 
 absl::StatusOr<std::unique_ptr<ParameterClient>> Connect(
     const std::string& address) {
-  rpc::RemoteClientOptions ro;
+  rpc::RemoteOptions ro;
   ro.call_timeout = absl::Seconds(30);
   return rpc::OpenParameterClient(absl::StrCat("servers:", address), ro);
 }

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/client/client_url.h"
-#include "store/manifest.h"
-#include "store/store.h"
+#include "psdb/client_url.h"
+#include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "rocksdb/iterator.h"
-#include "store/checkpoint_reader.h"
+#include "psdb/checkpoint_reader.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "collective/group.h"
 #include "optim/optimizer.h"
-#include "store/local_client.h"
+#include "psdb/local_client.h"
 #include "tests/collective/group_testing.h"
 #include "tests/testing/test_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/iterator.h"
-#include "store/checkpoint_reader.h"
+#include "psdb/checkpoint_reader.h"
 #include "store/row_codec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

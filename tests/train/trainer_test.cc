@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "store/local_client.h"
+#include "psdb/local_client.h"
 #include "tests/testing/test_util.h"
 #include "train/criteo_reader.h"
 #include "train/synthetic.h"

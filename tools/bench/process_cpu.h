@@ -1,7 +1,7 @@
 // CPU time a process has used, for ps-bench figures that hold on a shared
 // machine: with every core busy, a phase's wall time follows its CPU time
 // over the share of the cores it got, and the CPU time is what the code
-// costs (BENCHMARKS.md, `ps-bench migrate`).
+// costs (docs/benchmarks/migrate.md).
 //
 // Thread-safety: pure functions.
 #ifndef PSDB_TOOLS_BENCH_PROCESS_CPU_H_

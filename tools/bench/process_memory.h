@@ -1,6 +1,6 @@
 // What a process holds in memory, read from /proc/<pid>/status: for
 // ps-bench's peak-RSS lines (the store's and ps-server's memory against
-// StoreOptions::memory_budget_bytes, README.md "Memory").
+// StoreOptions::memory_budget_bytes, docs/operations/memory.md).
 //
 // Thread-safety: pure functions (ResetPeakRss changes the calling process's
 // VmHWM, which other threads' readings then see).

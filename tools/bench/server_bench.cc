@@ -59,7 +59,7 @@ flags:
                      twice the table + 256 MiB, everything resident)
   --rss_base_mb=B    the fixed base of the peak-RSS target: ps-server's
                      peak RSS (VmHWM) <= 1.5 x budget + B (default 100,
-                     README.md "Memory")
+                     docs/operations/memory.md)
   --systems=A,B,..   measure only these of psdb, redis, tcp_limit (ratios
                      that need a skipped one are null) (default all)
   --ps_server=PATH   ps-server binary (default: next to ps-bench)
@@ -455,7 +455,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     ratios[2].rounds.push_back(rate(psdb.pulls, round) /
                                rate(limit.pulls, round));
   }
-  // ps-server's peak RSS over the bound README.md states for its budget
+  // ps-server's peak RSS over the bound docs/operations/memory.md states for its budget
   // (one value: the peak of the whole run).
   ratios.push_back({.name = "psdb_peak_rss_vs_budget_bound",
                     .target = Target::AtMost(1),

@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/client/remote_client.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/child_process.h"

@@ -21,8 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "store/parameter_client.h"
-#include "store/table_spec.h"
+#include "psdb/parameter_client.h"
+#include "psdb/table_spec.h"
 #include "tools/bench/process_memory.h"
 
 namespace psdb::bench {

@@ -17,9 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "optim/optimizer.h"
-#include "store/row.h"
-#include "store/store.h"
-#include "store/table_spec.h"
+#include "psdb/row.h"
+#include "psdb/store.h"
+#include "psdb/table_spec.h"
 #include "tools/bench/bench_dir.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/process_cpu.h"
@@ -62,7 +62,7 @@ flags:
                         (StoreOptions::rocksdb_mmap_reads; default 0)
   --rss_base_mb=B       the fixed base of the peak-RSS target: the process's
                         peak RSS while psdb runs <= 1.5 x budget + B (default
-                        100, README.md "Memory"; it includes this benchmark's
+                        100, docs/operations/memory.md; it includes this benchmark's
                         own key stream)
   --psdb_background_eviction=0|1  psdb's background evictor
                         (StoreOptions::background_eviction; default 1)
@@ -350,7 +350,7 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
 // per wall second), in the order of the ratios; NaN where it has none.
 using CpuRatios = std::vector<double>;
 
-// The peak-RSS target's bound for a psdb budget (README.md, "Memory").
+// The peak-RSS target's bound for a psdb budget (docs/operations/memory.md).
 uint64_t RssBound(const Params& p, uint64_t budget) {
   return static_cast<uint64_t>(1.5 * budget) + (p.rss_base_mb << 20);
 }

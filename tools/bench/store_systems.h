@@ -31,9 +31,9 @@
 #include "absl/types/span.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
-#include "store/row.h"
-#include "store/store.h"
-#include "store/table_spec.h"
+#include "psdb/row.h"
+#include "psdb/store.h"
+#include "psdb/table_spec.h"
 
 namespace psdb::bench {
 

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "optim/optimizer.h"
-#include "store/row.h"
+#include "psdb/row.h"
 #include "store/row_codec.h"
 #include "tools/common/text.h"
 #include "tools/dump/npy.h"

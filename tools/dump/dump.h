@@ -6,7 +6,7 @@
 //  - Export: one table's rows in key order (shards merged) as TSV, JSON
 //    lines or NumPy .npy files; optionally only some keys, at most N rows,
 //    with the optimizer state and row header.
-//  - Verify: store/checkpoint_verify.h (shared with serving replicas).
+//  - Verify: checkpoint/verify.h (shared with serving replicas).
 //
 // Errors name the file (shard directory), the table and the key.
 //
@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "store/checkpoint_reader.h"
-#include "store/checkpoint_verify.h"
+#include "psdb/checkpoint_reader.h"
+#include "checkpoint/verify.h"
 
 namespace psdb::dump {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "store/checkpoint_reshard.h"
-#include "store/checkpoint_verify.h"
+#include "checkpoint/reshard.h"
+#include "checkpoint/verify.h"
 #include "tools/common/args.h"
 #include "tools/dump/dump.h"
 

@@ -16,9 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "collective/group.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "rpc/client/cluster_worker.h"
-#include "store/local_client.h"
+#include "psdb/local_client.h"
 #include "tools/common/args.h"
 #include "train/embedding_source.h"
 #include "train/synthetic.h"
@@ -34,7 +34,8 @@ namespace {
 
 // --model's default: DeepFwFM, the best model on every kind of ps-bench
 // train's data: by 0.0001 (additive), 0.017 (pairs) and 0.0007 (longtail)
-// (BENCHMARKS.md, issue 18).
+// (docs/benchmarks/train.md, "Every model's wide part at
+// the per-example scale").
 constexpr char kDefaultModel[] = "deepfwfm";
 // --min_count's default for the models with deep embeddings: ids seen once
 // share their field's row instead of each getting a random one (+0.0016
@@ -268,7 +269,7 @@ absl::Status CacheFitsTwoBatches(int64_t rows, int batch_size) {
 // And a push-through cache serves nothing across workers' steps (any row
 // may have been pushed by another worker since its fetch, so with
 // max_staleness 0 it re-reads every row): it only costs (0.77x the
-// samples/s of no cache in a sync cluster, BENCHMARKS.md), unless
+// samples/s of no cache in a sync cluster, docs/benchmarks/train.md), unless
 // --cache_staleness lets it serve rows a few steps old. A cache kept must
 // fit two batches of `batch_size`.
 absl::Status CacheModeFor(int world, int batch_size, CacheFlags* flags) {

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "rpc/client/remote_client.h"
-#include "store/local_client.h"
+#include "psdb/local_client.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "rpc/client/remote_client.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

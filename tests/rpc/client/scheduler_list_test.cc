@@ -1,12 +1,12 @@
 // A cluster reached through a list of schedulers whose first address is
 // dead: a real ps-server joins with PS_SCHED_ADDRESSES, a client opens
-// "scheduler:DEAD,LIVE" (rpc/client/client_url.h) and uses the table.
+// "scheduler:DEAD,LIVE" (psdb/client_url.h) and uses the table.
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "rpc/control/scheduler.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

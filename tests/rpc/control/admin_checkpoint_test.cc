@@ -20,8 +20,8 @@
 #include "rpc/client/cluster_worker.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/wire/cluster_map_proto.h"
-#include "store/manifest.h"
-#include "store/table_spec.h"
+#include "manifest/manifest.h"
+#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -12,7 +12,7 @@
 #include "rpc/client/remote_client.h"
 #include "rpc/control/etcd_client.h"
 #include "rpc/control/scheduler_client.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 #include "tests/rpc/control/etcd_cluster.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

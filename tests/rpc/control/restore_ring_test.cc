@@ -1,7 +1,7 @@
 // ps-server --restore_from onto a cluster of another size, on real
 // processes: 3 ps-servers (a static --servers list) train a table and write
 // one cluster checkpoint; 2 ps-servers, and then 5, restore from it, each
-// gathering the rows its ring gives it (store/checkpoint_restore.h); a
+// gathering the rows its ring gives it (checkpoint/restore.h); a
 // client of each new cluster reads every row, optimizer state and header
 // exactly as the 3 servers held them, and further pushes leave them
 // bit-identical to those of 3 servers restored from the same checkpoint.
@@ -14,11 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "rpc/client/client_url.h"
+#include "psdb/client_url.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/cluster_checkpoint.h"
 #include "shard/cluster_map.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

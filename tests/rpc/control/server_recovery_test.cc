@@ -24,7 +24,7 @@
 #include "rpc/control/cluster_checkpoint.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/wire/cluster_map_proto.h"
-#include "store/table_spec.h"
+#include "psdb/table_spec.h"
 #include "tests/rpc/control/etcd_cluster.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

@@ -16,8 +16,8 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/server/server.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/manifest.h"
-#include "store/store.h"
+#include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/wire/metrics_http.h"
-#include "store/store.h"
+#include "psdb/store.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/test_util.h"
 

@@ -13,7 +13,7 @@
 #include "rpc/client/remote_client.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/manifest.h"
+#include "manifest/manifest.h"
 #include "tests/testing/test_util.h"
 
 namespace psdb::rpc {

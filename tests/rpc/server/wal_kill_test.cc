@@ -20,8 +20,8 @@
 #include "grpcpp/grpcpp.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "store/manifest.h"
-#include "store/table_spec.h"
+#include "manifest/manifest.h"
+#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 
