@@ -24,22 +24,32 @@ find_package(OpenSSL)
 # and pull (the HTTP /metrics endpoint, over civetweb); rpc/wire/metrics_http.h.
 find_package(prometheus-cpp REQUIRED CONFIG)
 # etcd's v3 gRPC API (rpc/control/etcd_client.h): the protos Debian ships
-# (golang-etcd-server-dev) and the gogoproto and google/api protos they
+# in golang-etcd-server-dev and the gogoproto and google/api protos they
 # import (golang-github-gogo-protobuf-dev,
 # golang-github-grpc-ecosystem-grpc-gateway-dev); C++ stubs are generated at
-# build time.
+# build time. dev.sh unpacks the three packages' .proto files under
+# .cache/protos/ without installing them (their Go dependencies are not
+# needed); an installed package's /usr/share/gocode works as well.
+set(PSDB_GOCODE_ROOTS ${PROJECT_SOURCE_DIR}/.cache/protos/usr/share/gocode/src
+                      /usr/share/gocode/src)
+list(TRANSFORM PSDB_GOCODE_ROOTS APPEND /go.etcd.io OUTPUT_VARIABLE etcd_roots)
+list(TRANSFORM PSDB_GOCODE_ROOTS APPEND /github.com/gogo/protobuf
+     OUTPUT_VARIABLE gogo_roots)
+list(TRANSFORM PSDB_GOCODE_ROOTS APPEND
+     /github.com/grpc-ecosystem/grpc-gateway/third_party/googleapis
+     OUTPUT_VARIABLE googleapis_roots)
 find_path(PSDB_ETCD_PROTO_ROOT etcd/etcdserver/etcdserverpb/rpc.proto
-          PATHS /usr/share/gocode/src/go.etcd.io NO_DEFAULT_PATH)
+          PATHS ${etcd_roots} NO_DEFAULT_PATH)
 find_path(PSDB_GOGO_PROTO_ROOT gogoproto/gogo.proto
-          PATHS /usr/share/gocode/src/github.com/gogo/protobuf NO_DEFAULT_PATH)
+          PATHS ${gogo_roots} NO_DEFAULT_PATH)
 find_path(PSDB_GOOGLEAPIS_PROTO_ROOT google/api/annotations.proto
-          PATHS /usr/share/gocode/src/github.com/grpc-ecosystem/grpc-gateway/third_party/googleapis
-          NO_DEFAULT_PATH)
+          PATHS ${googleapis_roots} NO_DEFAULT_PATH)
 if(NOT PSDB_ETCD_PROTO_ROOT OR NOT PSDB_GOGO_PROTO_ROOT
    OR NOT PSDB_GOOGLEAPIS_PROTO_ROOT)
-  message(FATAL_ERROR "etcd v3 protos not found: install golang-etcd-server-dev "
-          "golang-github-gogo-protobuf-dev "
-          "golang-github-grpc-ecosystem-grpc-gateway-dev (./dev.sh deps)")
+  message(FATAL_ERROR "etcd v3 protos not found: run ./dev.sh deps (it "
+          "unpacks them under .cache/protos/), or install "
+          "golang-etcd-server-dev golang-github-gogo-protobuf-dev "
+          "golang-github-grpc-ecosystem-grpc-gateway-dev")
 endif()
 if(PSDB_BUILD_TESTS)
   find_package(GTest REQUIRED CONFIG)
