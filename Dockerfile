@@ -4,8 +4,9 @@
 #
 #   docker build -t psdb:latest .      (from the repository root)
 #
-# The packages are dev.sh's PACKAGES list, installed by `./dev.sh deps`: the
-# list lives in dev.sh alone. They are the build's and the runtime's at once
+# The packages are dev.sh's BUILD_PACKAGES and TEST_PACKAGES lists (and the
+# etcd protos it unpacks under .cache/protos), installed by `./dev.sh deps`: the
+# lists live in dev.sh alone. They are the build's and the runtime's at once
 # (shared libraries, etcd), so the image is one stage: a runtime stage would
 # need a second list to keep in step with the first.
 # Not built or pulled in psdb's CI (no registry there): deploy/README.md.
