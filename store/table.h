@@ -1,9 +1,10 @@
 // Table: one psdb table inside a Store: its spec and step, its memory tier,
-// its RocksDB column family, admission counter and statistics, and the
-// pull / push paths and their log replay (table.cc), its whole-row reads
-// and writes (table_rows.cc: PullRows, PutRows), its eviction, flush and
-// TTL paths (table_evict.cc) and its encoded row transfer for live
-// resharding (table_migrate.cc). Internal to psdb_store.
+// its RocksDB column family, admission counter and statistics (table.cc),
+// the miss path every operation shares (table_materialize.cc), the pull
+// path (table_pull.cc), the push path and its log replay (table_push.cc),
+// its whole-row reads and writes (table_rows.cc: PullRows, PutRows), its
+// eviction, flush and TTL paths (table_evict.cc) and its encoded row
+// transfer for live resharding (table_migrate.cc). Internal to psdb_store.
 //
 // Data path (DESIGN.md, store/):
 //  - A batch's keys are grouped by index stripe (counting sort into

@@ -1,6 +1,7 @@
 // Table's eviction, flush and TTL paths: the only code that writes rows to
-// RocksDB (each holds the table's evict_mu_). Split from table.cc, which has
-// the data path; the locking rules are in table.h and memory_tier.h.
+// RocksDB (each holds the table's evict_mu_). Split from the data path
+// (table_materialize.cc, table_pull.cc, table_push.cc, table_rows.cc); the
+// locking rules are in table.h and memory_tier.h.
 #include <algorithm>
 #include <cstring>
 #include <memory>

@@ -12,16 +12,11 @@
 #include "store/row_codec.h"
 #include "store/stripe_groups.h"
 #include "store/table.h"
+#include "store/table_impl.h"
 #include "util/key_dedup.h"
 #include "util/status_macros.h"
 
 namespace psdb::internal {
-
-namespace {
-
-constexpr uint32_t kNoSlot = 0xffffffffu;
-
-}  // namespace
 
 absl::Status Table::ReadEncodedRows(absl::Span<const uint64_t> keys,
                                     std::vector<uint64_t>* found,
