@@ -8,7 +8,7 @@
 // state (state_stride >= the state size of every table sharing the pool);
 // backends round the stride up to 64 bytes so rows start on cache lines.
 //
-// Gradient sums follow the store's order exactly (store/table.cc, Push):
+// Gradient sums follow the store's order exactly (store/table_push.cc, Push):
 // the first occurrence's gradient is copied, later ones are added in
 // position order, so a write-back cache produces the store's bits.
 //

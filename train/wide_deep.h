@@ -93,7 +93,7 @@ absl::string_view ModelKindTitle(ModelKind kind);
 
 struct WideDeepConfig {
   // The model (ps-train --model, whose default is kDeepFwFm:
-  // tools/train/train_cli.cc). Default: kWideDeep
+  // tools/train/train_flags.cc). Default: kWideDeep
   ModelKind kind = ModelKind::kWideDeep;
   // kDeepFwFm's pair weights at start, every pair alike (ps-train
   // --pair_init; 0 = start as Wide&Deep, 1 = start as DeepFM). With

@@ -6,7 +6,7 @@
         --checkpoint_dir /tmp/wd-py
 
 Same data, same model, same defaults as `ps-train` (train/wide_deep.h,
-train/trainer.h, tools/train/train_cli.cc):
+train/trainer.h, tools/train/train_flags.cc):
   - Criteo-format files (label, 13 integers, 26 hex categoricals, tab-
     separated; train* and test* in --data, meta.json's bayes_auc if there);
     categorical values become psdb keys exactly as ps-train's CategoricalKey
