@@ -215,7 +215,10 @@ int main(int argc, char** argv) {
       "[--batch_rows=N] [--max_rows_per_second=N]\n"
       "ps-scheduler drain-server --scheduler=HOST:PORT --node_id=ID "
       "[--batch_rows=N] [--max_rows_per_second=N]",
-      {"ps_scheduler_main.cc", "node_config_flags.cc", "tls_flags.cc"});
+      {{"tools/ps_scheduler_main.cc", "ps-scheduler"},
+       {"tools/common/tls_flags.cc", "ps-scheduler TLS"},
+       {"rpc/control/node_config_flags.cc",
+        "ps-scheduler cluster (PS_* variables)"}});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
   if (absl::Status set = psdb::tools::ApplyTlsCiphersFlag(); !set.ok()) {

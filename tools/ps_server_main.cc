@@ -324,7 +324,10 @@ int main(int argc, char** argv) {
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
       "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)",
-      {"ps_server_main.cc", "node_config_flags.cc", "tls_flags.cc"});
+      {{"tools/ps_server_main.cc", "ps-server"},
+       {"tools/common/tls_flags.cc", "ps-server TLS"},
+       {"rpc/control/node_config_flags.cc",
+        "ps-server cluster (PS_* variables)"}});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // Before anything makes a TLS connection: gRPC reads the list once.
   if (absl::Status set = psdb::tools::ApplyTlsCiphersFlag(); !set.ok()) {

@@ -4,7 +4,7 @@
 // options they make (rpc/wire/tls.h says what each means).
 //
 // A binary's --help lists them when SetFlagsHelp (tools/common/flags_help.h)
-// is given "tls_flags.cc".
+// is given a group for "tools/common/tls_flags.cc".
 //
 // Thread-safety: call after absl::ParseCommandLine; ApplyTlsCiphersFlag
 // before any other thread starts (it sets an environment variable).
