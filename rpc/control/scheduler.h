@@ -353,6 +353,12 @@ absl::StatusOr<v1::ClusterMap> MapAfterChange(const v1::ClusterMap& now,
 // ticks it every heartbeat_interval / 4, and (when options.metrics_port >=
 // 0) its membership as Prometheus metrics over HTTP.
 //
+// It serves the standard grpc.health.v1 health service (Kubernetes' gRPC
+// probes, grpc_health_probe): Check(service="") answers SERVING from the
+// moment Start returns, before any node has registered, and NOT_SERVING
+// once Shutdown begins. A standby of an etcd cluster is SERVING too (it
+// answers every call); GetStatus says whether it leads.
+//
 // AddServer / DrainServer run one migration at a time in this process
 // (migration_coordinator.h) on the calling thread: validated by
 // PlanMembershipChange, published by PublishMembershipChange. A second

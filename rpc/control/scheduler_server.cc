@@ -1,6 +1,6 @@
 // SchedulerServer (scheduler.h): the backend (in process or etcd) behind
 // its gRPC service (scheduler_service.h), the thread that ticks it, the
-// metrics endpoint; start and shutdown order.
+// metrics endpoint and grpc.health.v1; start and shutdown order.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "rpc/control/etcd_scheduler.h"
 #include "rpc/control/scheduler.h"
 #include "rpc/control/scheduler_metrics.h"
@@ -88,6 +89,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     impl->collector = NewSchedulerCollector(impl->backend.get());
     impl->metrics->Register(impl->collector);
   }
+  // grpc.health.v1 (Kubernetes' gRPC probes, grpc_health_probe): the
+  // overall status (service "") is SERVING from here on, whether or not the
+  // cluster is complete, until Shutdown.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // Nodes ping every 10 s to notice a dead scheduler host
   // (scheduler_client.cc); allow it, with or without a call open.
@@ -103,6 +108,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                      JoinHostPort(options.host, options.port),
                      " (address in use or not local?)"));
   }
+  impl->server->GetHealthCheckService()->SetServingStatus(true);
   impl->address = JoinHostPort(options.host, impl->port);
   if (impl->etcd != nullptr) {
     impl->etcd->StartCampaign(options.advertise_address.empty()
@@ -130,6 +136,7 @@ std::shared_ptr<grpc::Channel> SchedulerServer::InProcessChannel() const {
 void SchedulerServer::Shutdown() {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
+  impl_->server->GetHealthCheckService()->SetServingStatus(false);
   impl_->service->Close();
   impl_->metrics.reset();  // waits for a running scrape
   impl_->backend->Close();

@@ -1,14 +1,19 @@
 // ps-scheduler's command line (tools/scheduler/): the flags and PS_*
 // variables resolved into SchedulerOptions, --health's and add-server's
 // settings, clear errors for bad or contradictory settings; and the built
-// binary's --help and --dry_run.
+// binary's --help, --dry_run and grpc.health.v1.
 #include <sys/wait.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "tests/tools/cli_flags_testing.h"
@@ -20,6 +25,8 @@ namespace {
 using ::psdb::testing::BuiltBinary;
 using ::psdb::testing::ChildOptions;
 using ::psdb::testing::ChildProcess;
+using ::psdb::testing::PsSchedulerOptions;
+using ::psdb::testing::ReservedPort;
 using ::psdb::testing::RunShell;
 using ::psdb::testing::ShellResult;
 using ::testing::ElementsAre;
@@ -298,7 +305,7 @@ TEST(PsSchedulerBinaryTest, ABadSettingExitsAtOnceWithoutServing) {
   ChildOptions o;
   o.binary = BuiltBinary("tools/ps-scheduler");
   o.env = {{"PS_SERVER_NUM", "1"}, {"PS_WORKER_NUM", "0"}};
-  const ::psdb::testing::ReservedPort port;
+  const ReservedPort port;
   o.args = {absl::StrCat("--sched_port=", port.port()), "--lease_ttl_s=3"};
   ASSERT_OK_AND_ASSIGN(auto child, ChildProcess::Start(o));
   ASSERT_OK_AND_ASSIGN(int status, child->Wait(absl::Seconds(60)));
@@ -308,6 +315,66 @@ TEST(PsSchedulerBinaryTest, ABadSettingExitsAtOnceWithoutServing) {
               HasSubstr("ps-scheduler: INVALID_ARGUMENT: --lease_ttl_s is "
                         "etcd's lease TTL"));
   EXPECT_THAT(child->Stderr(), Not(HasSubstr("listening")));
+}
+
+// grpc.health.v1.Health/Check(service="") at `address`: the answer's
+// status (1 SERVING, 2 NOT_SERVING), or the call's error. Through the
+// generic stub: Debian's gRPC ships no generated health stub. The request
+// HealthCheckRequest{service: ""} is no bytes; the answer
+// HealthCheckResponse{status: S} is field 1 as a varint, "\x08" S.
+absl::StatusOr<int> HealthCheck(const std::string& address) {
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  absl::Notification done;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                    &request, &response, [&](grpc::Status s) {
+                      status = std::move(s);
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("Health/Check: ", status.error_message()));
+  }
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::DataLossError("no answer");
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  if (bytes.empty()) return 0;  // status UNKNOWN, the default
+  if (bytes.size() != 2 || bytes[0] != '\x08') {
+    return absl::DataLossError("not a HealthCheckResponse");
+  }
+  return static_cast<int>(bytes[1]);
+}
+
+TEST(PsSchedulerBinaryTest, HealthIsServingBeforeAnyServerRegisters) {
+  const ReservedPort port;
+  ASSERT_OK_AND_ASSIGN(auto sched, ChildProcess::Start(PsSchedulerOptions(
+                                       port.port(), /*servers=*/2,
+                                       /*workers=*/1)));
+  {
+    // No node has registered: the cluster is far from complete.
+    auto stub = v1::SchedulerService::NewStub(grpc::CreateChannel(
+        sched->ready_value(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::GetClusterMapResponse map;
+    ASSERT_TRUE(
+        stub->GetClusterMap(&ctx, v1::GetClusterMapRequest(), &map).ok());
+    EXPECT_FALSE(map.map().ready());
+    EXPECT_EQ(map.map().servers_size(), 0);
+  }  // The channel closes: a connection left open holds shutdown 5 s.
+  ASSERT_OK_AND_ASSIGN(const int health, HealthCheck(sched->ready_value()));
+  EXPECT_EQ(health, 1);  // SERVING
+  ASSERT_OK(sched->Stop());
 }
 
 }  // namespace

@@ -8,14 +8,16 @@
 //
 // Prints "scheduler listening on HOST:PORT" once it serves (after "metrics
 // on HOST:PORT" with --metrics_port: Prometheus text at /metrics,
-// rpc/control/scheduler_metrics.h), then one line
-// per assignment on stderr ("server node id:<id> addr:<host:port> assigned
-// rank 0", "cluster ready: 2 servers, 2 workers, epoch 1", deaths,
-// recoveries). SIGTERM or SIGINT stops it (exit 0); a bad or missing
-// setting exits 1 at once with the reason. With PS_ENABLE_RECOVERY=1 and
-// PS_RECOVERY_PATH=DIR the membership is saved under DIR after every
-// change and reloaded at start, so a restarted scheduler carries on with
-// the running nodes (they reconnect on their own).
+// rpc/control/scheduler_metrics.h), then one line per assignment on
+// stderr ("server node id:<id> addr:<host:port> assigned rank 0", "cluster
+// ready: 2 servers, 2 workers, epoch 1", deaths, recoveries). From then on
+// it answers grpc.health.v1's Check(service="") with SERVING (Kubernetes'
+// gRPC probes, grpc_health_probe), before the cluster is complete too.
+// SIGTERM or SIGINT stops it (exit 0); a bad or missing setting exits 1 at
+// once with the reason. With PS_ENABLE_RECOVERY=1 and PS_RECOVERY_PATH=DIR
+// the membership is saved under DIR after every change and reloaded at
+// start, so a restarted scheduler carries on with the running nodes (they
+// reconnect on their own).
 //
 // --dry_run: resolve and check every setting (reading the TLS files, as a
 // start would), print one line "ps-scheduler (dry run): ..." and exit 0,
