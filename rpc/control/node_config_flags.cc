@@ -1,6 +1,7 @@
 #include "rpc/control/node_config_flags.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 
@@ -35,23 +36,46 @@ ABSL_FLAG(std::string, recovery_path, "",
           "PS_RECOVERY_PATH).");
 
 namespace psdb::rpc {
+namespace {
+
+// Each variable of NodeConfig and its flag's value ("" = not given).
+struct FlagOfVariable {
+  const char* variable;
+  std::string (*value)();
+};
+
+constexpr FlagOfVariable kFlags[] = {
+    {"PS_ROLE", [] { return absl::GetFlag(FLAGS_role); }},
+    {"PS_SERVER_NUM", [] { return absl::GetFlag(FLAGS_server_num); }},
+    {"PS_WORKER_NUM", [] { return absl::GetFlag(FLAGS_worker_num); }},
+    {"PS_SCHED_HOST", [] { return absl::GetFlag(FLAGS_sched_host); }},
+    {"PS_SCHED_PORT", [] { return absl::GetFlag(FLAGS_sched_port); }},
+    {"PS_SCHED_ADDRESSES",
+     [] { return absl::GetFlag(FLAGS_sched_addresses); }},
+    {"PS_NODE_ID", [] { return absl::GetFlag(FLAGS_node_id); }},
+    {"PS_ENABLE_RECOVERY",
+     [] { return absl::GetFlag(FLAGS_enable_recovery); }},
+    {"PS_RECOVERY_PATH", [] { return absl::GetFlag(FLAGS_recovery_path); }},
+    {"PS_JOIN",
+     [] { return std::string(absl::GetFlag(FLAGS_join) ? "1" : ""); }},
+};
+
+}  // namespace
 
 SettingMap NodeConfigFlags() {
   SettingMap flags;
-  auto put = [&](const char* name, const std::string& value) {
-    if (!value.empty()) flags[name] = value;
-  };
-  put("PS_ROLE", absl::GetFlag(FLAGS_role));
-  put("PS_SERVER_NUM", absl::GetFlag(FLAGS_server_num));
-  put("PS_WORKER_NUM", absl::GetFlag(FLAGS_worker_num));
-  put("PS_SCHED_HOST", absl::GetFlag(FLAGS_sched_host));
-  put("PS_SCHED_PORT", absl::GetFlag(FLAGS_sched_port));
-  put("PS_SCHED_ADDRESSES", absl::GetFlag(FLAGS_sched_addresses));
-  put("PS_NODE_ID", absl::GetFlag(FLAGS_node_id));
-  put("PS_ENABLE_RECOVERY", absl::GetFlag(FLAGS_enable_recovery));
-  put("PS_RECOVERY_PATH", absl::GetFlag(FLAGS_recovery_path));
-  if (absl::GetFlag(FLAGS_join)) put("PS_JOIN", "1");
+  for (const FlagOfVariable& flag : kFlags) {
+    std::string value = flag.value();
+    if (!value.empty()) flags[flag.variable] = std::move(value);
+  }
   return flags;
+}
+
+bool IsNodeConfigVariable(absl::string_view name) {
+  for (const FlagOfVariable& flag : kFlags) {
+    if (name == flag.variable) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<NodeConfig> NodeConfigFromEnvAndFlags(

@@ -1,12 +1,14 @@
 // What the tests of ps-server's and ps-scheduler's command lines share:
 // setting the process's absl flags as a command line would, and putting
 // them back (ScopedFlags; FlagsTest, a fixture whose flags go back after
-// each test), and the check that a --help names no build path.
+// each test), the check that a --help names no build path, and a clean
+// environment for the binaries' runs.
 //
 // Thread-safety: test-thread only (absl flags are process-wide).
 #ifndef PSDB_TESTS_TOOLS_CLI_FLAGS_TESTING_H_
 #define PSDB_TESTS_TOOLS_CLI_FLAGS_TESTING_H_
 
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -72,6 +74,19 @@ inline void ExpectNoBuildPaths(const std::string& help,
   EXPECT_THAT(help, ::testing::Not(::testing::HasSubstr(".cc")));
   EXPECT_THAT(help, ::testing::Not(::testing::HasSubstr(source_dir)));
   EXPECT_THAT(help, ::testing::Not(::testing::HasSubstr(binary_dir)));
+}
+
+// "env -i PATH=... [the sanitizers' *SAN_OPTIONS] ": a shell prefix that
+// runs a command in an environment with no PS_* variable but those the
+// command line adds after it.
+inline std::string CleanEnvPrefix() {
+  std::string prefix = "env -i PATH=/usr/bin:/bin";
+  for (const char* name : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"}) {
+    if (const char* value = std::getenv(name); value != nullptr) {
+      prefix += std::string(" ") + name + "='" + value + "'";
+    }
+  }
+  return prefix + " ";
 }
 
 }  // namespace psdb::testing

@@ -291,8 +291,8 @@ TEST(PsSchedulerBinaryTest, HelpNamesNoBuildPath) {
 
 TEST(PsSchedulerBinaryTest, DryRunPrintsTheSettings) {
   const ShellResult r = RunShell(
-      absl::StrCat("PS_SERVER_NUM=2 PS_WORKER_NUM=1 ",
-                   BuiltBinary("tools/ps-scheduler"),
+      absl::StrCat(::psdb::testing::CleanEnvPrefix(),
+                   "PS_SERVER_NUM=2 PS_WORKER_NUM=1 ", BuiltBinary("tools/ps-scheduler"),
                    " --sched_port=7100 --dry_run"),
       /*merge_stderr=*/false);
   EXPECT_EQ(r.exit_code, 0);
