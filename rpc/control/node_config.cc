@@ -136,6 +136,13 @@ SettingMap ReadPsEnvironment() {
   return out;
 }
 
+bool IsNodeConfigVariable(absl::string_view name) {
+  for (const char* variable : kVariables) {
+    if (name == variable) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<NodeConfig> ResolveNodeConfig(
     const SettingMap& env, const SettingMap& flags,
     std::optional<NodeRoleKind> implied_role) {

@@ -97,6 +97,11 @@ using SettingMap = std::map<std::string, std::string>;
 // non-empty.
 SettingMap ReadPsEnvironment();
 
+// Whether `name` is one of the variables NodeConfig reads ("PS_ROLE", ...,
+// "PS_JOIN"; each has its flag in node_config_flags.h). A tool's --dry_run
+// lists which PS_* variables it reads.
+bool IsNodeConfigVariable(absl::string_view name);
+
 // Resolves and validates. `flags` uses the same keys as `env` (the caller
 // maps --role to "PS_ROLE", ...; an empty flag value counts as not given);
 // a flag wins over the variable. `implied_role` is the binary's role, if it

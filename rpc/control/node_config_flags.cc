@@ -38,7 +38,8 @@ ABSL_FLAG(std::string, recovery_path, "",
 namespace psdb::rpc {
 namespace {
 
-// Each variable of NodeConfig and its flag's value ("" = not given).
+// Each variable of NodeConfig (node_config.cc's list) and its flag's value
+// ("" = not given).
 struct FlagOfVariable {
   const char* variable;
   std::string (*value)();
@@ -69,13 +70,6 @@ SettingMap NodeConfigFlags() {
     if (!value.empty()) flags[flag.variable] = std::move(value);
   }
   return flags;
-}
-
-bool IsNodeConfigVariable(absl::string_view name) {
-  for (const FlagOfVariable& flag : kFlags) {
-    if (name == flag.variable) return true;
-  }
-  return false;
 }
 
 absl::StatusOr<NodeConfig> NodeConfigFromEnvAndFlags(

@@ -20,11 +20,6 @@ namespace psdb::rpc {
 // The flags given, keyed by their variable names ("PS_ROLE", ...).
 SettingMap NodeConfigFlags();
 
-// Whether `name` is one of the variables NodeConfig reads (the table in
-// node_config.h: "PS_ROLE", ..., "PS_JOIN"), each of which has its flag
-// here. A tool's --dry_run lists which PS_* variables it reads.
-bool IsNodeConfigVariable(absl::string_view name);
-
 // ResolveNodeConfig(ReadPsEnvironment(), NodeConfigFlags(), implied_role).
 absl::StatusOr<NodeConfig> NodeConfigFromEnvAndFlags(
     std::optional<NodeRoleKind> implied_role);
