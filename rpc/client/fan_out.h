@@ -112,6 +112,21 @@ struct ChunkedCalls {
   std::vector<Call> calls;
 };
 
+// FanOut::Broadcast's defaults: answers that carry nothing to merge, and a
+// failure returned as Run gave it.
+struct AcceptAnswers {
+  template <typename Resp>
+  absl::Status operator()(absl::Span<const Resp>) const {
+    return absl::OkStatus();
+  }
+};
+struct ReturnRunStatus {
+  absl::Status operator()(const RoutedMap&, absl::Span<const Call>,
+                          absl::Status status) const {
+    return status;
+  }
+};
+
 class FanOut {
  public:
   // Connects (lazily) to options.cluster's servers. InvalidArgument if it
@@ -187,16 +202,44 @@ class FanOut {
     return out;
   }
 
-  // One call per server of the map, make_start(server index) giving each
-  // its start function.
-  template <typename MakeStart>
-  static std::vector<Call> EveryServer(const RoutedMap& map,
-                                       MakeStart make_start) {
-    std::vector<Call> calls;
-    for (size_t s = 0; s < map.num_servers(); ++s) {
-      calls.push_back(Call{s, make_start(s), {}});
-    }
-    return calls;
+  // Sends one request to every server of the map in parallel and hands
+  // the answers to `merge`: what CreateTable, DropTable, ListTables,
+  // Checkpoint and Stats share. Each attempt runs under WithMap with the
+  // map of the moment, `request`'s cluster_epoch set to its epoch, so a
+  // FAILED_PRECONDITION refreshes the map and, when `idempotent`, sends the
+  // request again to every server of the new one; Run retries on
+  // UNAVAILABLE and fails over between replicas when `idempotent`, all
+  // within `deadline`. send(stub->async(), ctx, &req, &resp, done) issues
+  // one call (one method of the async ParameterService stub).
+  // When every server answered, merge(resps) gives the attempt's status
+  // (resps[s] from server s of the map); otherwise failed(map, calls,
+  // status) does, `status` being Run's (the first failure in server order,
+  // naming its server) and calls[s] server s's call; by default it returns
+  // `status`.
+  template <typename Resp, typename Req, typename Send,
+            typename Merge = AcceptAnswers, typename Failed = ReturnRunStatus>
+  absl::Status Broadcast(Req request, bool idempotent, absl::Time deadline,
+                         Send send, Merge merge = {}, Failed failed = {}) {
+    return WithMap(idempotent, [&](const RoutedMap& map) -> absl::Status {
+      request.set_cluster_epoch(map.cluster.epoch());
+      std::vector<Resp> resps(map.num_servers());
+      std::vector<Call> calls;
+      calls.reserve(map.num_servers());
+      for (size_t s = 0; s < map.num_servers(); ++s) {
+        calls.push_back(
+            Call{s,
+                 [&request, resp = &resps[s], send](
+                     Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
+                   send(stub->async(), ctx, &request, resp, std::move(done));
+                 },
+                 {}});
+      }
+      const absl::Status status = Run(map, calls, idempotent, deadline);
+      if (!status.ok()) {
+        return failed(map, absl::Span<const Call>(calls), status);
+      }
+      return merge(absl::Span<const Resp>(resps));
+    });
   }
 
   // `call`'s failure as an absl::Status naming the server's address.

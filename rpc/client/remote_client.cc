@@ -23,7 +23,6 @@ using internal::Chunk;
 using internal::DoneFn;
 using internal::FanOut;
 using internal::RoutedMap;
-using internal::Stub;
 using internal::ThreadPartitioner;
 
 absl::Status TableChanged(absl::string_view table, absl::string_view what) {
@@ -47,17 +46,13 @@ class RemoteClient::Impl {
     const absl::Time deadline = Deadline();
     v1::CreateTableRequest req;
     *req.mutable_spec() = TableSpecToProto(spec);
-    PSDB_RETURN_IF_ERROR(fan_out_->WithMap(true, [&](const RoutedMap& map) {
-      req.set_cluster_epoch(map.cluster.epoch());
-      std::vector<v1::CreateTableResponse> resps(map.num_servers());
-      std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
-        return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
-                                        DoneFn done) {
-          stub->async()->CreateTable(ctx, &req, resp, std::move(done));
-        };
-      });
-      return fan_out_->Run(map, calls, /*idempotent=*/true, deadline);
-    }));
+    PSDB_RETURN_IF_ERROR(fan_out_->Broadcast<v1::CreateTableResponse>(
+        std::move(req), /*idempotent=*/true, deadline,
+        [](auto* async, grpc::ClientContext* ctx,
+           const v1::CreateTableRequest* req, v1::CreateTableResponse* resp,
+           DoneFn done) {
+          async->CreateTable(ctx, req, resp, std::move(done));
+        }));
     absl::MutexLock lock(&mu_);
     specs_[spec.name] = spec;
     return absl::OkStatus();
@@ -74,44 +69,38 @@ class RemoteClient::Impl {
     }
     v1::DropTableRequest req;
     req.set_name(std::string(name));
-    return fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
-      req.set_cluster_epoch(map.cluster.epoch());
-      std::vector<v1::DropTableResponse> resps(map.num_servers());
-      std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
-        return [&req, resp = &resps[s]](Stub* stub, grpc::ClientContext* ctx,
-                                        DoneFn done) {
-          stub->async()->DropTable(ctx, &req, resp, std::move(done));
-        };
-      });
-      absl::Status status = fan_out_->Run(map, calls, false, deadline);
-      if (!absl::IsNotFound(status)) return status;
-      // A table some servers had already dropped (an earlier, interrupted
-      // drop) is dropped; NotFound only when no server had it.
-      for (const Call& call : calls) {
-        if (call.status.ok()) return absl::OkStatus();
-        if (call.status.error_code() != grpc::StatusCode::NOT_FOUND) {
-          return FanOut::CallError(map, call);
-        }
-      }
-      return status;
-    });
+    return fan_out_->Broadcast<v1::DropTableResponse>(
+        std::move(req), /*idempotent=*/false, deadline,
+        [](auto* async, grpc::ClientContext* ctx,
+           const v1::DropTableRequest* req, v1::DropTableResponse* resp,
+           DoneFn done) { async->DropTable(ctx, req, resp, std::move(done)); },
+        internal::AcceptAnswers(),
+        [](const RoutedMap& map, absl::Span<const Call> calls,
+           absl::Status status) -> absl::Status {
+          if (!absl::IsNotFound(status)) return status;
+          // A table some servers had already dropped (an earlier,
+          // interrupted drop) is dropped; NotFound only when no server had
+          // it.
+          for (const Call& call : calls) {
+            if (call.status.ok()) return absl::OkStatus();
+            if (call.status.error_code() != grpc::StatusCode::NOT_FOUND) {
+              return FanOut::CallError(map, call);
+            }
+          }
+          return status;
+        });
   }
 
   absl::StatusOr<std::vector<TableSpec>> ListTables() {
     const absl::Time deadline = Deadline();
     std::vector<TableSpec> tables;
-    PSDB_RETURN_IF_ERROR(
-        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
-          v1::ListTablesRequest req;
-          req.set_cluster_epoch(map.cluster.epoch());
-          std::vector<v1::ListTablesResponse> resps(map.num_servers());
-          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
-            return [&req, resp = &resps[s]](
-                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-              stub->async()->ListTables(ctx, &req, resp, std::move(done));
-            };
-          });
-          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+    PSDB_RETURN_IF_ERROR(fan_out_->Broadcast<v1::ListTablesResponse>(
+        v1::ListTablesRequest(), /*idempotent=*/true, deadline,
+        [](auto* async, grpc::ClientContext* ctx,
+           const v1::ListTablesRequest* req, v1::ListTablesResponse* resp,
+           DoneFn done) { async->ListTables(ctx, req, resp, std::move(done)); },
+        [&](absl::Span<const v1::ListTablesResponse> resps) -> absl::Status {
+          // The union of the servers' tables, by name.
           absl::flat_hash_map<std::string, TableSpec> merged;
           for (const v1::ListTablesResponse& resp : resps) {
             for (const v1::TableSpec& p : resp.tables()) {
@@ -367,21 +356,16 @@ class RemoteClient::Impl {
                                             const CheckpointOptions& options) {
     PSDB_RETURN_IF_ERROR(fan_out_->RefuseWriteToReplicas("Checkpoint"));
     const absl::Time deadline = Deadline();
+    v1::CheckpointRequest req;
+    req.set_root_dir(std::string(root_dir));
+    req.set_keep_last(options.keep_last);
     CheckpointInfo merged;
-    PSDB_RETURN_IF_ERROR(
-        fan_out_->WithMap(false, [&](const RoutedMap& map) -> absl::Status {
-          v1::CheckpointRequest req;
-          req.set_cluster_epoch(map.cluster.epoch());
-          req.set_root_dir(std::string(root_dir));
-          req.set_keep_last(options.keep_last);
-          std::vector<v1::CheckpointResponse> resps(map.num_servers());
-          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
-            return [&req, resp = &resps[s]](
-                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-              stub->async()->Checkpoint(ctx, &req, resp, std::move(done));
-            };
-          });
-          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, false, deadline));
+    PSDB_RETURN_IF_ERROR(fan_out_->Broadcast<v1::CheckpointResponse>(
+        std::move(req), /*idempotent=*/false, deadline,
+        [](auto* async, grpc::ClientContext* ctx,
+           const v1::CheckpointRequest* req, v1::CheckpointResponse* resp,
+           DoneFn done) { async->Checkpoint(ctx, req, resp, std::move(done)); },
+        [&](absl::Span<const v1::CheckpointResponse> resps) -> absl::Status {
           merged = CheckpointInfo{};
           merged.path = std::string(root_dir);
           for (const v1::CheckpointResponse& resp : resps) {
@@ -400,18 +384,12 @@ class RemoteClient::Impl {
   absl::StatusOr<StoreStats> Stats() {
     const absl::Time deadline = Deadline();
     StoreStats merged;
-    PSDB_RETURN_IF_ERROR(
-        fan_out_->WithMap(true, [&](const RoutedMap& map) -> absl::Status {
-          v1::StatsRequest req;
-          req.set_cluster_epoch(map.cluster.epoch());
-          std::vector<v1::StatsResponse> resps(map.num_servers());
-          std::vector<Call> calls = FanOut::EveryServer(map, [&](size_t s) {
-            return [&req, resp = &resps[s]](
-                       Stub* stub, grpc::ClientContext* ctx, DoneFn done) {
-              stub->async()->Stats(ctx, &req, resp, std::move(done));
-            };
-          });
-          PSDB_RETURN_IF_ERROR(fan_out_->Run(map, calls, true, deadline));
+    PSDB_RETURN_IF_ERROR(fan_out_->Broadcast<v1::StatsResponse>(
+        v1::StatsRequest(), /*idempotent=*/true, deadline,
+        [](auto* async, grpc::ClientContext* ctx, const v1::StatsRequest* req,
+           v1::StatsResponse* resp,
+           DoneFn done) { async->Stats(ctx, req, resp, std::move(done)); },
+        [&](absl::Span<const v1::StatsResponse> resps) -> absl::Status {
           std::vector<StoreStats> parts;
           for (const v1::StatsResponse& resp : resps) {
             parts.push_back(FromProto(resp));

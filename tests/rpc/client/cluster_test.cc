@@ -155,6 +155,20 @@ TEST_F(ClusterTest, RemoteMatchesLocalBitForBit) {
   EXPECT_TRUE(tables.empty());
   EXPECT_THAT(remote->DropTable("adagrad"),
               StatusIs(absl::StatusCode::kNotFound));
+  // A table one server dropped already (an interrupted drop) is dropped on
+  // the others; NotFound once no server has it.
+  ASSERT_OK(
+      remote->CreateTable(Table("partial", optim::OptimizerKind::kSgd, 2)));
+  const std::string first(
+      absl::string_view(*servers_list_).substr(0, servers_list_->find(',')));
+  ASSERT_OK_AND_ASSIGN(auto one, OpenParameterClient("servers:" + first));
+  ASSERT_OK(one->DropTable("partial"));
+  EXPECT_THAT(one->DropTable("partial"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(remote->DropTable("partial"));
+  EXPECT_THAT(remote->DropTable("partial"),
+              StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(tables, remote->ListTables());
+  EXPECT_TRUE(tables.empty());
 }
 
 TEST_F(ClusterTest, PutRowsAndServingPullsRoundTrip) {
