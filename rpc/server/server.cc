@@ -12,14 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/server/request_checks.h"
 #include "rpc/server/resharder.h"
 #include "rpc/server/server_metrics.h"
 #include "rpc/server/thread_pool.h"
@@ -51,20 +49,6 @@ using grpc::ServerUnaryReactor;
 absl::Span<const uint64_t> KeySpan(
     const google::protobuf::RepeatedField<uint64_t>& keys) {
   return absl::MakeConstSpan(keys.data(), static_cast<size_t>(keys.size()));
-}
-
-// Checkpoint roots come from the network: no ".." components.
-absl::Status ValidateRootDir(absl::string_view root) {
-  if (root.empty()) {
-    return absl::InvalidArgumentError("checkpoint root_dir is empty");
-  }
-  for (absl::string_view part : absl::StrSplit(root, '/')) {
-    if (part == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint root_dir '", root, "' has a '..' component"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // The method a request belongs to, for metrics (one overload per request
@@ -133,6 +117,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
               CheckpointFollower* follower, ThreadPool* pool,
               ThreadPool* control_pool, ServerMetrics* metrics)
       : options_(options),
+        checks_(options, /*serving=*/follower != nullptr),
         store_(store),
         follower_(follower),
         pool_(pool),
@@ -405,11 +390,6 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
         std::shared_ptr<const ClusterMap>(), &options_.cluster);
   }
 
-  absl::Status WrongEpoch(absl::string_view why, uint64_t epoch) const {
-    return absl::FailedPreconditionError(absl::StrCat(
-        why, "; server ", options_.shard_id, " has server epoch ", epoch));
-  }
-
   // The store this request runs against (see Lease).
   Lease Acquire() const {
     if (follower_ == nullptr) return Lease(store_);
@@ -424,54 +404,18 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                      " refused (serving ", follower_->Acquire()->dir, ")"));
   }
 
+  // A request without keys: the epoch it was routed with.
   absl::Status CheckEpoch(uint64_t client_epoch) const {
-    return CheckEpoch(*Map(), client_epoch);
-  }
-  absl::Status CheckEpoch(const ClusterMap& map, uint64_t client_epoch) const {
-    if (follower_ != nullptr) return absl::OkStatus();  // see server.h
-    if (client_epoch != 0 && client_epoch != map.epoch()) {
-      return WrongEpoch(
-          absl::StrCat("request routed with cluster epoch ", client_epoch),
-          map.epoch());
-    }
-    return absl::OkStatus();
+    return checks_.CheckEpoch(*Map(), client_epoch);
   }
 
-  // Epoch, table name, batch limit and key ownership (under the cluster
-  // map, or for a serving replica the checkpoint's ring).
+  // A keyed request (internal::RequestChecks::CheckKeys) under the map of
+  // the moment, or the checkpoint `lease` holds.
   absl::Status CheckKeys(const Lease& lease, uint64_t client_epoch,
                          absl::string_view table,
                          absl::Span<const uint64_t> keys) const {
-    const std::shared_ptr<const ClusterMap> map = Map();
-    PSDB_RETURN_IF_ERROR(CheckEpoch(*map, client_epoch));
-    PSDB_RETURN_IF_ERROR(ValidateTableName(table));
-    if (keys.size() > options_.max_batch_keys) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "table '", table, "': request has ", keys.size(),
-          " keys, more than the server's limit of ", options_.max_batch_keys));
-    }
-    if (const ServingSnapshot* snap = lease.snapshot(); snap != nullptr) {
-      for (uint64_t key : keys) {
-        if (!snap->Holds(key)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("table '", table, "': key ", key, " is on shard ",
-                           snap->ring->Owner(key), " of checkpoint ",
-                           snap->checkpoint_id, "; this replica serves shard ",
-                           absl::StrJoin(snap->shard_ids, ",")));
-        }
-      }
-    } else if (!Alone(*map)) {
-      for (uint64_t key : keys) {
-        const ServerId owner = map->Owner(key);
-        if (owner != options_.shard_id) {
-          return WrongEpoch(
-              absl::StrCat("table '", table, "': key ", key,
-                           " is owned by server ", owner, ", not this one"),
-              map->epoch());
-        }
-      }
-    }
-    return absl::OkStatus();
+    return checks_.CheckKeys(*Map(), lease.snapshot(), client_epoch, table,
+                             keys);
   }
 
   absl::Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
@@ -580,7 +524,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     PSDB_RETURN_IF_ERROR(CheckEpoch(req.cluster_epoch()));
     if (!req.shard_dir().empty()) {
       // One shard of a cluster checkpoint (rpc/control/cluster_checkpoint.h).
-      PSDB_RETURN_IF_ERROR(ValidateRootDir(req.shard_dir()));
+      PSDB_RETURN_IF_ERROR(internal::ValidateRootDir(req.shard_dir()));
       const absl::Time start = absl::Now();
       PSDB_ASSIGN_OR_RETURN(Store::ShardCheckpoint shard,
                             store_->CheckpointShard(req.shard_dir()));
@@ -596,9 +540,9 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
       AppendShardFiles(shard.files, resp->mutable_shard_files());
       return absl::OkStatus();
     }
-    PSDB_RETURN_IF_ERROR(ValidateRootDir(req.root_dir()));
+    PSDB_RETURN_IF_ERROR(internal::ValidateRootDir(req.root_dir()));
     std::string root = req.root_dir();
-    if (!Alone(*Map())) {
+    if (!internal::Alone(*Map())) {
       root = absl::StrCat(root, "/server-", options_.shard_id);
     }
     CheckpointOptions options;
@@ -614,10 +558,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     return absl::OkStatus();
   }
 
-  // A server with no peers owns every key.
-  static bool Alone(const ClusterMap& map) { return map.servers().size() <= 1; }
-
   const ServerOptions options_;
+  const internal::RequestChecks checks_;
   Store* const store_;                  // training; null when serving
   CheckpointFollower* const follower_;  // serving; null when training
   ThreadPool* const pool_;
