@@ -195,6 +195,11 @@ class RemoteClient::Impl {
       return absl::OkStatus();
     }
     const int32_t worker_id = options_.worker_id.value_or(options.worker_id);
+    // Said on every push: a server in the other mode refuses it
+    // (PushRequest.mode).
+    const v1::PushMode mode = options_.push_to_every_server
+                                  ? v1::PUSH_MODE_SYNC
+                                  : v1::PUSH_MODE_ASYNC;
     Partitioner& part = ThreadPartitioner();
     // Duplicates summed in order of occurrence (the store's order), once:
     // re-sent keys carry the same sums.
@@ -229,6 +234,7 @@ class RemoteClient::Impl {
                 v1::PushRequest& req = chunked.reqs[c];
                 req.set_step(step);
                 req.set_worker_id(worker_id);
+                req.set_mode(mode);
                 FloatsToBytes(absl::MakeConstSpan(sent).subspan(
                                   chunked.chunks[c].begin * dim,
                                   chunked.chunks[c].size() * dim),

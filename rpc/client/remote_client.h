@@ -25,6 +25,11 @@
 //    tables' current step across servers) so every server's Adam bias
 //    correction sees the step the embedded store would.
 //  - PutRows: duplicate keys, the last one wins.
+//  - Every push says how this client pushes (PushRequest.mode: sync with
+//    push_to_every_server, else async). A server started in the other
+//    --sync_mode refuses it with FAILED_PRECONDITION, naming both modes
+//    and the flags to change, and applies nothing; so does every server
+//    of a cluster that disagrees, at the worker's first push.
 //  - CreateTable, DropTable and Checkpoint go to every server; ListTables
 //    and Stats are merged across servers (Stats: counters summed per table,
 //    steps and checkpoint durations as the maximum).

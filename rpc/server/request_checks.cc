@@ -11,6 +11,7 @@ namespace psdb::rpc::internal {
 RequestChecks::RequestChecks(const ServerOptions& options, bool serving)
     : shard_id_(options.shard_id),
       max_batch_keys_(options.max_batch_keys),
+      sync_(options.sync.num_workers > 0),
       serving_(serving) {}
 
 absl::Status RequestChecks::WrongEpoch(absl::string_view why,
@@ -64,6 +65,30 @@ absl::Status RequestChecks::CheckKeys(const ClusterMap& map,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status RequestChecks::CheckPushMode(v1::PushMode mode,
+                                          absl::string_view table) const {
+  if (serving_ || mode == v1::PUSH_MODE_UNSPECIFIED) return absl::OkStatus();
+  const bool sync_push = mode == v1::PUSH_MODE_SYNC;
+  if (sync_push == sync_) return absl::OkStatus();
+  // The fix is on either side: the servers' --sync_mode or the worker's
+  // mode (ps-train pushes synchronously only as a cluster worker, through
+  // the scheduler: with a servers: URL its pushes are async).
+  if (sync_push) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps-server runs --sync_mode=async but this worker pushes "
+        "synchronously (ps-train --mode sync, or push_to_every_server): start "
+        "every ps-server with --sync_mode=sync, or run ps-train with --mode "
+        "async; table '",
+        table, "': push refused, nothing applied"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "ps-server runs --sync_mode=sync but this worker pushes asynchronously "
+      "(ps-train --mode async, or no push_to_every_server): start every "
+      "ps-server with --sync_mode=async, or run ps-train with --mode sync "
+      "and --store scheduler:HOST:PORT; table '",
+      table, "': push refused, nothing applied"));
 }
 
 bool Alone(const ClusterMap& map) { return map.servers().size() <= 1; }

@@ -1,8 +1,9 @@
 // RequestChecks: what a ps-server request must satisfy before the store
 // sees it (server.h, "Validation"), apart from what the store checks
 // itself: the cluster epoch it was routed with, its table name, its key
-// count against the batch limit, the ownership of its keys, and a
-// checkpoint root that stays inside its directory. A request that fails a
+// count against the batch limit, the ownership of its keys, a push's mode
+// against the server's, and a checkpoint root that stays inside its
+// directory. A request that fails a
 // check is answered with the returned status and changes nothing.
 // Internal to psdb_server.
 //
@@ -19,6 +20,7 @@
 #include "absl/types/span.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/server.h"
+#include "rpc/wire/psdb.pb.h"
 #include "shard/cluster_map.h"
 
 namespace psdb::rpc::internal {
@@ -43,6 +45,21 @@ class RequestChecks {
                          uint64_t client_epoch, absl::string_view table,
                          absl::Span<const uint64_t> keys) const;
 
+  // A push's mode (PushRequest.mode) against the server's own
+  // (options.sync): FAILED_PRECONDITION when one is sync and the other
+  // async, naming both modes and the flags that change either. Checked
+  // before anything else sees the push, so a refused push changes nothing
+  // (not even the resharding gate's record of a sync step).
+  // PUSH_MODE_UNSPECIFIED (a client from before the field) passes, as
+  // does any push to a serving replica (which refuses every write).
+  //
+  // Why on every push rather than once at join: the server applying a push
+  // is the one that must agree, whatever map the client routes with and
+  // whenever that server was (re)started; clients that never join
+  // (servers: URLs, Python) are covered alike; and the scheduler, which a
+  // joining worker asks, does not know the servers' modes.
+  absl::Status CheckPushMode(v1::PushMode mode, absl::string_view table) const;
+
  private:
   // FAILED_PRECONDITION "<why>; server <shard id> has server epoch
   // <epoch>": a request routed with a stale map (the client refreshes its
@@ -51,6 +68,7 @@ class RequestChecks {
 
   const int shard_id_;
   const size_t max_batch_keys_;
+  const bool sync_;  // a sync (BSP) server: options.sync.num_workers > 0
   const bool serving_;
 };
 

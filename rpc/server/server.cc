@@ -154,6 +154,11 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   ServerUnaryReactor* Push(CallbackServerContext* ctx,
                            const v1::PushRequest* req,
                            v1::PushResponse*) override {
+    // Before the resharding gate, which records a sync push's step.
+    if (absl::Status refused = checks_.CheckPushMode(req->mode(), req->table());
+        !refused.ok()) {
+      return Run(ctx, req, [refused] { return refused; });
+    }
     internal::GateRequest gate = Gate(*req);
     if (sync_ != nullptr) gate.sync_step = req->step();
     return Run(

@@ -17,7 +17,9 @@
 // Validation (before the store sees anything): table names, byte lengths of
 // row payloads against keys * dim, table dims against max_dim, key counts
 // against max_batch_keys (RESOURCE_EXHAUSTED), key ownership under the
-// cluster epoch (FAILED_PRECONDITION with the server's epoch). The store
+// cluster epoch (FAILED_PRECONDITION with the server's epoch), a push's mode
+// (PushRequest.mode) against options.sync (FAILED_PRECONDITION naming both
+// modes and the flags to change); rpc/server/request_checks.h. The store
 // validates the rest (unknown table, non-finite values); a bad request changes
 // nothing.
 //
@@ -95,6 +97,8 @@ struct ServerOptions {
   // Synchronous (BSP) training: with num_workers > 0 each push is held
   // until every worker has pushed the same (table, step), then the step's
   // gradients are reduced and applied once (rpc/server/sync_aggregator.h).
+  // Pushes that say they are async are refused then, and pushes that say
+  // they are sync are refused by an async server (PushRequest.mode).
   // Default: async (num_workers 0)
   SyncOptions sync;
   // Prometheus metrics over HTTP at GET /metrics (server_metrics.h):

@@ -3,7 +3,8 @@
 // scheduler:HOST:PORT --mode sync` process. Its cluster checkpoint (3 shards)
 // exports, table by table with optimizer state and row headers, exactly as
 // the embedded run's with the same seed and data: without the worker cache
-// and with it.
+// and with it. A worker whose --mode disagrees with the servers'
+// --sync_mode is refused at its first push, and nothing is applied.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "psdb/checkpoint_reader.h"
+#include "rpc/client/cluster_worker.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "tools/dump/dump_cli.h"
@@ -35,6 +37,7 @@ using ::psdb::testing::PsSchedulerOptions;
 using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScratchDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 int RunCli(int (*fn)(int, const char* const*, std::ostream&, std::ostream&),
            std::vector<std::string> args, std::string* out_text,
@@ -211,9 +214,90 @@ class ClusterTrainTest : public ::testing::Test {
                      absl::StrCat("cache_rows ", cache_rows));
   }
 
+  // 1 scheduler, 2 servers (--sync_mode=sync when `sync_servers`) and one
+  // ps-train in `mode`, whose modes disagree: ps-train fails at its first
+  // push with `want` (what the servers say, up to the table's name) and
+  // no server applied anything.
+  void ExpectModesRefused(bool sync_servers, const std::string& mode,
+                          const std::string& want) {
+    const std::string root = dir_.Sub(absl::StrCat("disagree-", mode));
+    const ReservedPort held;  // for the processes' life
+    const int port = held.port();
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> sched,
+                         ChildProcess::Start(PsSchedulerOptions(port, 2, 1)));
+    std::vector<std::unique_ptr<ChildProcess>> servers;
+    for (int s = 0; s < 2; ++s) {
+      ChildOptions o = ClusterServerOptions(
+          port, absl::StrCat("server-", s), absl::StrCat(root, "/server-", s),
+          sync_servers ? std::vector<std::string>{"--sync_mode=sync"}
+                       : std::vector<std::string>{});
+      o.ready_prefix.clear();  // blocks until the cluster is complete
+      ASSERT_OK_AND_ASSIGN(auto server, ChildProcess::Start(o));
+      servers.push_back(std::move(server));
+    }
+    ChildOptions wo;
+    wo.binary = ::psdb::testing::BuiltBinary("tools/ps-train");
+    wo.env = {{"PS_NODE_ID", "worker-0"}};
+    wo.args = TrainFlags(data_, root + "/ckpt", 0);
+    for (size_t i = 0; i < wo.args.size(); ++i) {
+      if (wo.args[i] == "--mode") wo.args[i + 1] = mode;
+    }
+    wo.args.insert(wo.args.end(),
+                   {"--store", absl::StrCat("scheduler:", sched->ready_value()),
+                    "--dense", "ps"});
+    ASSERT_OK_AND_ASSIGN(auto worker, ChildProcess::Start(wo));
+    ASSERT_OK_AND_ASSIGN(int status, worker->Wait(absl::Minutes(3)));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+        << worker->Stderr();
+    // "ps-train: FAILED_PRECONDITION: server 127.0.0.1:P: <want>T': push
+    // refused, nothing applied", T the first table pushed.
+    EXPECT_THAT(worker->Stderr(),
+                HasSubstr("ps-train: FAILED_PRECONDITION: server 127.0.0.1:"));
+    EXPECT_THAT(worker->Stderr(), HasSubstr(want));
+    EXPECT_THAT(worker->Stderr(),
+                HasSubstr("': push refused, nothing applied"));
+    EXPECT_THAT(worker->Stderr(), Not(HasSubstr("empty batch")));
+    // Nothing applied: every table of both servers is still at step 0.
+    ASSERT_OK_AND_ASSIGN(auto reader,
+                         rpc::OpenSchedulerRemoteClient(sched->ready_value()));
+    ASSERT_OK_AND_ASSIGN(StoreStats stats, reader->Stats());
+    EXPECT_GE(stats.tables.size(), 4u);  // wide, deep, linear and MLP tables
+    for (const TableStats& t : stats.tables) EXPECT_EQ(t.step, 0) << t.name;
+    for (auto& server : servers) {
+      server->Signal(SIGTERM);
+      ASSERT_OK_AND_ASSIGN(int st, server->Wait());
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << server->Stderr();
+    }
+  }
+
   ScratchDir dir_;
   const std::string data_ = dir_.Sub("data");
 };
+
+// ps-train's default --mode sync against servers started without
+// --sync_mode=sync: refused at the first push, naming both modes and the
+// flags (it failed mid-run with "table wide_linear: empty batch" before,
+// or with one server trained as async without a word).
+TEST_F(ClusterTrainTest, SyncWorkerAgainstAsyncServersIsRefusedAtItsFirstPush) {
+  ExpectModesRefused(
+      /*sync_servers=*/false, "sync",
+      "ps-server runs --sync_mode=async but this worker pushes synchronously "
+      "(ps-train --mode sync, or push_to_every_server): start every "
+      "ps-server with --sync_mode=sync, or run ps-train with --mode async; "
+      "table '");
+}
+
+// The reverse: ps-train --mode async against servers started with
+// --sync_mode=sync (which would hold its pushes for steps that other
+// servers never complete).
+TEST_F(ClusterTrainTest, AsyncWorkerAgainstSyncServersIsRefusedAtItsFirstPush) {
+  ExpectModesRefused(
+      /*sync_servers=*/true, "async",
+      "ps-server runs --sync_mode=sync but this worker pushes "
+      "asynchronously (ps-train --mode async, or no push_to_every_server): "
+      "start every ps-server with --sync_mode=async, or run ps-train with "
+      "--mode sync and --store scheduler:HOST:PORT; table '");
+}
 
 TEST_F(ClusterTrainTest, SyncOneWorkerThreeServersEqualsEmbeddedNoCache) {
   ExpectSameExports(0);

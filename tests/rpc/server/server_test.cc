@@ -10,11 +10,13 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "manifest/manifest.h"
+#include "optim/optimizer.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "manifest/manifest.h"
 #include "tests/testing/test_util.h"
+#include "util/status_macros.h"
 
 namespace psdb::rpc {
 namespace {
@@ -313,6 +315,131 @@ TEST_F(ServerTest, HostileRequestsFailAndChangeNothing) {
   std::vector<TableSpec> tables = store_->ListTables();
   ASSERT_EQ(tables.size(), 1u);
   EXPECT_EQ(tables[0].name, "emb");
+}
+
+// What a sync worker (ps-train --mode sync) hears from an async server,
+// and an async worker from a sync one: PushRequest.mode against
+// ServerOptions::sync, checked before anything is applied or recorded.
+constexpr char kSyncPushToAsyncServer[] =
+    "ps-server runs --sync_mode=async but this worker pushes synchronously "
+    "(ps-train --mode sync, or push_to_every_server): start every ps-server "
+    "with --sync_mode=sync, or run ps-train with --mode async; table 'emb': "
+    "push refused, nothing applied";
+constexpr char kAsyncPushToSyncServer[] =
+    "ps-server runs --sync_mode=sync but this worker pushes "
+    "asynchronously (ps-train --mode async, or no push_to_every_server): "
+    "start every ps-server with --sync_mode=async, or run ps-train with "
+    "--mode sync and --store scheduler:HOST:PORT; table 'emb': push "
+    "refused, nothing applied";
+
+absl::StatusOr<std::unique_ptr<RemoteClient>> Worker(const PsServer& server,
+                                                     bool sync, int rank) {
+  RemoteClientOptions options;
+  PSDB_ASSIGN_OR_RETURN(options.cluster,
+                        ClusterMap::FromAddresses({server.address()}));
+  options.push_to_every_server = sync;
+  options.worker_id = rank;
+  return RemoteClient::Open(options);
+}
+
+// A sync worker against an async server (the servers were started without
+// --sync_mode=sync): refused at its first push, whether the push has keys
+// for the server or is the empty one a sync worker sends a server that
+// owns none of its keys (which failed with "empty batch" before).
+TEST_F(ServerTest, SyncPushToAnAsyncServerIsRefusedAndChangesNothing) {
+  const v1::PullRowsResponse before = Snapshot();
+  ASSERT_OK_AND_ASSIGN(auto worker, Worker(*server_, /*sync=*/true, 0));
+  PushOptions push;
+  push.step = 1;
+  const absl::Status refused =
+      worker->Push("emb", {1, 2, 3}, std::vector<float>(3 * kDim, 0.5f), push);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(refused.message(), absl::StrCat("server ", server_->address(), ": ",
+                                            kSyncPushToAsyncServer));
+  v1::PushRequest empty;
+  empty.set_table("emb");
+  empty.set_step(1);
+  empty.set_mode(v1::PUSH_MODE_SYNC);
+  v1::PushResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub_->Push(&ctx, empty, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), kSyncPushToAsyncServer);
+
+  EXPECT_EQ(Snapshot().SerializeAsString(), before.SerializeAsString());
+  EXPECT_EQ(store_->Stats().tables.at(0).step, 0);
+  // The modes agreeing, the same push is applied: async, or old-style (a
+  // client from before PushRequest.mode).
+  ASSERT_OK_AND_ASSIGN(auto async_worker, Worker(*server_, false, 0));
+  ASSERT_OK(
+      async_worker->Push("emb", {1}, std::vector<float>(kDim, 0.5f), push));
+  EXPECT_EQ(store_->Stats().tables.at(0).step, 1);
+}
+
+// An async worker against a sync server: refused, and nothing recorded
+// either: the step the refused push named then completes with a push of
+// each worker (one old-style, one from a sync client), applied once as the
+// mean of the two.
+TEST(SyncServerTest, AsyncPushIsRefusedAndRecordsNothing) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("db")));
+  const TableSpec spec = AdagradTable("emb");
+  ASSERT_OK(store->CreateTable(spec));
+  ServerOptions options;
+  options.num_threads = 2;
+  options.sync.num_workers = 2;
+  ASSERT_OK_AND_ASSIGN(auto server, PsServer::Start(options, store.get()));
+  RowBatch before;
+  ASSERT_OK(store->PullRows("emb", {1, 2}, &before));
+
+  ASSERT_OK_AND_ASSIGN(auto async_worker, Worker(*server, /*sync=*/false, 0));
+  PushOptions push;
+  push.step = 1;
+  const absl::Status refused = async_worker->Push(
+      "emb", {1, 2}, std::vector<float>(2 * kDim, 0.5f), push);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(refused.message(), absl::StrCat("server ", server->address(), ": ",
+                                            kAsyncPushToSyncServer));
+  RowBatch after;
+  ASSERT_OK(store->PullRows("emb", {1, 2}, &after));
+  EXPECT_EQ(after.values, before.values);
+  EXPECT_EQ(after.state, before.state);
+  EXPECT_EQ(store->Stats().tables.at(0).step, 0);
+
+  // Step 1, the modes agreeing: worker 0 old-style (no mode) on key 1,
+  // worker 1 from a sync client on key 2. Had the refused push been
+  // recorded as worker 0's, its push would be "already pushed".
+  auto stub = v1::ParameterService::NewStub(grpc::CreateChannel(
+      server->address(), grpc::InsecureChannelCredentials()));
+  v1::PushRequest old_style;
+  old_style.set_cluster_epoch(1);  // a round is (step, epoch): the client's
+  old_style.set_table("emb");
+  old_style.add_keys(1);
+  old_style.set_grads(Floats({1, 2, 3, 4}));
+  old_style.set_step(1);
+  old_style.set_worker_id(0);
+  v1::PushResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub->Push(&ctx, old_style, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_OK_AND_ASSIGN(auto sync_worker, Worker(*server, /*sync=*/true, 1));
+  ASSERT_OK(sync_worker->Push("emb", {2}, {-4, 2, 0, 6}, push));
+  // Each key: its one worker's gradient over 2 workers, applied once.
+  RowBatch expected = before;
+  const std::vector<std::vector<float>> grads = {{0.5f, 1, 1.5f, 2},
+                                                 {-2, 1, 0, 3}};
+  for (int i = 0; i < 2; ++i) {
+    optim::Apply(spec.optimizer,
+                 absl::MakeSpan(expected.values).subspan(i * kDim, kDim),
+                 absl::MakeSpan(expected.state)
+                     .subspan(i * expected.state_size, expected.state_size),
+                 grads[i], /*step=*/1);
+  }
+  ASSERT_OK(store->PullRows("emb", {1, 2}, &after));
+  EXPECT_EQ(after.values, expected.values);
+  EXPECT_EQ(after.state, expected.state);
+  EXPECT_EQ(store->Stats().tables.at(0).step, 1);
+  server->Shutdown(absl::Seconds(5));
 }
 
 TEST_F(ServerTest, ExpiredDeadlineIsDeadlineExceeded) {
