@@ -32,6 +32,7 @@
 #include "tools/common/child_process.h"
 #include "tools/common/local_etcd.h"
 #include "tools/common/reserved_port.h"
+#include "tools/common/sibling_binary.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -81,10 +82,13 @@ struct Params {
   int heartbeat_interval_ms = 1000;
   int etcd_members = 1;
   uint64_t seed = 1;
-  std::string bin;
+  std::string bin;  // --bin: where the binaries are ("": beside ps-bench)
   std::string etcd_binary = "/usr/bin/etcd";
   std::string dir;
   bool json = false;
+  // The binaries' paths (FindBinaries).
+  std::string ps_server;
+  std::string ps_scheduler;
 };
 
 ScenarioFlags Flags() {
@@ -118,16 +122,19 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   PSDB_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
   p.seed = static_cast<uint64_t>(seed);
   p.bin = args.GetString("bin", "");
-  if (p.bin.empty()) {
-    std::error_code ec;
-    p.bin = std::filesystem::read_symlink("/proc/self/exe", ec)
-                .parent_path()
-                .string();
-  }
   p.etcd_binary = args.GetString("etcd_binary", p.etcd_binary);
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
   return p;
+}
+
+// ps-server and ps-scheduler in --bin, or beside ps-bench.
+absl::Status FindBinaries(Params* p) {
+  PSDB_ASSIGN_OR_RETURN(p->ps_server,
+                        tools::SiblingBinary("ps-server", p->bin));
+  PSDB_ASSIGN_OR_RETURN(p->ps_scheduler,
+                        tools::SiblingBinary("ps-scheduler", p->bin));
+  return absl::OkStatus();
 }
 
 double SinceS(Clock::time_point from, Clock::time_point to = Clock::now()) {
@@ -159,7 +166,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartScheduler(
   const Params& p = env.p;
   const tools::ReservedPort held;  // until it listens on it
   tools::ChildOptions o;
-  o.binary = p.bin + "/ps-scheduler";
+  o.binary = p.ps_scheduler;
   o.env = {{"PS_SERVER_NUM", absl::StrCat(servers)},
            {"PS_WORKER_NUM", absl::StrCat(workers)},
            {"PS_SCHED_PORT", absl::StrCat(held.port())}};
@@ -181,7 +188,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartServer(
     const Env& env, const std::string& sched, const std::string& node_id,
     const std::string& dir) {
   tools::ChildOptions o;
-  o.binary = env.p.bin + "/ps-server";
+  o.binary = env.p.ps_server;
   o.env = {{"PS_SCHED_ADDRESSES", sched}, {"PS_NODE_ID", node_id}};
   o.args = {"--data_dir=" + dir + "/" + node_id, "--threads=2"};
   o.ready_prefix = "listening on ";
@@ -667,7 +674,10 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 int RunControlBench(int argc, const char* const* argv, std::ostream& out,
                     std::ostream& err) {
   return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
-                             [&](Params& p) { return Run(p, out, err); });
+                             [&](Params& p) -> absl::Status {
+                               PSDB_RETURN_IF_ERROR(FindBinaries(&p));
+                               return Run(p, out, err);
+                             });
 }
 
 }  // namespace psdb::bench

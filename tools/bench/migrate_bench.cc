@@ -23,6 +23,8 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "optim/optimizer.h"
+#include "psdb/row.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/admin_membership.h"
@@ -31,8 +33,6 @@
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
-#include "psdb/row.h"
-#include "psdb/table_spec.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/process_cpu.h"
 #include "tools/bench/report.h"
@@ -42,6 +42,7 @@
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
 #include "tools/common/reserved_port.h"
+#include "tools/common/sibling_binary.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -97,9 +98,12 @@ struct Params {
   int repeats = 3;
   uint64_t seed = 1;
   bool checkpoint_first = false;
-  std::string bin;
+  std::string bin;  // --bin: where the binaries are ("": beside ps-bench)
   std::string dir;
   bool json = false;
+  // The binaries' paths (FindBinaries).
+  std::string ps_server;
+  std::string ps_scheduler;
 };
 
 ScenarioFlags Flags() {
@@ -133,15 +137,18 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   p.seed = static_cast<uint64_t>(seed);
   PSDB_ASSIGN_OR_RETURN(p.checkpoint_first, args.GetBool("checkpoint_first"));
   p.bin = args.GetString("bin", "");
-  if (p.bin.empty()) {
-    std::error_code ec;
-    p.bin = std::filesystem::read_symlink("/proc/self/exe", ec)
-                .parent_path()
-                .string();
-  }
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
   return p;
+}
+
+// ps-server and ps-scheduler in --bin, or beside ps-bench.
+absl::Status FindBinaries(Params* p) {
+  PSDB_ASSIGN_OR_RETURN(p->ps_server,
+                        tools::SiblingBinary("ps-server", p->bin));
+  PSDB_ASSIGN_OR_RETURN(p->ps_scheduler,
+                        tools::SiblingBinary("ps-scheduler", p->bin));
+  return absl::OkStatus();
 }
 
 double SinceS(Clock::time_point from, Clock::time_point to = Clock::now()) {
@@ -164,7 +171,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartScheduler(
     const Params& p, const std::string& dir) {
   const tools::ReservedPort held;  // until it listens on it
   tools::ChildOptions o;
-  o.binary = p.bin + "/ps-scheduler";
+  o.binary = p.ps_scheduler;
   o.env = {{"PS_SERVER_NUM", absl::StrCat(kServers)},
            {"PS_WORKER_NUM", "0"},
            {"PS_SCHED_PORT", absl::StrCat(held.port())}};
@@ -179,7 +186,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartClusterServer(
     const Params& p, const std::string& sched, const std::string& node_id,
     const std::string& dir, bool join) {
   tools::ChildOptions o;
-  o.binary = p.bin + "/ps-server";
+  o.binary = p.ps_server;
   o.env = {{"PS_SCHED_ADDRESSES", sched}, {"PS_NODE_ID", node_id}};
   o.args = {"--data_dir=" + dir + "/" + node_id};
   if (join) o.args.push_back("--join");
@@ -193,7 +200,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartClusterServer(
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartLoneServer(
     const Params& p, const std::string& dir) {
   tools::ChildOptions o;
-  o.binary = p.bin + "/ps-server";
+  o.binary = p.ps_server;
   o.args = {"--data_dir=" + dir + "/lone", "--port=0"};
   o.ready_prefix = "listening on ";
   o.log = dir + "/lone.log";
@@ -720,7 +727,10 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 int RunMigrateBench(int argc, const char* const* argv, std::ostream& out,
                     std::ostream& err) {
   return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
-                             [&](Params& p) { return Run(p, out, err); });
+                             [&](Params& p) -> absl::Status {
+                               PSDB_RETURN_IF_ERROR(FindBinaries(&p));
+                               return Run(p, out, err);
+                             });
 }
 
 }  // namespace psdb::bench

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +23,7 @@
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
+#include "tools/common/sibling_binary.h"
 #include "tools/common/text.h"
 #include "util/status_macros.h"
 
@@ -133,11 +133,6 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   PSDB_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
   p.seed = static_cast<uint64_t>(seed);
   p.ps_server = args.GetString("ps_server", "");
-  if (p.ps_server.empty()) {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    p.ps_server = (self.parent_path() / "ps-server").string();
-  }
   p.redis_server = args.GetString("redis_server", p.redis_server);
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
@@ -477,8 +472,15 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
 int RunServerBench(int argc, const char* const* argv, std::ostream& out,
                    std::ostream& err) {
-  return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
-                             [&](Params& p) { return Run(p, out, err); });
+  return RunScenario<Params>(
+      Flags(), argc, argv, out, err, &ParseParams,
+      [&](Params& p) -> absl::Status {
+        // Beside ps-bench unless --ps_server names it.
+        if (p.ps_server.empty() && p.Runs("psdb")) {
+          PSDB_ASSIGN_OR_RETURN(p.ps_server, tools::SiblingBinary("ps-server"));
+        }
+        return Run(p, out, err);
+      });
 }
 
 }  // namespace psdb::bench

@@ -26,6 +26,7 @@
 #include "tools/common/args.h"
 #include "tools/common/child_process.h"
 #include "tools/common/reserved_port.h"
+#include "tools/common/sibling_binary.h"
 #include "tools/common/text.h"
 #include "train/synthetic.h"
 #include "train/wide_deep.h"
@@ -91,9 +92,13 @@ struct Params {
   int64_t workers = 2;
   std::string mode = "sync";
   int64_t seed = 1;
-  std::string bin;
+  std::string bin;  // --bin: where the binaries are ("": beside ps-bench)
   std::string dir;
   bool json = false;
+  // The binaries' paths (FindBinaries).
+  std::string ps_train;
+  std::string ps_server;
+  std::string ps_scheduler;
 };
 
 ScenarioFlags Flags() {
@@ -149,12 +154,6 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   }
   PSDB_ASSIGN_OR_RETURN(p.seed, args.GetInt("seed", p.seed, 0, INT64_MAX));
   p.bin = args.GetString("bin", "");
-  if (p.bin.empty()) {
-    std::error_code ec;
-    p.bin = std::filesystem::read_symlink("/proc/self/exe", ec)
-                .parent_path()
-                .string();
-  }
   p.dir = args.GetString("dir", "");
   PSDB_ASSIGN_OR_RETURN(p.json, args.GetBool("json"));
   // Equal line shards with equal step counts (sync servers apply a step
@@ -162,6 +161,16 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   const int64_t unit = p.workers * p.batch_size;
   p.train_rows = (p.train_rows + unit - 1) / unit * unit;
   return p;
+}
+
+// ps-train, ps-server and ps-scheduler in --bin, or beside ps-bench.
+absl::Status FindBinaries(Params* p) {
+  PSDB_ASSIGN_OR_RETURN(p->ps_train, tools::SiblingBinary("ps-train", p->bin));
+  PSDB_ASSIGN_OR_RETURN(p->ps_server,
+                        tools::SiblingBinary("ps-server", p->bin));
+  PSDB_ASSIGN_OR_RETURN(p->ps_scheduler,
+                        tools::SiblingBinary("ps-scheduler", p->bin));
+  return absl::OkStatus();
 }
 
 // A ps-* process of the scenario: `argv` (its binary first) with `env`,
@@ -232,7 +241,7 @@ absl::Status AddSummary(const std::string& ckpt_dir, Run* run,
 std::vector<std::string> TrainArgs(const Params& p, const std::string& model,
                                    const std::string& data,
                                    const std::string& ckpt) {
-  return {p.bin + "/ps-train",
+  return {p.ps_train,
           "--model=" + model,
           "--data=" + data,
           "--checkpoint_dir=" + ckpt,
@@ -297,13 +306,13 @@ absl::StatusOr<Run> RunCluster(const Params& p, const std::string& data,
     if (!node.empty()) e["PS_NODE_ID"] = node;
     return e;
   };
-  PSDB_ASSIGN_OR_RETURN(
-      auto sched, StartLogged({p.bin + "/ps-scheduler"}, env("scheduler", ""),
-                              root + "/scheduler.log"));
+  PSDB_ASSIGN_OR_RETURN(auto sched,
+                        StartLogged({p.ps_scheduler}, env("scheduler", ""),
+                                    root + "/scheduler.log"));
   std::vector<std::unique_ptr<tools::ChildProcess>> servers;
   for (int s = 0; s < p.servers; ++s) {
     std::vector<std::string> argv = {
-        p.bin + "/ps-server", absl::StrCat("--data_dir=", root, "/server-", s)};
+        p.ps_server, absl::StrCat("--data_dir=", root, "/server-", s)};
     if (p.mode == "sync") argv.push_back("--sync_mode=sync");
     PSDB_ASSIGN_OR_RETURN(
         auto server,
@@ -501,8 +510,8 @@ absl::Status RunAll(Params& p, std::ostream& out) {
     const std::string data = p.dir + "/data_" + kind;
     PSDB_ASSIGN_OR_RETURN(
         auto proc,
-        StartLogged({p.bin + "/ps-train", "gen", "--out=" + data,
-                     "--kind=" + kind, absl::StrCat("--seed=", p.seed),
+        StartLogged({p.ps_train, "gen", "--out=" + data, "--kind=" + kind,
+                     absl::StrCat("--seed=", p.seed),
                      absl::StrCat("--train_rows=", p.train_rows),
                      absl::StrCat("--test_rows=", p.test_rows),
                      absl::StrCat("--max_vocab=", p.max_vocab)},
@@ -569,7 +578,10 @@ absl::Status RunAll(Params& p, std::ostream& out) {
 int RunTrainBench(int argc, const char* const* argv, std::ostream& out,
                   std::ostream& err) {
   return RunScenario<Params>(Flags(), argc, argv, out, err, &ParseParams,
-                             [&](Params& p) { return RunAll(p, out); });
+                             [&](Params& p) -> absl::Status {
+                               PSDB_RETURN_IF_ERROR(FindBinaries(&p));
+                               return RunAll(p, out);
+                             });
 }
 
 }  // namespace psdb::bench
