@@ -17,7 +17,7 @@ BUILD_PACKAGES=(
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
   libssl-dev openssl libhiredis-dev gnuplot-nox python3
   pybind11-dev python3-dev python3-numpy
-  prometheus-cpp-dev
+  prometheus-cpp-dev nlohmann-json3-dev
   # Compressed Criteo data (train/line_reader.h): .gz and .zst files.
   zlib1g-dev libzstd-dev
   # gloo: CPU collectives of dense AllReduce (collective/, ps-train

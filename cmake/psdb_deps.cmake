@@ -12,6 +12,7 @@ set(PSDB_ROCKSDB
 find_package(Protobuf REQUIRED)
 find_package(gRPC REQUIRED CONFIG)
 find_package(Eigen3 REQUIRED CONFIG)
+find_package(nlohmann_json 3.9 REQUIRED CONFIG)  # ps-bench's JSON writer
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)

@@ -1,8 +1,10 @@
 // Reading ps-bench's --json output in tests: the text of a named object,
 // the numbers in it, and the check every scenario's ratio blocks pass.
-// Deliberately tiny (no JSON library): ps-bench writes one flat-enough object
-// per run (tools/bench/report.h for its ratio blocks), and a test looks fields
-// up by name.
+// The lookups work on the text (ps-bench writes one compact object per run,
+// tools/bench/json_writer.h, and a test looks fields up by name, and
+// sometimes checks the text itself); ExpectRatioBlocks also parses the whole
+// output (nlohmann_json), so every scenario's test checks it is one JSON
+// object.
 //
 // Thread-safety: pure functions.
 #ifndef PSDB_TESTS_TOOLS_BENCH_JSON_H_
@@ -17,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace psdb::testing {
 
@@ -80,10 +83,19 @@ inline std::vector<double> JsonNumbers(const std::string& object,
   return out;
 }
 
-// report.h's blocks hold every name: "ratios" (finite, > 0) between
-// "ratios_min" and "ratios_max".
+// `json` is one JSON object with report.h's five blocks, and they hold
+// every name: "ratios" (finite, > 0) between "ratios_min" and "ratios_max".
 inline void ExpectRatioBlocks(const std::string& json,
                               std::initializer_list<const char*> names) {
+  const nlohmann::json parsed =
+      nlohmann::json::parse(json, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(parsed.is_object()) << "not one JSON object:\n" << json;
+  for (const char* block :
+       {"ratios", "ratios_min", "ratios_max", "targets", "targets_met"}) {
+    EXPECT_TRUE(parsed.contains(block) && parsed[block].is_object())
+        << block << "\n"
+        << json;
+  }
   const std::string ratios = JsonObject(json, "ratios");
   const std::string mins = JsonObject(json, "ratios_min");
   const std::string maxs = JsonObject(json, "ratios_max");

@@ -1,8 +1,8 @@
 // Tests of ps-bench's shared report (tools/bench/report.h), timing
 // (tools/bench/timing.h) and process CPU (tools/bench/process_cpu.h): the
-// median and its range, targets, the exact JSON blocks every scenario
-// writes, the text table, timed phases, CPU time of this and other
-// processes.
+// median and its range for ratios and series (and their NaN rule), targets,
+// the exact JSON blocks every scenario writes, the text table, timed
+// phases, CPU time of this and other processes.
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/process_cpu.h"
 #include "tools/bench/report.h"
 #include "tools/bench/timing.h"
@@ -53,6 +54,41 @@ TEST(BenchReportTest, TargetsAndVerdicts) {
   EXPECT_FALSE(Target::None().Met(1));
 }
 
+TEST(BenchReportTest, SeriesSummarizesItsRoundsByTheNanRule) {
+  const Series s{.id = "t",
+                 .label = "time",
+                 .decimals = 3,
+                 .rounds = {0.5, 0.125, 2, 0.25}};
+  EXPECT_EQ(s.Median(), 0.375);
+  EXPECT_EQ(s.Min(), 0.125);
+  EXPECT_EQ(s.Max(), 2);
+  // A round that measured nothing: no median, min or max (NaN, not the
+  // extremes of the other rounds).
+  const Series gap{.id = "g", .rounds = {1, NAN, 3}};
+  EXPECT_TRUE(std::isnan(gap.Median()));
+  EXPECT_TRUE(std::isnan(gap.Min()));
+  EXPECT_TRUE(std::isnan(gap.Max()));
+  const Series empty{.id = "e"};
+  EXPECT_TRUE(std::isnan(empty.Median()));
+  EXPECT_TRUE(std::isnan(empty.Min()));
+  EXPECT_TRUE(std::isnan(empty.Max()));
+  // Ratio follows the same rule.
+  const Ratio r{.name = "r", .rounds = {NAN, 2}};
+  EXPECT_TRUE(std::isnan(r.Min()));
+  EXPECT_TRUE(std::isnan(r.Max()));
+  EXPECT_EQ(Min({4, -1, 2}), -1);
+  EXPECT_EQ(Max({4, -1, 2}), 4);
+}
+
+TEST(BenchReportTest, SeriesJson) {
+  EXPECT_EQ(JsonLine(SeriesJson({.id = "t", .rounds = {0.5, 0.125, 2}})),
+            "{\"median\":0.5,\"min\":0.125,\"max\":2,"
+            "\"rounds\":[0.5,0.125,2]}");
+  EXPECT_EQ(JsonLine(SeriesJson({.id = "g", .rounds = {1, NAN}})),
+            "{\"median\":null,\"min\":null,\"max\":null,"
+            "\"rounds\":[1,null]}");
+}
+
 TEST(BenchReportTest, JsonBlocks) {
   const std::vector<Ratio> ratios = {
       {.name = "a", .target = Target::AtLeast(2), .rounds = {1, 3, 2}},
@@ -60,19 +96,21 @@ TEST(BenchReportTest, JsonBlocks) {
       {.name = "c", .rounds = {0.25, 0.5}},
       {.name = "d", .target = Target::AtLeast(1), .rounds = {NAN}},
   };
-  std::string json;
-  AppendRatiosJson(ratios, &json);
-  EXPECT_EQ(json,
+  // The blocks follow the report's keys so far, in this order.
+  Json report = {{"scenario", "x"}};
+  AddRatiosJson(ratios, &report);
+  EXPECT_EQ(JsonLine(report),
+            "{\"scenario\":\"x\","
             "\"ratios\":{\"a\":2,\"b\":0.75,\"c\":0.375,\"d\":null},"
             "\"ratios_min\":{\"a\":1,\"b\":0.75,\"c\":0.25,\"d\":null},"
             "\"ratios_max\":{\"a\":3,\"b\":0.75,\"c\":0.5,\"d\":null},"
             "\"targets\":{\"a\":\">= 2\",\"b\":\"<= 0.5\",\"d\":\">= 1\"},"
-            "\"targets_met\":{\"a\":true,\"b\":false,\"d\":null}");
-  std::string none;
-  AppendRatiosJson({}, &none);
-  EXPECT_EQ(none,
-            "\"ratios\":{},\"ratios_min\":{},\"ratios_max\":{},"
-            "\"targets\":{},\"targets_met\":{}");
+            "\"targets_met\":{\"a\":true,\"b\":false,\"d\":null}}");
+  Json none = Json::object();
+  AddRatiosJson({}, &none);
+  EXPECT_EQ(JsonLine(none),
+            "{\"ratios\":{},\"ratios_min\":{},\"ratios_max\":{},"
+            "\"targets\":{},\"targets_met\":{}}");
 }
 
 TEST(BenchReportTest, TextTable) {

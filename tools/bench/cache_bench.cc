@@ -16,15 +16,15 @@
 #include "cache/backend.h"
 #include "cache/cpu_backend.h"
 #include "cache/policy_sim.h"
-#include "psdb/vocab_cache.h"
 #include "optim/optimizer.h"
 #include "psdb/local_client.h"
+#include "psdb/vocab_cache.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
-#include "tools/common/text.h"
 #include "util/key_dedup.h"
 #include "util/status_macros.h"
 
@@ -405,62 +405,39 @@ std::vector<Ratio> RatioList(const Ratios& x) {
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<HitRate>& r, const Gather& g, const Ratios& x,
                std::ostream& out) {
-  std::string j = "{\"scenario\":\"cache\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  j += ",\"params\":{\"warmup_capacities\":";
-  num(p.warmup_capacities);
-  j += ",\"counted\":";
-  num(p.counted);
-  j += ",\"lookahead_batch\":";
-  num(p.batch);
-  j += ",\"lookahead_capacities\":";
-  num(p.lookahead_capacities);
-  j += ",\"seed\":";
-  num(p.seed);
-  j += "},\"results\":[";
-  for (size_t i = 0; i < r.size(); ++i) {
-    if (i > 0) j += ",";
-    j += "{\"n\":";
-    num(r[i].n);
-    j += ",\"alpha\":";
-    num(r[i].alpha);
-    j += ",\"capacity\":";
-    num(r[i].capacity);
-    j += ",\"policy\":";
-    str(r[i].policy);
-    j += ",\"hit_rate\":";
-    num(r[i].hit_rate);
-    j += "}";
+  Json j = StartReportJson("cache", m);
+  j["params"] = {{"warmup_capacities", p.warmup_capacities},
+                 {"counted", p.counted},
+                 {"lookahead_batch", p.batch},
+                 {"lookahead_capacities", p.lookahead_capacities},
+                 {"seed", p.seed}};
+  Json results = Json::array();
+  for (const HitRate& h : r) {
+    results.push_back(Json{{"n", h.n},
+                           {"alpha", h.alpha},
+                           {"capacity", h.capacity},
+                           {"policy", h.policy},
+                           {"hit_rate", h.hit_rate}});
   }
-  j += "],\"gather\":{\"dim\":64,\"batch_ids\":4096,\"rows\":";
-  num(g.rows);
-  j += ",\"batches\":";
-  num(g.batches);
-  j += ",\"limit_ids_per_s\":";
-  num(g.limit_ids_per_s);
-  j += ",\"backend_gather_ids_per_s\":";
-  num(g.backend_ids_per_s);
-  j += ",\"lookup_ids_per_s\":";
-  num(g.lookup_ids_per_s);
-  j += ",\"cpu_apply_ids_per_s\":";
-  num(g.cpu_apply_ids_per_s);
+  j["results"] = std::move(results);
+  Json gather = {{"dim", 64},
+                 {"batch_ids", 4096},
+                 {"rows", g.rows},
+                 {"batches", g.batches},
+                 {"limit_ids_per_s", g.limit_ids_per_s},
+                 {"backend_gather_ids_per_s", g.backend_ids_per_s},
+                 {"lookup_ids_per_s", g.lookup_ids_per_s},
+                 {"cpu_apply_ids_per_s", g.cpu_apply_ids_per_s}};
   if (g.cuda_skipped.empty()) {
-    j += ",\"cuda_gather_ids_per_s\":";
-    num(g.cuda_gather_ids_per_s);
-    j += ",\"cuda_apply_ids_per_s\":";
-    num(g.cuda_apply_ids_per_s);
+    gather["cuda_gather_ids_per_s"] = g.cuda_gather_ids_per_s;
+    gather["cuda_apply_ids_per_s"] = g.cuda_apply_ids_per_s;
   } else {
-    j += ",\"cuda_skipped\":";
-    str(g.cuda_skipped);
+    gather["cuda_skipped"] = g.cuda_skipped;
   }
-  j += "},";
-  AppendRatiosJson(RatioList(x), &j);
-  j += ",\"lookahead_beats\":";
-  j += x.lookahead_beats ? "true" : "false";
-  j += "}\n";
-  out << j;
+  j["gather"] = std::move(gather);
+  AddRatiosJson(RatioList(x), &j);
+  j["lookahead_beats"] = x.lookahead_beats;
+  WriteJson(j, out);
 }
 
 void PrintReport(const Params& p, const MachineInfo& m,

@@ -24,6 +24,7 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -33,7 +34,6 @@
 #include "tools/common/local_etcd.h"
 #include "tools/common/reserved_port.h"
 #include "tools/common/sibling_binary.h"
-#include "tools/common/text.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -480,45 +480,38 @@ absl::StatusOr<KillTime> KillToMap(const Env& env, bool etcd, int round) {
 
 // ---- reporting -------------------------------------------------------------
 
-// One measured time, one value per round.
-struct Series {
-  std::string id;
-  std::string label;
-  std::vector<double> rounds;
-  double Med() const { return Median(rounds); }
-  double Min() const { return *std::min_element(rounds.begin(), rounds.end()); }
-  double Max() const { return *std::max_element(rounds.begin(), rounds.end()); }
-};
-
 struct Results {
   Series formation_etcd{"formation_etcd",
-                        "formation, etcd (1 scheduler, 3 servers, 2 workers)"};
+                        "formation, etcd (1 scheduler, 3 servers, 2 workers)",
+                        3};
   Series formation_etcd_servers{"formation_etcd_servers",
-                                "  the last server listening"};
+                                "  the last server listening", 3};
   Series formation_etcd_workers{"formation_etcd_workers",
-                                "  the last worker joined"};
-  Series formation_memory{"formation_memory", "formation, in-process"};
+                                "  the last worker joined", 3};
+  Series formation_memory{"formation_memory", "formation, in-process", 3};
   Series formation_memory_servers{"formation_memory_servers",
-                                  "  the last server listening"};
+                                  "  the last server listening", 3};
   Series formation_memory_workers{"formation_memory_workers",
-                                  "  the last worker joined"};
-  Series takeover{"takeover",
-                  "standby leads after the leader's SIGKILL (etcd)"};
+                                  "  the last worker joined", 3};
+  Series takeover{"takeover", "standby leads after the leader's SIGKILL (etcd)",
+                  3};
   Series takeover_up{"takeover_leader_up",
-                     "  (leader listening before the kill)"};
+                     "  (leader listening before the kill)", 3};
   Series kill_etcd{"kill_to_map_etcd",
-                   "server SIGKILL to every worker's map DEAD, etcd"};
+                   "server SIGKILL to every worker's map DEAD, etcd", 3};
   Series kill_memory{"kill_to_map_memory",
-                     "server SIGKILL to every worker's map DEAD, in-process"};
+                     "server SIGKILL to every worker's map DEAD, in-process",
+                     3};
   // kill_etcd and kill_memory less the TTL: detection and propagation.
-  Series kill_etcd_minus{"kill_to_map_etcd_minus_ttl", "  less the lease TTL"};
+  Series kill_etcd_minus{"kill_to_map_etcd_minus_ttl", "  less the lease TTL",
+                         3};
   Series kill_memory_minus{"kill_to_map_memory_minus_timeout",
-                           "  less the heartbeat timeout"};
+                           "  less the heartbeat timeout", 3};
   // The victim's listening line to the kill (KillTime::up_s).
   Series kill_etcd_up{"kill_to_map_etcd_victim_up",
-                      "  (victim listening before the kill)"};
+                      "  (victim listening before the kill)", 3};
   Series kill_memory_up{"kill_to_map_memory_victim_up",
-                        "  (victim listening before the kill)"};
+                        "  (victim listening before the kill)", 3};
 
   std::vector<const Series*> All() const {
     return {&formation_etcd,
@@ -573,8 +566,9 @@ void PrintReport(const Params& p, const MachineInfo& m, const Results& r,
   out << absl::StrFormat("%-56s %9s %9s %9s\n", "seconds", "median", "min",
                          "max");
   for (const Series* s : r.All()) {
-    out << absl::StrFormat("%-56s %9.3f %9.3f %9.3f\n", s->label, s->Med(),
-                           s->Min(), s->Max());
+    out << absl::StrFormat("%-56s %9.*f %9.*f %9.*f\n", s->label, s->decimals,
+                           s->Median(), s->decimals, s->Min(), s->decimals,
+                           s->Max());
   }
   out << "\n";
   PrintRatios(ratios, out);
@@ -582,45 +576,22 @@ void PrintReport(const Params& p, const MachineInfo& m, const Results& r,
 
 void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
                const std::vector<Ratio>& ratios, std::ostream& out) {
-  std::string j = "{\"scenario\":\"control\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto field = [&j, &num](const char* name, double v) {
-    absl::StrAppend(&j, ",\"", name, "\":");
-    num(v);
-  };
-  j += ",\"params\":{\"repeats\":";
-  num(p.repeats);
-  field("lease_ttl_s", p.lease_ttl_s);
-  field("heartbeat_interval_ms", p.heartbeat_interval_ms);
-  field("heartbeat_timeout_ms", p.lease_ttl_s * 1000);
-  field("etcd_members", p.etcd_members);
-  field("seed", p.seed);
-  field("formation_servers", kFormationServers);
-  field("formation_workers", kFormationWorkers);
-  field("kill_servers", kKillServers);
-  field("kill_workers", kKillWorkers);
-  j += "},\"times_s\":{";
-  bool first = true;
-  for (const Series* s : r.All()) {
-    if (!first) j += ",";
-    first = false;
-    tools::AppendJsonString(s->id, &j);
-    j += ":{\"median\":";
-    num(s->Med());
-    field("min", s->Min());
-    field("max", s->Max());
-    j += ",\"rounds\":[";
-    for (size_t k = 0; k < s->rounds.size(); ++k) {
-      if (k > 0) j += ",";
-      num(s->rounds[k]);
-    }
-    j += "]}";
-  }
-  j += "},";
-  AppendRatiosJson(ratios, &j);
-  j += "}\n";
-  out << j;
+  Json j = StartReportJson("control", m);
+  j["params"] = {{"repeats", p.repeats},
+                 {"lease_ttl_s", p.lease_ttl_s},
+                 {"heartbeat_interval_ms", p.heartbeat_interval_ms},
+                 {"heartbeat_timeout_ms", p.lease_ttl_s * 1000},
+                 {"etcd_members", p.etcd_members},
+                 {"seed", p.seed},
+                 {"formation_servers", kFormationServers},
+                 {"formation_workers", kFormationWorkers},
+                 {"kill_servers", kKillServers},
+                 {"kill_workers", kKillWorkers}};
+  Json times = Json::object();
+  for (const Series* s : r.All()) times[s->id] = SeriesJson(*s);
+  j["times_s"] = std::move(times);
+  AddRatiosJson(ratios, &j);
+  WriteJson(j, out);
 }
 
 absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,

@@ -10,7 +10,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "tools/common/text.h"
 
 namespace psdb::bench {
 namespace {
@@ -52,14 +51,10 @@ MachineInfo DescribeMachine() {
   return m;
 }
 
-void AppendMachineJson(const MachineInfo& machine, std::string* json) {
-  *json += "\"machine\":{\"cores\":";
-  tools::AppendDouble(machine.cores, true, json);
-  *json += ",\"cpu\":";
-  tools::AppendJsonString(machine.cpu_model, json);
-  *json += ",\"memory_bytes\":";
-  tools::AppendDouble(static_cast<double>(machine.memory_bytes), true, json);
-  *json += "}";
+Json MachineJson(const MachineInfo& machine) {
+  return Json{{"cores", machine.cores},
+              {"cpu", machine.cpu_model},
+              {"memory_bytes", machine.memory_bytes}};
 }
 
 }  // namespace psdb::bench

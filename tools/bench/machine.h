@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tools/bench/json_writer.h"
+
 namespace psdb::bench {
 
 struct MachineInfo {
@@ -19,9 +21,9 @@ struct MachineInfo {
 
 MachineInfo DescribeMachine();
 
-// Appends `"machine":{"cores":C,"cpu":"...","memory_bytes":M}` to *json,
-// the machine block every ps-bench scenario's --json output starts with.
-void AppendMachineJson(const MachineInfo& machine, std::string* json);
+// {"cores":C,"cpu":"...","memory_bytes":M}: the "machine" block every
+// ps-bench scenario's --json report starts with (after "scenario").
+Json MachineJson(const MachineInfo& machine);
 
 }  // namespace psdb::bench
 

@@ -33,6 +33,7 @@
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/process_cpu.h"
 #include "tools/bench/report.h"
@@ -43,7 +44,6 @@
 #include "tools/common/child_process.h"
 #include "tools/common/reserved_port.h"
 #include "tools/common/sibling_binary.h"
-#include "tools/common/text.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -527,29 +527,6 @@ absl::StatusOr<RoundResult> Round(const Params& p, const std::string& root,
 
 // ---- reporting -------------------------------------------------------------
 
-// One measured figure, one value per round.
-struct Series {
-  std::string id;
-  std::string label;
-  // Printed with this many decimals.
-  int decimals = 0;
-  std::vector<double> rounds;
-  // Over the rounds; NaN if any round is NaN (as report.h's Ratio).
-  double Med() const { return Median(rounds); }
-  double Min() const { return Extreme(-1); }
-  double Max() const { return Extreme(1); }
-
- private:
-  double Extreme(int sign) const {
-    double best = rounds.empty() ? NAN : rounds[0];
-    for (double v : rounds) {
-      if (std::isnan(v)) return NAN;
-      if (sign * (v - best) > 0) best = v;
-    }
-    return best;
-  }
-};
-
 struct Results {
   Series rows_moved{"rows_moved", "rows moved (the joining server's keys)"};
   Series migrate{"migrate_rows_per_s", "add-server, PREPARE to COMMIT, rows/s"};
@@ -614,7 +591,7 @@ std::vector<Ratio> Ratios(const Params& p, const Results& r) {
 void PrintSeries(const std::vector<const Series*>& all, std::ostream& out) {
   for (const Series* s : all) {
     out << absl::StrFormat("%-58s %12.*f %12.*f %12.*f\n", s->label,
-                           s->decimals, s->Med(), s->decimals, s->Min(),
+                           s->decimals, s->Median(), s->decimals, s->Min(),
                            s->decimals, s->Max());
   }
 }
@@ -644,49 +621,24 @@ void PrintReport(const Params& p, const MachineInfo& m, const Results& r,
 
 void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
                const std::vector<Ratio>& ratios, std::ostream& out) {
-  std::string j = "{\"scenario\":\"migrate\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto field = [&j, &num](const char* name, double v) {
-    absl::StrAppend(&j, ",\"", name, "\":");
-    num(v);
-  };
-  j += ",\"params\":{\"rows\":";
-  num(p.rows);
-  field("dim", kDim);
-  field("servers", kServers);
-  field("batch_rows", p.batch_rows);
-  field("workers", p.workers);
-  field("train_batch", p.train_batch);
-  field("window_s", p.window_s);
-  field("alpha", p.alpha);
-  field("repeats", p.repeats);
-  field("seed", p.seed);
-  absl::StrAppend(
-      &j, ",\"checkpoint_first\":", p.checkpoint_first ? "true" : "false");
-  j += "},\"figures\":{";
-  bool first = true;
-  std::vector<const Series*> all = r.Migration();
-  for (const Series* s : r.Training()) all.push_back(s);
-  for (const Series* s : all) {
-    if (!first) j += ",";
-    first = false;
-    tools::AppendJsonString(s->id, &j);
-    j += ":{\"median\":";
-    num(s->Med());
-    field("min", s->Min());
-    field("max", s->Max());
-    j += ",\"rounds\":[";
-    for (size_t k = 0; k < s->rounds.size(); ++k) {
-      if (k > 0) j += ",";
-      num(s->rounds[k]);
-    }
-    j += "]}";
-  }
-  j += "},";
-  AppendRatiosJson(ratios, &j);
-  j += "}\n";
-  out << j;
+  Json j = StartReportJson("migrate", m);
+  j["params"] = {{"rows", p.rows},
+                 {"dim", kDim},
+                 {"servers", kServers},
+                 {"batch_rows", p.batch_rows},
+                 {"workers", p.workers},
+                 {"train_batch", p.train_batch},
+                 {"window_s", p.window_s},
+                 {"alpha", p.alpha},
+                 {"repeats", p.repeats},
+                 {"seed", p.seed},
+                 {"checkpoint_first", p.checkpoint_first}};
+  Json figures = Json::object();
+  for (const Series* s : r.Migration()) figures[s->id] = SeriesJson(*s);
+  for (const Series* s : r.Training()) figures[s->id] = SeriesJson(*s);
+  j["figures"] = std::move(figures);
+  AddRatiosJson(ratios, &j);
+  WriteJson(j, out);
 }
 
 absl::StatusOr<Results> MeasureAll(const Params& p, const std::string& dir,

@@ -5,33 +5,26 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "tools/common/text.h"
 
 namespace psdb::bench {
 namespace {
 
-bool AnyNan(const std::vector<double>& values) {
+bool AnyNan(absl::Span<const double> values) {
   return std::any_of(values.begin(), values.end(),
                      [](double v) { return std::isnan(v); });
 }
 
-// Appends `"key":{"name":value,...}` with value(ratio) written by `write`.
-template <typename Write>
-void AppendObject(const char* key, absl::Span<const Ratio> ratios,
-                  bool targets_only, Write write, std::string* json) {
-  *json += "\"";
-  *json += key;
-  *json += "\":{";
-  bool first = true;
+// {name: value(ratio), ...} over `ratios` (only those with a target if
+// targets_only).
+template <typename Value>
+Json RatioObject(absl::Span<const Ratio> ratios, bool targets_only,
+                 Value value) {
+  Json object = Json::object();
   for (const Ratio& r : ratios) {
     if (targets_only && !r.target.has_target()) continue;
-    if (!first) *json += ",";
-    first = false;
-    tools::AppendJsonString(r.name, json);
-    *json += ":";
-    write(r, json);
+    object[r.name] = value(r);
   }
-  *json += "}";
+  return object;
 }
 
 }  // namespace
@@ -70,44 +63,43 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
-double Ratio::Median() const { return bench::Median(rounds); }
-
-double Ratio::Min() const {
-  if (rounds.empty() || AnyNan(rounds)) return NAN;
-  return *std::min_element(rounds.begin(), rounds.end());
+double Min(absl::Span<const double> values) {
+  if (values.empty() || AnyNan(values)) return NAN;
+  return *std::min_element(values.begin(), values.end());
 }
 
-double Ratio::Max() const {
-  if (rounds.empty() || AnyNan(rounds)) return NAN;
-  return *std::max_element(rounds.begin(), rounds.end());
+double Max(absl::Span<const double> values) {
+  if (values.empty() || AnyNan(values)) return NAN;
+  return *std::max_element(values.begin(), values.end());
 }
 
-void AppendRatiosJson(absl::Span<const Ratio> ratios, std::string* json) {
-  auto number = [](double (Ratio::*stat)() const) {
-    return [stat](const Ratio& r, std::string* j) {
-      tools::AppendDouble((r.*stat)(), /*json=*/true, j);
-    };
-  };
-  AppendObject("ratios", ratios, false, number(&Ratio::Median), json);
-  *json += ",";
-  AppendObject("ratios_min", ratios, false, number(&Ratio::Min), json);
-  *json += ",";
-  AppendObject("ratios_max", ratios, false, number(&Ratio::Max), json);
-  *json += ",";
-  AppendObject(
-      "targets", ratios, true,
-      [](const Ratio& r, std::string* j) {
-        tools::AppendJsonString(r.target.Text(), j);
-      },
-      json);
-  *json += ",";
-  AppendObject(
-      "targets_met", ratios, true,
-      [](const Ratio& r, std::string* j) {
-        const double v = r.Median();
-        *j += std::isnan(v) ? "null" : r.target.Met(v) ? "true" : "false";
-      },
-      json);
+Json SeriesJson(const Series& series) {
+  return Json{{"median", series.Median()},
+              {"min", series.Min()},
+              {"max", series.Max()},
+              {"rounds", series.rounds}};
+}
+
+Json StartReportJson(absl::string_view scenario, const MachineInfo& machine) {
+  return Json{{"scenario", std::string(scenario)},
+              {"machine", MachineJson(machine)}};
+}
+
+void AddRatiosJson(absl::Span<const Ratio> ratios, Json* report) {
+  Json& j = *report;
+  j["ratios"] =
+      RatioObject(ratios, false, [](const Ratio& r) { return r.Median(); });
+  j["ratios_min"] =
+      RatioObject(ratios, false, [](const Ratio& r) { return r.Min(); });
+  j["ratios_max"] =
+      RatioObject(ratios, false, [](const Ratio& r) { return r.Max(); });
+  j["targets"] =
+      RatioObject(ratios, true, [](const Ratio& r) { return r.target.Text(); });
+  j["targets_met"] = RatioObject(ratios, true, [](const Ratio& r) -> Json {
+    const double v = r.Median();
+    if (std::isnan(v)) return nullptr;
+    return r.target.Met(v);
+  });
 }
 
 void PrintRatios(absl::Span<const Ratio> ratios, std::ostream& out) {

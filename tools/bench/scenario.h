@@ -6,7 +6,9 @@
 // and add a line to kScenarios in scenario.cc. Its body is one call to
 // RunScenario below, which gives every scenario the same command line: the
 // same help words, the same usage-error message and exit codes. Its --json
-// report writes its ratios with report.h.
+// report is a Json value (json_writer.h) that starts with StartReportJson,
+// holds report.h's ratio blocks (AddRatiosJson) and is written by
+// WriteJson; its figures over rounds are report.h's Series.
 //
 // Thread-safety: RunBench and RunScenario write to the given streams; one
 // call at a time.

@@ -19,6 +19,7 @@
 #include "optim/optimizer.h"
 #include "psdb/row.h"
 #include "psdb/store.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/latency.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
@@ -28,7 +29,6 @@
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
 #include "tools/common/sibling_binary.h"
-#include "tools/common/text.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -573,90 +573,65 @@ void PrintReport(const Params& p, const MachineInfo& m, const Results& r,
 
 void PrintJson(const Params& p, const MachineInfo& m, const Results& r,
                const std::vector<Ratio>& ratios, std::ostream& out) {
-  std::string j = "{\"scenario\":\"serve\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  auto field = [&j, &num](const char* name, double v) {
-    absl::StrAppend(&j, ",\"", name, "\":");
-    num(v);
-  };
-  j += ",\"params\":{\"rows\":";
-  num(p.rows);
-  field("dim", p.dim);
-  field("threads", p.threads);
-  field("batch_keys", p.batch_keys);
-  field("batches_per_thread", p.batches);
-  field("alpha", p.alpha);
-  field("redis_chunk", p.redis_chunk);
-  field("tiered_fraction", p.tiered_fraction);
-  field("load_fraction", p.load_fraction);
-  field("swap_fraction", p.swap_fraction);
-  field("swap_tail_s", p.swap_tail_s);
-  field("repeats", p.rounds.repeats);
-  field("min_seconds", p.rounds.min_seconds);
-  field("seed", p.seed);
-  j += "}";
-  field("checkpoint_write_s", r.checkpoint_write_s);
-  field("offered_rows_per_s", r.offered_rows_per_s);
-  j += ",\"systems\":{";
-  for (size_t i = 0; i < r.systems.size(); ++i) {
-    const SystemResult& s = r.systems[i];
-    if (i > 0) j += ",";
-    str(s.id);
-    j += ":{\"label\":";
-    str(s.label);
-    field("load_s", s.load_s);
-    if (s.memory_budget_mb > 0) field("memory_budget_mb", s.memory_budget_mb);
-    if (!std::isnan(s.hit_rate)) field("hit_rate", s.hit_rate);
-    field("peak_rows_per_s", s.Peak());
-    j += ",\"peak_rows_per_s_rounds\":[";
-    for (size_t k = 0; k < s.peak.size(); ++k) {
-      if (k > 0) j += ",";
-      num(s.peak[k]);
-    }
-    j += "],\"fixed_load\":{\"rows_per_s\":";
-    num(s.FixedMedian(&RowsPerS));
-    field("p50_ms", s.FixedMedian(&P50) * 1e3);
-    field("p99_ms", s.FixedMedian(&P99) * 1e3);
-    field("p999_ms", s.FixedMedian(&P999) * 1e3);
+  Json j = StartReportJson("serve", m);
+  j["params"] = {{"rows", p.rows},
+                 {"dim", p.dim},
+                 {"threads", p.threads},
+                 {"batch_keys", p.batch_keys},
+                 {"batches_per_thread", p.batches},
+                 {"alpha", p.alpha},
+                 {"redis_chunk", p.redis_chunk},
+                 {"tiered_fraction", p.tiered_fraction},
+                 {"load_fraction", p.load_fraction},
+                 {"swap_fraction", p.swap_fraction},
+                 {"swap_tail_s", p.swap_tail_s},
+                 {"repeats", p.rounds.repeats},
+                 {"min_seconds", p.rounds.min_seconds},
+                 {"seed", p.seed}};
+  j["checkpoint_write_s"] = r.checkpoint_write_s;
+  j["offered_rows_per_s"] = r.offered_rows_per_s;
+  Json systems = Json::object();
+  for (const SystemResult& s : r.systems) {
+    Json one = {{"label", s.label}, {"load_s", s.load_s}};
+    if (s.memory_budget_mb > 0) one["memory_budget_mb"] = s.memory_budget_mb;
+    if (!std::isnan(s.hit_rate)) one["hit_rate"] = s.hit_rate;
+    one["peak_rows_per_s"] = s.Peak();
+    one["peak_rows_per_s_rounds"] = s.peak;
     uint64_t requests = 0, failed = 0;
+    Json p99_ms_rounds = Json::array();
     for (const FixedLoad& f : s.fixed) {
       requests += f.latency.requests;
       failed += f.latency.failed;
+      p99_ms_rounds.push_back(f.latency.p99_s * 1e3);
     }
-    field("requests", requests);
-    field("failed", failed);
-    j += ",\"p99_ms_rounds\":[";
-    for (size_t k = 0; k < s.fixed.size(); ++k) {
-      if (k > 0) j += ",";
-      num(s.fixed[k].latency.p99_s * 1e3);
-    }
-    j += "]}}";
+    one["fixed_load"] = {{"rows_per_s", s.FixedMedian(&RowsPerS)},
+                         {"p50_ms", s.FixedMedian(&P50) * 1e3},
+                         {"p99_ms", s.FixedMedian(&P99) * 1e3},
+                         {"p999_ms", s.FixedMedian(&P999) * 1e3},
+                         {"requests", requests},
+                         {"failed", failed},
+                         {"p99_ms_rounds", std::move(p99_ms_rounds)}};
+    systems[s.id] = std::move(one);
   }
-  j += "},\"swaps\":[";
-  for (size_t i = 0; i < r.swaps.size(); ++i) {
-    const SwapRound& s = r.swaps[i];
-    if (i > 0) j += ",";
-    j += "{\"step\":";
-    num(s.version);
-    field("write_s", s.write_s);
-    field("swap_s", s.swap_s);
-    field("window_s", s.window_s);
-    field("steady_p99_ms", s.steady.p99_s * 1e3);
-    field("steady_requests", s.steady.requests);
-    field("swap_p50_ms", s.swap.p50_s * 1e3);
-    field("swap_p99_ms", s.swap.p99_s * 1e3);
-    field("swap_max_ms", s.swap.max_s * 1e3);
-    field("after_write_p99_ms", s.after_write.p99_s * 1e3);
-    field("swap_requests", s.swap.requests);
-    field("swap_failed", s.swap.failed);
-    j += "}";
+  j["systems"] = std::move(systems);
+  Json swaps = Json::array();
+  for (const SwapRound& s : r.swaps) {
+    swaps.push_back(Json{{"step", s.version},
+                         {"write_s", s.write_s},
+                         {"swap_s", s.swap_s},
+                         {"window_s", s.window_s},
+                         {"steady_p99_ms", s.steady.p99_s * 1e3},
+                         {"steady_requests", s.steady.requests},
+                         {"swap_p50_ms", s.swap.p50_s * 1e3},
+                         {"swap_p99_ms", s.swap.p99_s * 1e3},
+                         {"swap_max_ms", s.swap.max_s * 1e3},
+                         {"after_write_p99_ms", s.after_write.p99_s * 1e3},
+                         {"swap_requests", s.swap.requests},
+                         {"swap_failed", s.swap.failed}});
   }
-  j += "],";
-  AppendRatiosJson(ratios, &j);
-  j += "}\n";
-  out << j;
+  j["swaps"] = std::move(swaps);
+  AddRatiosJson(ratios, &j);
+  WriteJson(j, out);
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {

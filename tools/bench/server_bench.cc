@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tools/bench/bench_dir.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/process_memory.h"
 #include "tools/bench/report.h"
@@ -24,7 +25,6 @@
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
 #include "tools/common/sibling_binary.h"
-#include "tools/common/text.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -224,99 +224,53 @@ void PrintReport(const Params& p, const MachineInfo& m,
   PrintRatios(ratios, out);
 }
 
-void AppendRates(const char* key, const std::vector<Phase>& phases,
-                 std::string* j) {
-  *j += ",\"";
-  *j += key;
-  *j += "\":[";
-  for (size_t i = 0; i < phases.size(); ++i) {
-    if (i > 0) *j += ",";
-    tools::AppendDouble(phases[i].Rate(), true, j);
-  }
-  *j += "]";
-}
-
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<SystemResult>& results,
                const std::vector<Ratio>& ratios, std::ostream& out) {
-  std::string j = "{\"scenario\":\"server\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  j += ",\"params\":{\"rows\":";
-  num(p.rows);
-  j += ",\"dim\":";
-  num(p.dim);
-  j += ",\"batch_keys\":";
-  num(p.batch_keys);
-  j += ",\"batches_per_thread\":";
-  num(p.batches);
-  j += ",\"warmup_batches\":";
-  num(p.warmup_batches);
-  j += ",\"threads\":";
-  num(p.threads);
-  j += ",\"alpha\":";
-  num(p.alpha);
-  j += ",\"redis_chunk\":";
-  num(p.redis_chunk);
-  j += ",\"repeats\":";
-  num(p.rounds.repeats);
-  j += ",\"min_seconds\":";
-  num(p.rounds.min_seconds);
-  j += ",\"seed\":";
-  num(p.seed);
-  j += ",\"psdb_memory_budget_mb\":";
-  num(PsdbBudgetMb(p));
-  j += ",\"rss_base_mb\":";
-  num(p.rss_base_mb);
-  j += ",\"psdb_optimizer\":\"adagrad\"},\"systems\":{";
-  bool first = true;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const SystemResult& r = results[i];
+  Json j = StartReportJson("server", m);
+  j["params"] = {{"rows", p.rows},
+                 {"dim", p.dim},
+                 {"batch_keys", p.batch_keys},
+                 {"batches_per_thread", p.batches},
+                 {"warmup_batches", p.warmup_batches},
+                 {"threads", p.threads},
+                 {"alpha", p.alpha},
+                 {"redis_chunk", p.redis_chunk},
+                 {"repeats", p.rounds.repeats},
+                 {"min_seconds", p.rounds.min_seconds},
+                 {"seed", p.seed},
+                 {"psdb_memory_budget_mb", PsdbBudgetMb(p)},
+                 {"rss_base_mb", p.rss_base_mb},
+                 {"psdb_optimizer", "adagrad"}};
+  Json systems = Json::object();
+  for (const SystemResult& r : results) {
     if (r.pulls.empty()) continue;  // not run (--systems)
-    if (!first) j += ",";
-    first = false;
-    str(r.id);
-    j += ":{\"label\":";
-    str(r.label);
-    j += ",\"load_s\":";
-    num(r.load_s);
     const Phase pulls = SystemResult::Total(r.pulls);
-    j += ",\"keys\":";
-    num(pulls.keys);
-    j += ",\"pull_s\":";
-    num(pulls.seconds);
-    j += ",\"pull_keys_per_s\":";
-    num(r.PullRate());
-    AppendRates("pull_keys_per_s_rounds", r.pulls, &j);
+    Json s = {{"label", r.label},
+              {"load_s", r.load_s},
+              {"keys", pulls.keys},
+              {"pull_s", pulls.seconds},
+              {"pull_keys_per_s", r.PullRate()},
+              {"pull_keys_per_s_rounds", SystemResult::Rates(r.pulls)}};
     if (!r.pushes.empty()) {
       const Phase pushes = SystemResult::Total(r.pushes);
-      j += ",\"push_keys\":";
-      num(pushes.keys);
-      j += ",\"push_s\":";
-      num(pushes.seconds);
-      j += ",\"push_keys_per_s\":";
-      num(r.PushRate());
-      AppendRates("push_keys_per_s_rounds", r.pushes, &j);
+      s["push_keys"] = pushes.keys;
+      s["push_s"] = pushes.seconds;
+      s["push_keys_per_s"] = r.PushRate();
+      s["push_keys_per_s_rounds"] = SystemResult::Rates(r.pushes);
     }
     if (r.memory.has_value()) {
-      j += ",\"server_peak_rss_bytes\":";
-      num(r.memory->peak_rss_bytes);
-      j += ",\"server_rss_bytes\":";
-      num(r.memory->rss_bytes);
-      j += ",\"server_rss_anon_bytes\":";
-      num(r.memory->rss_anon_bytes);
-      j += ",\"server_rss_file_bytes\":";
-      num(r.memory->rss_file_bytes);
-      j += ",\"server_threads\":";
-      num(r.memory->threads);
+      s["server_peak_rss_bytes"] = r.memory->peak_rss_bytes;
+      s["server_rss_bytes"] = r.memory->rss_bytes;
+      s["server_rss_anon_bytes"] = r.memory->rss_anon_bytes;
+      s["server_rss_file_bytes"] = r.memory->rss_file_bytes;
+      s["server_threads"] = r.memory->threads;
     }
-    j += "}";
+    systems[r.id] = std::move(s);
   }
-  j += "},";
-  AppendRatiosJson(ratios, &j);
-  j += "}\n";
-  out << j;
+  j["systems"] = std::move(systems);
+  AddRatiosJson(ratios, &j);
+  WriteJson(j, out);
 }
 
 // Opens the three systems, warms each up, then measures them in

@@ -21,6 +21,7 @@
 #include "psdb/store.h"
 #include "psdb/table_spec.h"
 #include "tools/bench/bench_dir.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/process_cpu.h"
 #include "tools/bench/process_memory.h"
@@ -29,7 +30,6 @@
 #include "tools/bench/store_systems.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/args.h"
-#include "tools/common/text.h"
 #include "util/status_macros.h"
 
 namespace psdb::bench {
@@ -422,100 +422,57 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                const std::vector<SystemResult>& systems,
                const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
                const CpuRatios& cpu, std::ostream& out) {
-  std::string j = "{\"scenario\":\"store\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  j += ",\"params\":{\"rows\":";
-  num(p.rows);
-  j += ",\"dim\":";
-  num(p.dim);
-  j += ",\"optimizer\":\"adagrad\",\"batch_keys\":";
-  num(p.batch_keys);
-  j += ",\"batches\":";
-  num(p.batches);
-  j += ",\"warmup_batches\":";
-  num(p.warmup_batches);
-  j += ",\"alpha\":";
-  num(p.alpha);
-  j += ",\"budget_fraction\":";
-  num(p.budget_fraction);
-  j += ",\"touch_fraction\":";
-  num(p.touch_fraction);
-  j += ",\"seed\":";
-  num(p.seed);
-  j += ",\"psdb_block_cache_mb\":";
-  num(p.psdb_block_cache_mb);
-  j += ",\"psdb_background_eviction\":";
-  j += p.psdb_background_eviction ? "true" : "false";
-  j += ",\"psdb_mmap_reads\":";
-  j += p.psdb_mmap_reads ? "true" : "false";
-  j += ",\"rss_base_mb\":";
-  num(p.rss_base_mb);
-  j += ",\"mem_budget_bytes\":";
-  num(mem_budget);
-  j += ",\"row_bytes\":";
-  num(row_bytes);
-  j += ",\"table_bytes\":";
-  num(table_bytes);
-  j += ",\"budget_bytes\":";
-  num(budget);
-  j += "},\"systems\":{";
-  bool first = true;
+  Json j = StartReportJson("store", m);
+  j["params"] = {{"rows", p.rows},
+                 {"dim", p.dim},
+                 {"optimizer", "adagrad"},
+                 {"batch_keys", p.batch_keys},
+                 {"batches", p.batches},
+                 {"warmup_batches", p.warmup_batches},
+                 {"alpha", p.alpha},
+                 {"budget_fraction", p.budget_fraction},
+                 {"touch_fraction", p.touch_fraction},
+                 {"seed", p.seed},
+                 {"psdb_block_cache_mb", p.psdb_block_cache_mb},
+                 {"psdb_background_eviction", p.psdb_background_eviction},
+                 {"psdb_mmap_reads", p.psdb_mmap_reads},
+                 {"rss_base_mb", p.rss_base_mb},
+                 {"mem_budget_bytes", mem_budget},
+                 {"row_bytes", row_bytes},
+                 {"table_bytes", table_bytes},
+                 {"budget_bytes", budget}};
+  Json by_id = Json::object();
   for (const SystemResult& s : systems) {
     if (s.keys == 0) continue;  // not run (--systems)
-    if (!first) j += ",";
-    first = false;
-    str(s.id);
-    j += ":{\"label\":";
-    str(s.label);
-    j += ",\"load_s\":";
-    num(s.load_s);
-    j += ",\"pull_s\":";
-    num(s.pull_s);
-    j += ",\"push_s\":";
-    num(s.push_s);
-    j += ",\"keys\":";
-    num(s.keys);
-    j += ",\"pull_keys_per_s\":";
-    num(s.PullRate());
-    j += ",\"push_keys_per_s\":";
-    num(s.PushRate());
-    j += ",\"pull_cpu_s\":";
-    num(s.pull_cpu_s);
-    j += ",\"push_cpu_s\":";
-    num(s.push_cpu_s);
+    Json r = {{"label", s.label},
+              {"load_s", s.load_s},
+              {"pull_s", s.pull_s},
+              {"push_s", s.push_s},
+              {"keys", s.keys},
+              {"pull_keys_per_s", s.PullRate()},
+              {"push_keys_per_s", s.PushRate()},
+              {"pull_cpu_s", s.pull_cpu_s},
+              {"push_cpu_s", s.push_cpu_s}};
     if (s.hit_rate >= 0) {
-      j += ",\"hit_rate\":";
-      num(s.hit_rate);
-      j += ",\"evictions\":";
-      num(s.evictions);
-      j += ",\"background_evictions\":";
-      num(s.background_evictions);
+      r["hit_rate"] = s.hit_rate;
+      r["evictions"] = s.evictions;
+      r["background_evictions"] = s.background_evictions;
     }
     if (s.peak_rss_bytes > 0) {
-      j += ",\"start_rss_bytes\":";
-      num(s.start_rss_bytes);
-      j += ",\"peak_rss_bytes\":";
-      num(s.peak_rss_bytes);
+      r["start_rss_bytes"] = s.start_rss_bytes;
+      r["peak_rss_bytes"] = s.peak_rss_bytes;
     }
-    j += "}";
+    by_id[s.id] = std::move(r);
   }
-  j += "},\"checkpoint\":{\"full_s\":";
-  num(ckpt.full_s);
-  j += ",\"full_rows_flushed\":";
-  num(ckpt.full_rows);
-  j += ",\"touched_rows\":";
-  num(ckpt.touched);
-  j += ",\"incremental_s\":";
-  num(ckpt.incremental_s);
-  j += ",\"incremental_rows_flushed\":";
-  num(ckpt.incremental_rows);
-  j += "},";
-  AppendRatiosJson(ratios, &j);
+  j["systems"] = std::move(by_id);
+  j["checkpoint"] = {{"full_s", ckpt.full_s},
+                     {"full_rows_flushed", ckpt.full_rows},
+                     {"touched_rows", ckpt.touched},
+                     {"incremental_s", ckpt.incremental_s},
+                     {"incremental_rows_flushed", ckpt.incremental_rows}};
+  AddRatiosJson(ratios, &j);
   // Beside the shared blocks: the same ratios in keys per CPU second.
-  j += ",\"ratios_cpu\":{";
-  bool first_cpu = true;
+  Json by_cpu = Json::object();
   for (size_t i = 0; i < ratios.size(); ++i) {
     // Ratios that are not rates have no cpu-time value.
     if (std::isnan(cpu[i]) &&
@@ -523,14 +480,10 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
          ratios[i].name == "tiered_peak_rss_vs_budget_bound")) {
       continue;
     }
-    if (!first_cpu) j += ",";
-    first_cpu = false;
-    str(ratios[i].name);
-    j += ":";
-    num(cpu[i]);
+    by_cpu[ratios[i].name] = cpu[i];
   }
-  j += "}}\n";
-  out << j;
+  j["ratios_cpu"] = std::move(by_cpu);
+  WriteJson(j, out);
 }
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {

@@ -9,17 +9,16 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tools/bench/bench_dir.h"
+#include "tools/bench/json_writer.h"
 #include "tools/bench/machine.h"
 #include "tools/bench/report.h"
 #include "tools/bench/scenario.h"
@@ -27,7 +26,6 @@
 #include "tools/common/child_process.h"
 #include "tools/common/reserved_port.h"
 #include "tools/common/sibling_binary.h"
-#include "tools/common/text.h"
 #include "train/synthetic.h"
 #include "train/wide_deep.h"
 #include "util/status_macros.h"
@@ -201,39 +199,36 @@ struct Run {
   double Gap() const { return bayes_auc - auc; }
 };
 
-// A number field of ps-train's summary.json ("name": value); NAN if absent.
-double SummaryField(const std::string& json, const std::string& name) {
-  const std::string field = "\"" + name + "\": ";
-  const size_t at = json.find(field);
-  if (at == std::string::npos) return NAN;
-  const size_t begin = at + field.size();
-  const size_t end = json.find_first_of(",}\n", begin);
-  double v = NAN;
-  if (!absl::SimpleAtod(json.substr(begin, end - begin), &v)) return NAN;
-  return v;
+// The top-level number `name` of ps-train's summary.json; NaN if absent or
+// not a number (null).
+double SummaryField(const Json& summary, const char* name) {
+  const auto it = summary.find(name);
+  return it != summary.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
 absl::Status AddSummary(const std::string& ckpt_dir, Run* run,
                         double* hits_weighted) {
-  std::ifstream in(ckpt_dir + "/summary.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string json = ss.str();
-  const double samples = SummaryField(json, "samples");
-  const double seconds = SummaryField(json, "seconds");
+  const std::string path = ckpt_dir + "/summary.json";
+  std::ifstream in(path);
+  const Json summary =
+      Json::parse(in, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object()) {
+    return absl::DataLossError(absl::StrCat(path, " is not a JSON object"));
+  }
+  const double samples = SummaryField(summary, "samples");
+  const double seconds = SummaryField(summary, "seconds");
   if (!std::isfinite(samples) || !std::isfinite(seconds)) {
-    return absl::DataLossError(
-        absl::StrCat("no samples/seconds in ", ckpt_dir, "/summary.json"));
+    return absl::DataLossError(absl::StrCat("no samples/seconds in ", path));
   }
   run->samples += static_cast<uint64_t>(samples);
   run->seconds = std::max(run->seconds, seconds);
   // Every rank evaluates the whole test set with the same tables; the
   // first summary read (rank 0's) gives the run's AUC.
   if (std::isnan(run->auc)) {
-    run->auc = SummaryField(json, "auc");
-    run->bayes_auc = SummaryField(json, "bayes_auc");
+    run->auc = SummaryField(summary, "auc");
+    run->bayes_auc = SummaryField(summary, "bayes_auc");
   }
-  const double hit = SummaryField(json, "cache_hit_rate");
+  const double hit = SummaryField(summary, "cache_hit_rate");
   if (std::isfinite(hit)) *hits_weighted += hit * samples;
   return absl::OkStatus();
 }
@@ -418,83 +413,44 @@ void PrintReport(const Params& p, const MachineInfo& m,
 void PrintJson(const Params& p, const MachineInfo& m,
                const std::vector<Run>& runs, const std::vector<Ratio>& ratios,
                std::ostream& out) {
-  std::string j = "{\"scenario\":\"train\",";
-  AppendMachineJson(m, &j);
-  auto num = [&j](double v) { tools::AppendDouble(v, true, &j); };
-  auto str = [&j](absl::string_view s) { tools::AppendJsonString(s, &j); };
-  j += ",\"params\":{\"train_rows\":";
-  num(p.train_rows);
-  j += ",\"test_rows\":";
-  num(p.test_rows);
-  j += ",\"kinds\":[";
-  for (size_t i = 0; i < p.kinds.size(); ++i) {
-    if (i > 0) j += ",";
-    str(p.kinds[i]);
-  }
-  j += "],\"models\":[";
-  for (size_t i = 0; i < p.models.size(); ++i) {
-    if (i > 0) j += ",";
-    str(p.models[i]);
-  }
-  j += "]";
-  j += ",\"batch_size\":";
-  num(p.batch_size);
-  j += ",\"deep_dim\":";
-  num(p.deep_dim);
-  j += ",\"hidden\":";
-  str(p.hidden);
-  j += ",\"cache_rows\":";
-  num(p.cache_rows);
-  j += ",\"cache_staleness\":";
-  num(p.cache_staleness);
-  j += ",\"max_vocab\":";
-  num(p.max_vocab);
-  j += ",\"servers\":";
-  num(p.servers);
-  j += ",\"workers\":";
-  num(p.workers);
-  j += ",\"mode\":";
-  str(p.mode);
-  j += ",\"seed\":";
-  num(p.seed);
-  j += "},\"runs\":{";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const Run& r = runs[i];
-    if (i > 0) j += ",";
-    str(r.id);
-    j += ":{\"label\":";
-    str(r.label);
-    j += ",\"kind\":";
-    str(r.kind);
-    j += ",\"model\":";
-    str(r.model);
-    j += ",\"samples\":";
-    num(r.samples);
-    j += ",\"seconds\":";
-    num(r.seconds);
-    j += ",\"samples_per_s\":";
-    num(r.Rate());
-    j += ",\"cache_hit_rate\":";
-    num(r.hit_rate);
-    j += ",\"auc\":";
-    num(r.auc);
-    j += ",\"bayes_auc\":";
-    num(r.bayes_auc);
-    j += ",\"auc_gap\":";
-    num(r.Gap());
-    for (const ModelRow& row : ModelRows(p, runs)) {
+  Json j = StartReportJson("train", m);
+  j["params"] = {{"train_rows", p.train_rows},
+                 {"test_rows", p.test_rows},
+                 {"kinds", p.kinds},
+                 {"models", p.models},
+                 {"batch_size", p.batch_size},
+                 {"deep_dim", p.deep_dim},
+                 {"hidden", p.hidden},
+                 {"cache_rows", p.cache_rows},
+                 {"cache_staleness", p.cache_staleness},
+                 {"max_vocab", p.max_vocab},
+                 {"servers", p.servers},
+                 {"workers", p.workers},
+                 {"mode", p.mode},
+                 {"seed", p.seed}};
+  const std::vector<ModelRow> model_rows = ModelRows(p, runs);
+  Json by_id = Json::object();
+  for (const Run& r : runs) {
+    Json run = {{"label", r.label},
+                {"kind", r.kind},
+                {"model", r.model},
+                {"samples", r.samples},
+                {"seconds", r.seconds},
+                {"samples_per_s", r.Rate()},
+                {"cache_hit_rate", r.hit_rate},
+                {"auc", r.auc},
+                {"bayes_auc", r.bayes_auc},
+                {"auc_gap", r.Gap()}};
+    for (const ModelRow& row : model_rows) {
       if (row.run != &r) continue;
-      j += ",\"auc_over_lr\":";
-      num(row.auc_over_lr);
-      j += ",\"samples_per_s_vs_lr\":";
-      num(row.rate_vs_lr);
+      run["auc_over_lr"] = row.auc_over_lr;
+      run["samples_per_s_vs_lr"] = row.rate_vs_lr;
     }
-    j += "}";
+    by_id[r.id] = std::move(run);
   }
-  j += "},";
-  AppendRatiosJson(ratios, &j);
-  j += "}\n";
-  out << j;
+  j["runs"] = std::move(by_id);
+  AddRatiosJson(ratios, &j);
+  WriteJson(j, out);
 }
 
 // The --dense=allreduce run needs sync mode and 2+ workers.
