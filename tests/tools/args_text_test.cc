@@ -102,9 +102,5 @@ TEST(TextTest, FloatsRoundTripShortest) {
   EXPECT_EQ(s, "-inf");
 }
 
-TEST(TextTest, JsonStringEscapes) {
-  EXPECT_EQ(JsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-}
-
 }  // namespace
 }  // namespace psdb::tools

@@ -28,39 +28,7 @@ void AppendReal(T v, bool json, std::string* out) {
 
 }  // namespace
 
-void AppendJsonString(absl::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (c == '\n') {
-      out->append("\\n");
-    } else if (c == '\t') {
-      out->append("\\t");
-    } else if (u < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHex[u >> 4]);
-      out->push_back(kHex[u & 15]);
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out;
-  AppendJsonString(s, &out);
-  return out;
-}
-
 void AppendFloat(float v, bool json, std::string* out) {
-  AppendReal(v, json, out);
-}
-void AppendDouble(double v, bool json, std::string* out) {
   AppendReal(v, json, out);
 }
 void AppendUint(uint64_t v, std::string* out) { AppendNumber(v, out); }

@@ -1,6 +1,7 @@
-// Text formatting shared by psdb's tools: JSON string quoting and
-// shortest round-trip float/integer formatting (std::to_chars), so exported
-// values parse back to the exact same bits.
+// Number formatting shared by psdb's tools (ps-dump's exports): shortest
+// round-trip float/integer formatting (std::to_chars), so exported values
+// parse back to the exact same bits. JSON documents are written with
+// nlohmann_json (tools/bench/json_writer.h).
 //
 // Thread-safety: pure functions.
 #ifndef PSDB_TOOLS_COMMON_TEXT_H_
@@ -9,20 +10,11 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/strings/string_view.h"
-
 namespace psdb::tools {
-
-// Appends `s` as a JSON string literal (with quotes), escaping '"', '\\' and
-// control characters.
-void AppendJsonString(absl::string_view s, std::string* out);
-std::string JsonString(absl::string_view s);
 
 // Appends the shortest decimal form of `v` that reads back as the same
 // float. Non-finite values: "null" if json, else "nan" / "inf" / "-inf".
 void AppendFloat(float v, bool json, std::string* out);
-// Same for a double (for benchmark figures).
-void AppendDouble(double v, bool json, std::string* out);
 void AppendUint(uint64_t v, std::string* out);
 void AppendInt(int64_t v, std::string* out);
 
