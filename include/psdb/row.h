@@ -6,6 +6,7 @@
 #ifndef PSDB_ROW_H_
 #define PSDB_ROW_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
