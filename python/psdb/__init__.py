@@ -48,6 +48,9 @@ from psdb._psdb import (  # noqa: E402  (after the __path__ set-up)
     criteo_keys,
 )
 from psdb import _psdb  # noqa: E402
+# Generated from the file VERSION by the build (python/CMakeLists.txt), as
+# the C++ headers' psdb/version.h is.
+from psdb._version import __version__  # noqa: E402
 
 
 def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
