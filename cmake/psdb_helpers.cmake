@@ -9,10 +9,12 @@
 # house"). Its users see include/ (the public API) and nothing else of it;
 # the module itself and its tests see the source tree (internal headers by
 # their path, e.g. "store/table.h") and the build tree (generated code).
-# Which module may include which is the link graph: tests/tools's
-# module_graph_test reads the record psdb_write_module_graph() writes and
-# fails on an include that has no link arrow under it, or that reaches into
-# another module for a header that module does not list in HEADERS.
+# Which module may include which is the link graph: tools/check_tree.py
+# reads the record psdb_write_module_graph() writes and fails on an
+# include that has no link arrow under it, or that reaches into another
+# module for a header that module does not list in HEADERS. The modules
+# that implement a public header, and what they link, make libpsdb
+# (cmake/psdb_library.cmake).
 function(psdb_module name)
   cmake_parse_arguments(ARG "" ""
                         "SOURCES;PUBLIC_HEADERS;HEADERS;DEPS;PRIVATE_DEPS"
