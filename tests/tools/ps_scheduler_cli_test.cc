@@ -4,17 +4,15 @@
 // binary's --help, --dry_run and grpc.health.v1.
 #include <sys/wait.h>
 
-#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/health_check.h"
 #include "tests/testing/test_util.h"
 #include "tests/tools/cli_flags_testing.h"
 #include "tools/scheduler/scheduler_flags.h"
@@ -57,9 +55,8 @@ class SchedulerFlagsTest : public ::psdb::testing::FlagsTest {
   }
 };
 
-const rpc::SettingMap kCluster = {{"PS_SERVER_NUM", "2"},
-                                  {"PS_WORKER_NUM", "3"},
-                                  {"PS_SCHED_PORT", "7100"}};
+const rpc::SettingMap kCluster = {
+    {"PS_SERVER_NUM", "2"}, {"PS_WORKER_NUM", "3"}, {"PS_SCHED_PORT", "7100"}};
 
 TEST_F(SchedulerFlagsTest, DefaultsAroundTheRequiredSettings) {
   ASSERT_OK_AND_ASSIGN(SchedulerLaunch launch, Resolve(kCluster));
@@ -211,8 +208,8 @@ TEST_F(SchedulerFlagsTest, HealthAsksTheSchedHostAndPort) {
                        Resolve({{"PS_SCHED_PORT", "7100"}}));
   EXPECT_EQ(launch.command, Command::kHealth);
   EXPECT_EQ(launch.health_address, "127.0.0.1:7100");
-  ASSERT_OK_AND_ASSIGN(
-      launch, Resolve({{"PS_SCHED_HOST", "10.0.0.9"}, {"PS_SCHED_PORT", "7200"}}));
+  ASSERT_OK_AND_ASSIGN(launch, Resolve({{"PS_SCHED_HOST", "10.0.0.9"},
+                                        {"PS_SCHED_PORT", "7200"}}));
   EXPECT_EQ(launch.health_address, "10.0.0.9:7200");
   SetFlags({{"sched_host", "::1"}, {"sched_port", "7300"}});
   ASSERT_OK_AND_ASSIGN(launch, Resolve({{"PS_SCHED_PORT", "7200"}}));
@@ -291,9 +288,9 @@ TEST(PsSchedulerBinaryTest, HelpNamesNoBuildPath) {
 
 TEST(PsSchedulerBinaryTest, DryRunPrintsTheSettings) {
   const ShellResult r = RunShell(
-      absl::StrCat(::psdb::testing::CleanEnvPrefix(),
-                   "PS_SERVER_NUM=2 PS_WORKER_NUM=1 ", BuiltBinary("tools/ps-scheduler"),
-                   " --sched_port=7100 --dry_run"),
+      absl::StrCat(
+          ::psdb::testing::CleanEnvPrefix(), "PS_SERVER_NUM=2 PS_WORKER_NUM=1 ",
+          BuiltBinary("tools/ps-scheduler"), " --sched_port=7100 --dry_run"),
       /*merge_stderr=*/false);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.output,
@@ -317,45 +314,6 @@ TEST(PsSchedulerBinaryTest, ABadSettingExitsAtOnceWithoutServing) {
   EXPECT_THAT(child->Stderr(), Not(HasSubstr("listening")));
 }
 
-// grpc.health.v1.Health/Check(service="") at `address`: the answer's
-// status (1 SERVING, 2 NOT_SERVING), or the call's error. Through the
-// generic stub: Debian's gRPC ships no generated health stub. The request
-// HealthCheckRequest{service: ""} is no bytes; the answer
-// HealthCheckResponse{status: S} is field 1 as a varint, "\x08" S.
-absl::StatusOr<int> HealthCheck(const std::string& address) {
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
-  grpc::Slice empty("");
-  grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  absl::Notification done;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                    &request, &response, [&](grpc::Status s) {
-                      status = std::move(s);
-                      done.Notify();
-                    });
-  done.WaitForNotification();
-  if (!status.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("Health/Check: ", status.error_message()));
-  }
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::DataLossError("no answer");
-  std::string bytes;
-  for (const grpc::Slice& slice : slices) {
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  if (bytes.empty()) return 0;  // status UNKNOWN, the default
-  if (bytes.size() != 2 || bytes[0] != '\x08') {
-    return absl::DataLossError("not a HealthCheckResponse");
-  }
-  return static_cast<int>(bytes[1]);
-}
-
 TEST(PsSchedulerBinaryTest, HealthIsServingBeforeAnyServerRegisters) {
   const ReservedPort port;
   ASSERT_OK_AND_ASSIGN(auto sched, ChildProcess::Start(PsSchedulerOptions(
@@ -372,7 +330,10 @@ TEST(PsSchedulerBinaryTest, HealthIsServingBeforeAnyServerRegisters) {
     EXPECT_FALSE(map.map().ready());
     EXPECT_EQ(map.map().servers_size(), 0);
   }  // The channel closes: a connection left open holds shutdown 5 s.
-  ASSERT_OK_AND_ASSIGN(const int health, HealthCheck(sched->ready_value()));
+  ASSERT_OK_AND_ASSIGN(
+      const int health,
+      testing::HealthCheck(grpc::CreateChannel(
+          sched->ready_value(), grpc::InsecureChannelCredentials())));
   EXPECT_EQ(health, 1);  // SERVING
   ASSERT_OK(sched->Stop());
 }

@@ -6,8 +6,6 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/synchronization/notification.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest.h"
@@ -15,6 +13,7 @@
 #include "rpc/client/remote_client.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
+#include "tests/testing/health_check.h"
 #include "tests/testing/test_util.h"
 #include "util/status_macros.h"
 
@@ -455,28 +454,8 @@ TEST_F(ServerTest, ExpiredDeadlineIsDeadlineExceeded) {
 }
 
 TEST_F(ServerTest, HealthServiceReportsServing) {
-  grpc::GenericStub generic(channel_);
-  grpc::Slice empty("");  // HealthCheckRequest{service: ""}: no bytes.
-  grpc::ByteBuffer request(&empty, 1);
-  grpc::ByteBuffer response;
-  grpc::ClientContext ctx;
-  absl::Notification done;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                    &request, &response, [&](grpc::Status s) {
-                      status = std::move(s);
-                      done.Notify();
-                    });
-  done.WaitForNotification();
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  // HealthCheckResponse{status: SERVING (1)}.
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  ASSERT_OK_AND_ASSIGN(const int health, testing::HealthCheck(channel_));
+  EXPECT_EQ(health, 1);  // SERVING
 }
 
 TEST(ServerRoutingTest, ForeignKeysAndStaleEpochsAreFailedPrecondition) {
