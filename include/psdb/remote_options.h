@@ -52,14 +52,16 @@ struct RemoteOptions {
   // Most keys one RPC carries; larger sub-batches are split. Must not exceed
   // the servers' --max_batch_keys. Default: 65536
   size_t max_batch_keys = 65536;
-  // Synchronous (BSP) servers: every Push sends one request to every
-  // server, an empty one where the server owns none of the keys, so each
-  // server counts this worker's push of the step
-  // (rpc/server/sync_aggregator.h). Pushes then need an explicit step and a
-  // worker id (below). Default: false
+  // Synchronous (BSP) servers (ps-server --sync_mode=sync,
+  // docs/cluster.md): every Push sends one request to every server, an
+  // empty one where the server owns none of the keys, so each server counts
+  // this worker's push of the step. Pushes then need an explicit step and a
+  // worker id (below). A server in the other mode refuses the push with
+  // FailedPrecondition naming both modes, and applies nothing.
+  // Default: false
   bool push_to_every_server = false;
   // The worker id every push carries, in place of PushOptions::worker_id:
-  // a cluster worker's rank (rpc/client/cluster_worker.h). Unset = each
+  // a cluster worker's rank (a "scheduler:" URL's worker sets it). Unset = each
   // push's own PushOptions::worker_id. Default: unset
   std::optional<int32_t> worker_id;
   // TLS towards the servers (and the scheduler). Default: plaintext

@@ -54,7 +54,9 @@ ABSL_FLAG(std::string, metrics_host, "",
           "Address the metrics endpoint binds; default --host.");
 ABSL_FLAG(std::string, sync_mode, "async",
           "async: each push applied on arrival; sync (BSP): a step's pushes "
-          "from all workers are aggregated and applied once.");
+          "from all workers are aggregated and applied once. A worker "
+          "pushing in the other mode (ps-train --mode) is refused at its "
+          "first push.");
 ABSL_FLAG(std::string, durability, "checkpoint",
           "What survives a crash between checkpoints: checkpoint (rows reach "
           "disk at eviction, checkpoint and shutdown) or wal (a write-ahead "
@@ -138,8 +140,8 @@ absl::StatusOr<rpc::ServerOptions> ServerFromFlags() {
     absl::StatusOr<std::vector<std::string>> servers =
         ParseServerList(absl::GetFlag(FLAGS_servers));
     if (!servers.ok()) return servers.status();
-    absl::StatusOr<ClusterMap> cluster = ClusterMap::FromAddresses(
-        *servers, absl::GetFlag(FLAGS_cluster_epoch));
+    absl::StatusOr<ClusterMap> cluster =
+        ClusterMap::FromAddresses(*servers, absl::GetFlag(FLAGS_cluster_epoch));
     if (!cluster.ok()) return cluster.status();
     options.cluster = *std::move(cluster);
   }
@@ -223,9 +225,8 @@ absl::Status ResolveTrain(const rpc::SettingMap& env, ServerLaunch* launch) {
           "PS_WORKER_NUM (--worker_num) or a scheduler");
     }
     launch->server.sync.num_workers = config->worker_num.value_or(0);
-    launch->server.sync.reduce = sync_reduce == "sum"
-                                     ? rpc::SyncReduce::kSum
-                                     : rpc::SyncReduce::kMean;
+    launch->server.sync.reduce =
+        sync_reduce == "sum" ? rpc::SyncReduce::kSum : rpc::SyncReduce::kMean;
   }
   launch->advertise_host = absl::GetFlag(FLAGS_advertise_host);
   if (launch->advertise_host.empty()) {
@@ -264,8 +265,8 @@ absl::StatusOr<ServerLaunch> ServerLaunchFromFlags(
       launch.checkpoint = *std::move(checkpoint);
       return launch;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command '", args[0], "': expected checkpoint"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", args[0], "': expected checkpoint"));
   }
   launch.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (launch.data_dir.empty() == absl::GetFlag(FLAGS_serve_from).empty()) {
