@@ -1,5 +1,3 @@
-#include "psdb/checkpoint_reader.h"
-
 #include <memory>
 #include <utility>
 
@@ -7,7 +5,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "manifest/manifest.h"
 #include "optim/optimizer.h"
+#include "psdb/checkpoint_reader.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -15,7 +15,6 @@
 #include "rocksdb/options.h"
 #include "store/disk_tier.h"
 #include "store/file_io_rocksdb.h"
-#include "manifest/manifest.h"
 #include "store/row_codec.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"

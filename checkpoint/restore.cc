@@ -5,12 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "psdb/checkpoint_reader.h"
 #include "checkpoint/verify.h"
-#include "store/file_io_rocksdb.h"
 #include "manifest/manifest.h"
-#include "store/shard_writer.h"
+#include "psdb/checkpoint_reader.h"
 #include "psdb/store.h"
+#include "store/file_io_rocksdb.h"
+#include "store/shard_writer.h"
 #include "util/status_macros.h"
 
 namespace psdb::ckpt {

@@ -38,8 +38,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "shard/ring.h"
 #include "manifest/manifest.pb.h"
+#include "shard/ring.h"
 
 namespace rocksdb {
 class FileSystem;

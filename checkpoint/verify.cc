@@ -6,8 +6,8 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "rocksdb/db.h"
 #include "manifest/manifest.h"
+#include "rocksdb/db.h"
 #include "store/row_codec.h"
 #include "util/status_macros.h"
 

@@ -30,9 +30,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "util/file_io.h"
 #include "manifest/manifest.pb.h"
 #include "psdb/table_spec.h"
+#include "util/file_io.h"
 
 namespace psdb {
 

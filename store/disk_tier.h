@@ -61,13 +61,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "manifest/manifest.pb.h"
+#include "psdb/store_options.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/sst_file_manager.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
-#include "manifest/manifest.pb.h"
-#include "psdb/store_options.h"
 
 namespace psdb::internal {
 

@@ -7,9 +7,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "store/disk_tier.h"
 #include "store/file_io_rocksdb.h"
-#include "manifest/manifest.h"
 #include "store/shard_files.h"
 #include "store/store_meta.h"
 #include "util/status_macros.h"

@@ -8,9 +8,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "rocksdb/file_checksum.h"
 #include "rocksdb/file_system.h"
-#include "manifest/manifest.h"
 
 namespace psdb {
 namespace {

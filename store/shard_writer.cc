@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "rocksdb/write_batch.h"
 #include "store/disk_tier.h"
 #include "store/file_io_rocksdb.h"
-#include "manifest/manifest.h"
 #include "store/store_impl.h"
 #include "store/store_meta.h"
 #include "util/status_macros.h"

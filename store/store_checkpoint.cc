@@ -16,13 +16,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "util/file_io.h"
 #include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "store/restore_check.h"
 #include "store/shard_files.h"
-#include "psdb/store.h"
 #include "store/store_impl.h"
 #include "store/store_testing.h"
+#include "util/file_io.h"
 #include "util/status_macros.h"
 
 namespace psdb {

@@ -59,13 +59,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "store/disk_reserve.h"
-#include "store/disk_tier.h"
-#include "util/file_io.h"
 #include "manifest/manifest.h"
 #include "psdb/store.h"
+#include "store/disk_reserve.h"
+#include "store/disk_tier.h"
 #include "store/table.h"
 #include "store/wal.h"
+#include "util/file_io.h"
 
 namespace psdb {
 

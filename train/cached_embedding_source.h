@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "psdb/vocab_cache.h"
 #include "psdb/parameter_client.h"
+#include "psdb/vocab_cache.h"
 #include "train/embedding_source.h"
 
 namespace psdb::train {

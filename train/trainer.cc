@@ -13,11 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "util/file_io.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/rare_ids.h"
 #include "train/report.h"
+#include "util/file_io.h"
 #include "util/status_macros.h"
 
 namespace psdb::train {

@@ -195,8 +195,9 @@ struct FtrlProximal {
 // (lr_power -1, decay 0.99) by +0.0011 / +0.0017 / -0.0013 test AUC on the
 // additive / pairs / longtail data of ps-bench train (seed 1), +0.0017 /
 // +0.0050 / -0.0001 on seed 2, and +0.0024 / +0.0023 / -0.0009 on `ps-train
-// gen`'s default size (docs/benchmarks/train.md, "The lr baseline at its per-example
-// scale" and "Every model's wide part at the per-example scale"). beta is 1.
+// gen`'s default size (docs/benchmarks/train.md, "The lr baseline at its
+// per-example scale" and "Every model's wide part at the per-example scale").
+// beta is 1.
 FtrlProximal DefaultWideFtrl(ModelKind kind);
 
 // Sets config's wide FTRL to per-example FTRL-Proximal `ftrl` for updates

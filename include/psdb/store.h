@@ -114,8 +114,8 @@ class Store {
   absl::Status PutRows(absl::string_view table, absl::Span<const uint64_t> keys,
                        const RowBatch& rows);
 
-  // Writes an incremental checkpoint under `root_dir` (layout: docs/store.md): dirty
-  // rows are flushed to RocksDB with WriteBatch, memtables are flushed,
+  // Writes an incremental checkpoint under `root_dir` (layout: docs/store.md):
+  // dirty rows are flushed to RocksDB with WriteBatch, memtables are flushed,
   // rocksdb::Checkpoint hard-links the SSTs into shard-<id>/, rows past their
   // TTL are dropped, and MANIFEST.json is written last by atomic rename. Then
   // all but the newest options.keep_last complete checkpoints, and any
@@ -146,7 +146,8 @@ class Store {
   StoreStats Stats() const;
 
   // Whether the store came from OpenCheckpoint, or was opened read-only on
-  // a full disk and has not become writable since (docs/operations/disk-full.md).
+  // a full disk and has not become writable since
+  // (docs/operations/disk-full.md).
   bool read_only() const;
 
   // Up to `max` keys of `table` now resident in the memory tier, in no

@@ -3,11 +3,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "psdb/local_client.h"
 #include "rpc/client/cluster_worker.h"
+#include "rpc/client/remote_client.h"
 #include "rpc/control/node_config.h"
 #include "shard/cluster_map.h"
-#include "psdb/local_client.h"
-#include "rpc/client/remote_client.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

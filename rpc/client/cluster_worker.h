@@ -48,9 +48,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "psdb/parameter_client.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/scheduler_client.h"
-#include "psdb/parameter_client.h"
 
 namespace psdb::rpc {
 

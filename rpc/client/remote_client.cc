@@ -9,10 +9,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "manifest/manifest.h"
 #include "optim/optimizer.h"
 #include "rpc/client/fan_out.h"
 #include "rpc/wire/convert.h"
-#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

@@ -75,9 +75,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "psdb/parameter_client.h"
 #include "psdb/remote_options.h"
 #include "shard/cluster_map.h"
-#include "psdb/parameter_client.h"
 
 namespace psdb::rpc {
 

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
+#include "manifest/manifest.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

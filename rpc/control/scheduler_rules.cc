@@ -3,14 +3,13 @@
 // step-clock arguments, and the map a membership change leads to. No state:
 // the in-process state machine is scheduler.cc, the etcd one
 // etcd_scheduler*.cc.
-#include "rpc/control/scheduler.h"
-
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "rpc/control/node_config.h"
+#include "rpc/control/scheduler.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

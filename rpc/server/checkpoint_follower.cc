@@ -14,11 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "optim/optimizer.h"
-#include "shard/partitioner.h"
-#include "psdb/checkpoint_reader.h"
 #include "checkpoint/verify.h"
 #include "manifest/manifest.h"
+#include "optim/optimizer.h"
+#include "psdb/checkpoint_reader.h"
+#include "shard/partitioner.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {

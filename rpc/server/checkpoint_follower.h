@@ -56,8 +56,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "shard/ring.h"
 #include "psdb/store.h"
+#include "shard/ring.h"
 
 namespace psdb::rpc {
 

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "manifest/manifest.h"
 #include "rpc/wire/cluster_map_proto.h"
 #include "rpc/wire/convert.h"
 #include "shard/ring.h"
-#include "manifest/manifest.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc::internal {
@@ -548,7 +548,8 @@ absl::Status Resharder::SendGrouped(
   // flight is a request buffer here and a receive buffer and a parsed
   // copy at the destination, fresh memory the first time, and with 16 per
   // source a destination fed by 3 sources took ~25k page faults over one
-  // ps-bench migrate add against ~17k with 4 (docs/benchmarks/migrate.md, run 9).
+  // ps-bench migrate add against ~17k with 4 (docs/benchmarks/migrate.md, run
+  // 9).
   constexpr int kInFlight = 4;
   struct Flight {
     grpc::ClientContext ctx;

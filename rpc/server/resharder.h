@@ -51,11 +51,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "psdb/store.h"
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/psdb.grpc.pb.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
-#include "psdb/store.h"
 
 namespace psdb::rpc::internal {
 

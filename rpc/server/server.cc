@@ -17,6 +17,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "manifest/manifest.h"
 #include "rpc/server/request_checks.h"
 #include "rpc/server/resharder.h"
 #include "rpc/server/server_metrics.h"
@@ -25,7 +26,6 @@
 #include "rpc/wire/convert.h"
 #include "rpc/wire/metrics_http.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "manifest/manifest.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 

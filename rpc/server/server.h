@@ -58,11 +58,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "psdb/store.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/sync_aggregator.h"
 #include "rpc/wire/tls.h"
 #include "shard/cluster_map.h"
-#include "psdb/store.h"
 
 namespace grpc {
 class Channel;

@@ -76,8 +76,8 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "rpc/server/checkpoint_follower.h"
 #include "psdb/store.h"
+#include "rpc/server/checkpoint_follower.h"
 
 namespace psdb::rpc {
 

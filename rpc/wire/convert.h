@@ -19,10 +19,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "grpcpp/support/status.h"
-#include "rpc/wire/psdb.pb.h"
 #include "psdb/parameter_client.h"
 #include "psdb/row.h"
 #include "psdb/table_spec.h"
+#include "rpc/wire/psdb.pb.h"
 
 namespace psdb::rpc {
 

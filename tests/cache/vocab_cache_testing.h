@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "psdb/vocab_cache.h"
 #include "psdb/local_client.h"
+#include "psdb/vocab_cache.h"
 #include "tests/testing/test_util.h"
 #include "util/hash.h"
 

@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "rocksdb/db.h"
 #include "rocksdb/file_system.h"
-#include "manifest/manifest.h"
 #include "store/row_codec.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "shard/ring.h"
-#include "psdb/checkpoint_reader.h"
 #include "manifest/manifest.h"
+#include "psdb/checkpoint_reader.h"
+#include "shard/ring.h"
 #include "tests/checkpoint/checkpoint_fixture.h"
 #include "tests/testing/test_util.h"
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "psdb/checkpoint_reader.h"
 #include "checkpoint/verify.h"
+#include "psdb/checkpoint_reader.h"
 #include "store/row_codec.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/small_checkpoint.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/wire/psdb.pb.h"
 #include "manifest/manifest.h"
+#include "rpc/wire/psdb.pb.h"
 #include "store/row_codec.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/small_checkpoint.h"

@@ -42,10 +42,10 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpcpp/grpcpp.h"
-#include "rpc/server/server.h"
-#include "rpc/wire/psdb.grpc.pb.h"
 #include "manifest/manifest.h"
 #include "psdb/store.h"
+#include "rpc/server/server.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/small_checkpoint.h"
 
@@ -239,7 +239,8 @@ class Fixture {
     server_ = *std::move(server);
     // Loopback TCP by default: measured at about 1.5x the executions per
     // second of gRPC's in-process transport with this callback server
-    // (docs/benchmarks/fuzzing.md); PSDB_FUZZ_TRANSPORT=inprocess for the other.
+    // (docs/benchmarks/fuzzing.md); PSDB_FUZZ_TRANSPORT=inprocess for the
+    // other.
     const char* transport = std::getenv("PSDB_FUZZ_TRANSPORT");
     stub_ = v1::ParameterService::NewStub(
         transport != nullptr && std::string(transport) == "inprocess"

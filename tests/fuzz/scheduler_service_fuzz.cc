@@ -137,8 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   psdb::rpc::SchedulerBackend& backend = *(*server)->backend();
   // In-process by default: measured at about 1.7x the executions per
-  // second of loopback TCP (a connection per input; docs/benchmarks/fuzzing.md);
-  // PSDB_FUZZ_TRANSPORT=tcp for the other.
+  // second of loopback TCP (a connection per input;
+  // docs/benchmarks/fuzzing.md); PSDB_FUZZ_TRANSPORT=tcp for the other.
   const char* transport = std::getenv("PSDB_FUZZ_TRANSPORT");
   auto stub = v1::SchedulerService::NewStub(
       transport != nullptr && std::string(transport) == "tcp"

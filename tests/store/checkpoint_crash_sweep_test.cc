@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
-#include "psdb/checkpoint_reader.h"
 #include "checkpoint/verify.h"
+#include "gtest/gtest.h"
 #include "manifest/manifest.h"
+#include "psdb/checkpoint_reader.h"
 #include "psdb/store.h"
 #include "tests/store/fault_file_system.h"
 #include "tests/store/store_test_util.h"

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "psdb/store.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
 #include "store/disk_tier.h"
 #include "store/row_codec.h"
-#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

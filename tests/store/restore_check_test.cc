@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/restore.h"
+#include "checkpoint/verify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "manifest/manifest.h"
+#include "psdb/checkpoint_reader.h"
+#include "psdb/store.h"
 #include "rocksdb/db.h"
 #include "rocksdb/file_system.h"
 #include "shard/ring.h"
-#include "psdb/checkpoint_reader.h"
-#include "checkpoint/restore.h"
-#include "checkpoint/verify.h"
-#include "manifest/manifest.h"
 #include "store/shard_files.h"
-#include "psdb/store.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/verify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rocksdb/file_system.h"
-#include "psdb/checkpoint_reader.h"
-#include "checkpoint/verify.h"
 #include "manifest/manifest.h"
+#include "psdb/checkpoint_reader.h"
 #include "psdb/store.h"
+#include "rocksdb/file_system.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

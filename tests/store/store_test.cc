@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "rocksdb/file_system.h"
-#include "psdb/local_client.h"
 #include "manifest/manifest.h"
+#include "psdb/local_client.h"
+#include "rocksdb/file_system.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

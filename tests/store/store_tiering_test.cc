@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "rocksdb/db.h"
 #include "manifest/manifest.h"
-#include "store/row_codec.h"
 #include "psdb/store.h"
+#include "rocksdb/db.h"
+#include "store/row_codec.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/row_codec.h"
 #include "psdb/store.h"
+#include "store/row_codec.h"
 #include "tests/store/store_test_util.h"
 #include "tests/testing/test_util.h"
 

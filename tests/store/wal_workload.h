@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "optim/optimizer.h"
-#include "store/row_codec.h"
 #include "psdb/store.h"
+#include "store/row_codec.h"
 #include "tests/store/store_test_util.h"
 
 namespace psdb::testing {

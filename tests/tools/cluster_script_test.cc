@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/control/scheduler_client.h"
-#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

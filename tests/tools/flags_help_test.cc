@@ -2,11 +2,12 @@
 // (tools/common/flags_help.h): a binary's titles, wherever it was built;
 // never a build directory or a source file. The binaries' own --help is
 // checked in ps_server_cli_test.cc and ps_scheduler_cli_test.cc.
+#include "tools/common/flags_help.h"
+
 #include <string>
 #include <vector>
 
 #include "tests/testing/test_util.h"
-#include "tools/common/flags_help.h"
 
 namespace psdb::tools {
 namespace {

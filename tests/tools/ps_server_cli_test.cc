@@ -195,9 +195,9 @@ TEST_F(ServerFlagsTest, ASchedulerPlacesTheServer) {
 
   // Without PS_WORKER_NUM the scheduler says how many workers push.
   SetFlags({{"sync_reduce", "mean"}, {"join", "true"}});
-  ASSERT_OK_AND_ASSIGN(
-      launch, Resolve({{"PS_SCHED_ADDRESSES", "s1:7100,s2:7100"},
-                       {"PS_NODE_ID", "server-4"}}));
+  ASSERT_OK_AND_ASSIGN(launch,
+                       Resolve({{"PS_SCHED_ADDRESSES", "s1:7100,s2:7100"},
+                                {"PS_NODE_ID", "server-4"}}));
   EXPECT_EQ(launch.node.SchedulerAddress(), "s1:7100,s2:7100");
   EXPECT_TRUE(launch.node.join);
   EXPECT_TRUE(launch.sync_mode);
@@ -207,8 +207,7 @@ TEST_F(ServerFlagsTest, ASchedulerPlacesTheServer) {
 
 TEST_F(ServerFlagsTest, SyncWithoutASchedulerTakesTheWorkerCount) {
   SetFlags({{"data_dir", "/d"}, {"sync_mode", "sync"}, {"worker_num", "3"}});
-  ASSERT_OK_AND_ASSIGN(ServerLaunch launch,
-                       Resolve({{"PS_WORKER_NUM", "5"}}));
+  ASSERT_OK_AND_ASSIGN(ServerLaunch launch, Resolve({{"PS_WORKER_NUM", "5"}}));
   EXPECT_EQ(launch.server.sync.num_workers, 3);  // the flag wins
   EXPECT_EQ(launch.server.sync.reduce, rpc::SyncReduce::kMean);
 }
@@ -257,9 +256,9 @@ TEST_F(ServerFlagsTest, TheCheckpointCall) {
   EXPECT_EQ(c.scheduler_address, "");
 
   SetFlags({{"servers", ""}});
-  ASSERT_OK_AND_ASSIGN(
-      launch, Resolve({{"PS_SCHED_HOST", "10.0.0.9"}, {"PS_SCHED_PORT", "7100"}},
-                      {"checkpoint"}));
+  ASSERT_OK_AND_ASSIGN(launch, Resolve({{"PS_SCHED_HOST", "10.0.0.9"},
+                                        {"PS_SCHED_PORT", "7100"}},
+                                       {"checkpoint"}));
   EXPECT_EQ(launch.checkpoint.scheduler_address, "10.0.0.9:7100");
   EXPECT_TRUE(launch.checkpoint.servers.empty());
 }
@@ -307,10 +306,10 @@ TEST_F(ServerFlagsTest, BadOrContradictorySettingsAreClearErrors) {
             "replica serves the checkpoint's own shard under its own ring");
   EXPECT_EQ(ErrorOf({{"serve_from", "/c"}, {"sync_mode", "sync"}}),
             "--sync_mode does not apply to --serve_from (no pushes)");
-  EXPECT_EQ(ErrorOf({{"serve_from", "/c"}},
-                    {{"PS_SCHED_ADDRESSES", "s1:7100"}}),
-            "--serve_from: a serving replica does not join a scheduler (unset "
-            "PS_SCHED_HOST/PS_SCHED_PORT and PS_SCHED_ADDRESSES)");
+  EXPECT_EQ(
+      ErrorOf({{"serve_from", "/c"}}, {{"PS_SCHED_ADDRESSES", "s1:7100"}}),
+      "--serve_from: a serving replica does not join a scheduler (unset "
+      "PS_SCHED_HOST/PS_SCHED_PORT and PS_SCHED_ADDRESSES)");
   EXPECT_EQ(ErrorOf({{"serve_from", "/c"}, {"follow_interval_s", "-1"}}),
             "--follow_interval_s must be >= 0");
 
@@ -347,29 +346,30 @@ TEST(PsServerBinaryTest, DryRunPrintsTheSettingsAndCreatesNothing) {
   const std::string data_dir = dir.Sub("store");
   const ShellResult r = RunShell(
       absl::StrCat(::psdb::testing::CleanEnvPrefix(),
-                   "PS_NODE_ID=s0 PS_SPEED=fast ", BuiltBinary("tools/ps-server"), " --data_dir=", data_dir,
+                   "PS_NODE_ID=s0 PS_SPEED=fast ",
+                   BuiltBinary("tools/ps-server"), " --data_dir=", data_dir,
                    " --servers=h1:7000,h2:7000 --shard_id=1 --dry_run"),
       /*merge_stderr=*/false);
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_EQ(r.output,
-            absl::StrCat(
-                "ps-server --dry_run: training server, store ", data_dir,
-                "\n  listen 127.0.0.1:0, plaintext\n"
-                "  static cluster of 2 servers, this one shard 1\n"
-                "  sync_mode async, memory budget 1024 MiB, durability "
-                "checkpoint, metrics port -1\n"
-                "  PS_* read: PS_NODE_ID=s0\n"
-                "  PS_* ignored (not read by ps-server): PS_SPEED=fast\n"
-                "ps-server --dry_run: ok\n"));
+  EXPECT_EQ(
+      r.output,
+      absl::StrCat("ps-server --dry_run: training server, store ", data_dir,
+                   "\n  listen 127.0.0.1:0, plaintext\n"
+                   "  static cluster of 2 servers, this one shard 1\n"
+                   "  sync_mode async, memory budget 1024 MiB, durability "
+                   "checkpoint, metrics port -1\n"
+                   "  PS_* read: PS_NODE_ID=s0\n"
+                   "  PS_* ignored (not read by ps-server): PS_SPEED=fast\n"
+                   "ps-server --dry_run: ok\n"));
   EXPECT_FALSE(std::filesystem::exists(data_dir));
 }
 
 TEST(PsServerBinaryTest, ABadFlagIsRefusedAndCreatesNothing) {
   ScratchDir dir;
   const std::string data_dir = dir.Sub("store");
-  const ShellResult r =
-      RunShell(absl::StrCat(BuiltBinary("tools/ps-server"),
-                            " --data_dir=", data_dir, " --sync_mode=sometimes"));
+  const ShellResult r = RunShell(absl::StrCat(BuiltBinary("tools/ps-server"),
+                                              " --data_dir=", data_dir,
+                                              " --sync_mode=sometimes"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.output,
             "ps-server: INVALID_ARGUMENT: --sync_mode=sometimes: expected "

@@ -17,8 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "rocksdb/iterator.h"
 #include "psdb/checkpoint_reader.h"
+#include "rocksdb/iterator.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

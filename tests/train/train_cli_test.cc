@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rocksdb/iterator.h"
 #include "psdb/checkpoint_reader.h"
+#include "rocksdb/iterator.h"
 #include "store/row_codec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

@@ -404,8 +404,8 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
     ratios[2].rounds.push_back(rate(psdb.pulls, round) /
                                rate(limit.pulls, round));
   }
-  // ps-server's peak RSS over the bound docs/operations/memory.md states for its budget
-  // (one value: the peak of the whole run).
+  // ps-server's peak RSS over the bound docs/operations/memory.md states for
+  // its budget (one value: the peak of the whole run).
   ratios.push_back({.name = "psdb_peak_rss_vs_budget_bound",
                     .target = Target::AtMost(1),
                     .rounds = {psdb.memory.has_value()

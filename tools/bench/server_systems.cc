@@ -18,8 +18,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/client/remote_client.h"
 #include "psdb/table_spec.h"
+#include "rpc/client/remote_client.h"
 #include "tools/bench/timing.h"
 #include "tools/bench/zipf.h"
 #include "tools/common/child_process.h"

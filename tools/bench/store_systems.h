@@ -29,11 +29,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "rocksdb/db.h"
-#include "rocksdb/write_batch.h"
 #include "psdb/row.h"
 #include "psdb/store.h"
 #include "psdb/table_spec.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
 
 namespace psdb::bench {
 

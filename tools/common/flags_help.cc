@@ -63,8 +63,8 @@ void SetFlagsHelp(absl::string_view usage, std::vector<FlagsHelpGroup> groups) {
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = listed;
   config.contains_help_flags = listed;
-  config.normalize_filename = [groups = std::move(groups)](
-                                  absl::string_view path) {
+  config.normalize_filename = [groups =
+                                   std::move(groups)](absl::string_view path) {
     return FlagsHelpName(path, groups);
   };
   absl::SetFlagsUsageConfig(config);

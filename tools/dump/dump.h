@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "psdb/checkpoint_reader.h"
 #include "checkpoint/verify.h"
+#include "psdb/checkpoint_reader.h"
 
 namespace psdb::dump {
 

@@ -42,8 +42,8 @@ int Health(const std::string& address, const rpc::ClientTlsOptions& tls,
   const absl::Status call = rpc::FromGrpcStatus(
       stub->GetStatus(&ctx, v1::GetSchedulerStatusRequest(), &status));
   if (!call.ok()) {
-    out << "unhealthy: scheduler " << address
-        << " does not answer: " << call << std::endl;
+    out << "unhealthy: scheduler " << address << " does not answer: " << call
+        << std::endl;
     return 1;
   }
   const std::string role = status.leader()
@@ -96,8 +96,8 @@ std::string DryRunLine(const rpc::SchedulerOptions& options) {
 }
 
 // The scheduler until SIGTERM / SIGINT (or, with --dry_run, its settings).
-int Serve(const rpc::SchedulerOptions& options, bool dry_run,
-          std::ostream& out, std::ostream& err) {
+int Serve(const rpc::SchedulerOptions& options, bool dry_run, std::ostream& out,
+          std::ostream& err) {
   if (dry_run) {
     // Reads the TLS files (certificate, CA, CRL) as a start would.
     auto credentials = rpc::MakeServerCredentials(options.tls, options.host);

@@ -46,9 +46,9 @@ int Fail(std::ostream& err, const absl::Status& status) {
 int FinishDryRun(const rpc::SettingMap& env, std::ostream& out) {
   std::string read_line, ignored_line;
   for (const auto& [name, value] : env) {
-    absl::StrAppend(rpc::IsNodeConfigVariable(name) ? &read_line
-                                                    : &ignored_line,
-                    " ", name, "=", value);
+    absl::StrAppend(
+        rpc::IsNodeConfigVariable(name) ? &read_line : &ignored_line, " ", name,
+        "=", value);
   }
   out << "  PS_* read:" << (read_line.empty() ? " none" : read_line) << "\n";
   if (!ignored_line.empty()) {
@@ -78,8 +78,8 @@ int RunCheckpoint(const ServerLaunch& launch, const rpc::SettingMap& env,
   const rpc::AdminCheckpointOptions& options = launch.checkpoint;
   if (launch.dry_run) {
     out << "ps-server --dry_run: checkpoint under "
-        << (options.root.empty() ? "(no --root)" : options.root)
-        << " at step " << options.step << " of "
+        << (options.root.empty() ? "(no --root)" : options.root) << " at step "
+        << options.step << " of "
         << (options.scheduler_address.empty()
                 ? absl::StrCat(options.servers.size(), " listed servers")
                 : absl::StrCat("the cluster of scheduler ",
@@ -89,8 +89,8 @@ int RunCheckpoint(const ServerLaunch& launch, const rpc::SettingMap& env,
   }
   auto info = rpc::AdminCheckpoint(options);
   if (!info.ok()) return Fail(err, info.status());
-  err << absl::StrCat("ps-server: checkpoint ", info->id, ": step ",
-                      info->step, ", ", info->rows, " rows\n");
+  err << absl::StrCat("ps-server: checkpoint ", info->id, ": step ", info->step,
+                      ", ", info->rows, " rows\n");
   out << "checkpoint " << info->path << std::endl;
   return 0;
 }
@@ -132,8 +132,7 @@ int Serve(const ServerLaunch& launch, const rpc::SettingMap& env,
   AnnounceServing(**server, out);
 
   const int signal_number = signals.Wait();
-  err << absl::StrCat("ps-server: signal ", signal_number,
-                      ", shutting down\n");
+  err << absl::StrCat("ps-server: signal ", signal_number, ", shutting down\n");
   (*server)->Shutdown(launch.shutdown_grace);
   server->reset();
   follower->reset();
@@ -157,18 +156,17 @@ int DryRunTrain(const ServerLaunch& launch, const rpc::SettingMap& env,
         ", advertised as ", launch.advertise_host, ":",
         options.port == 0 ? "(free port)" : absl::StrCat(options.port), "\n");
   } else if (!options.cluster.servers().empty()) {
-    place = absl::StrCat("  static cluster of ",
-                         options.cluster.servers().size(),
-                         " servers, this one shard ", options.shard_id, "\n");
+    place =
+        absl::StrCat("  static cluster of ", options.cluster.servers().size(),
+                     " servers, this one shard ", options.shard_id, "\n");
   } else {
     place = "  lone server (no scheduler, no --servers)\n";
   }
   const StoreOptions& store = launch.store;
   out << "ps-server --dry_run: training server, store " << launch.data_dir
-      << (store.restore_from.empty()
-              ? ""
-              : absl::StrCat(" (empty: restored from ", store.restore_from,
-                             ")"))
+      << (store.restore_from.empty() ? ""
+                                     : absl::StrCat(" (empty: restored from ",
+                                                    store.restore_from, ")"))
       << "\n  listen " << options.host << ":" << options.port << ", "
       << TransportSummary(options) << "\n"
       << place << "  sync_mode " << (launch.sync_mode ? "sync" : "async")
@@ -219,15 +217,15 @@ int Train(ServerLaunch launch, const ShutdownSignals& signals,
     if (!node.worker_num.has_value()) node.worker_num = placement.worker_num;
     const ServerInfo* self =
         placement.cluster.Find(static_cast<ServerId>(placement.rank));
-    err << absl::StrCat(
-        "ps-server: node id:", node.node_id, " rank ", placement.rank, " of ",
-        placement.cluster.servers().size(), " servers, epoch ",
-        placement.cluster.epoch(),
-        placement.recovered ? " (rank taken back)" : "",
-        self != nullptr && self->state == ServerState::kJoining
-            ? " (joining: no keys until add-server)"
-            : "",
-        "\n");
+    err << absl::StrCat("ps-server: node id:", node.node_id, " rank ",
+                        placement.rank, " of ",
+                        placement.cluster.servers().size(), " servers, epoch ",
+                        placement.cluster.epoch(),
+                        placement.recovered ? " (rank taken back)" : "",
+                        self != nullptr && self->state == ServerState::kJoining
+                            ? " (joining: no keys until add-server)"
+                            : "",
+                        "\n");
   }
   if (launch.sync_mode) {
     if (!node.worker_num.has_value() || *node.worker_num < 1) {
@@ -288,8 +286,7 @@ int Train(ServerLaunch launch, const ShutdownSignals& signals,
   AnnounceServing(**server, out);
 
   const int signal_number = signals.Wait();
-  err << absl::StrCat("ps-server: signal ", signal_number,
-                      ", shutting down\n");
+  err << absl::StrCat("ps-server: signal ", signal_number, ", shutting down\n");
   if (scheduler != nullptr) scheduler->StopHeartbeats();
   (*server)->Shutdown(launch.shutdown_grace);
   server->reset();
@@ -326,8 +323,7 @@ int RunServer(int argc, char** argv, std::ostream& out, std::ostream& err) {
   }
   const rpc::SettingMap env = PsVariablesInEnvironment();
   absl::StatusOr<ServerLaunch> launch = ServerLaunchFromFlags(
-      std::vector<std::string>(positional.begin() + 1, positional.end()),
-      env);
+      std::vector<std::string>(positional.begin() + 1, positional.end()), env);
   if (!launch.ok()) return Fail(err, launch.status());
   // Batches of whole rows (PullRows, PutRows, Migrate: hundreds of KiB
   // each) would otherwise each get fresh mmap'd pages, which the kernel
@@ -335,10 +331,9 @@ int RunServer(int argc, char** argv, std::ostream& out, std::ostream& err) {
   // destination that page clearing was most of its CPU time.
   if (launch->malloc_keep_mb > 0) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, static_cast<int>(
-                                  std::min<int64_t>(launch->malloc_keep_mb,
-                                                    1024)
-                                  << 20));
+    mallopt(M_TRIM_THRESHOLD,
+            static_cast<int>(std::min<int64_t>(launch->malloc_keep_mb, 1024)
+                             << 20));
   }
   switch (launch->mode) {
     case Mode::kCheckpoint:

@@ -15,8 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "psdb/client_url.h"
-#include "rpc/client/remote_client.h"
 #include "psdb/local_client.h"
+#include "rpc/client/remote_client.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

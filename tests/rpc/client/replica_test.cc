@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "psdb/client_url.h"
-#include "rpc/client/remote_client.h"
 #include "psdb/table_spec.h"
+#include "rpc/client/remote_client.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

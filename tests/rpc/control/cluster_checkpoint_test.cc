@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/control/scheduler_client.h"
 #include "rpc/wire/cluster_map_proto.h"
-#include "manifest/manifest.h"
-#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/etcd_client.h"
 #include "rpc/control/scheduler_client.h"
-#include "psdb/table_spec.h"
 #include "tests/rpc/control/etcd_cluster.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"

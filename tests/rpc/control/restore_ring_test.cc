@@ -15,10 +15,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "psdb/client_url.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/cluster_checkpoint.h"
 #include "shard/cluster_map.h"
-#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "optim/optimizer.h"
+#include "psdb/table_spec.h"
 #include "rpc/client/cluster_worker.h"
 #include "rpc/client/remote_client.h"
 #include "rpc/control/scheduler_client.h"
-#include "psdb/table_spec.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "grpcpp/grpcpp.h"
-#include "rpc/server/server.h"
-#include "rpc/wire/psdb.grpc.pb.h"
 #include "manifest/manifest.h"
 #include "psdb/store.h"
+#include "rpc/server/server.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "manifest/manifest.h"
+#include "psdb/store.h"
 #include "rpc/server/server.h"
 #include "rpc/wire/convert.h"
 #include "rpc/wire/psdb.grpc.pb.h"
-#include "manifest/manifest.h"
-#include "psdb/store.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/test_util.h"

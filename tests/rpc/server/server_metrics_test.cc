@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "psdb/store.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/wire/metrics_http.h"
-#include "psdb/store.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/test_util.h"
 

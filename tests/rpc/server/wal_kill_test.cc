@@ -18,10 +18,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "rpc/wire/convert.h"
-#include "rpc/wire/psdb.grpc.pb.h"
 #include "manifest/manifest.h"
 #include "psdb/table_spec.h"
+#include "rpc/wire/convert.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 
