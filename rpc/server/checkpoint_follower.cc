@@ -286,6 +286,7 @@ class CheckpointFollower::Impl {
     for (const CheckpointRef& ref : refs) {  // newest first
       if (old != nullptr && ref.seq <= old->seq) break;
       if (refused_ids_.contains(ref.id)) continue;
+      const absl::Time swap_start = absl::Now();
       absl::StatusOr<std::unique_ptr<ServingSnapshot>> next =
           OpenSnapshot(options_, ref);
       if (!next.ok()) {
@@ -309,9 +310,17 @@ class CheckpointFollower::Impl {
         });
       }
       std::shared_ptr<ServingSnapshot> shared = Share(*std::move(next));
+      SwapReport report;
+      report.checkpoint_id = shared->checkpoint_id;
+      report.step = shared->step;
+      report.created = shared->created;
+      report.took = absl::Now() - swap_start;
+      SwapObserver observer;
       {
         absl::MutexLock l(&mu_);
         current_ = shared;
+        status_.last_swap = report;
+        observer = observer_;
         status_.checkpoint_id = shared->checkpoint_id;
         status_.step = shared->step;
         status_.created = shared->created;
@@ -320,7 +329,9 @@ class CheckpointFollower::Impl {
       }
       Log(absl::StrCat("serving checkpoint ", shared->dir, " (step ",
                        shared->step, ", shard ",
-                       absl::StrJoin(shared->shard_ids, ","), ")"));
+                       absl::StrJoin(shared->shard_ids, ","), ") after ",
+                       absl::FormatDuration(report.took)));
+      if (observer) observer(report);
       return true;
     }
     if (old == nullptr) {
@@ -343,6 +354,11 @@ class CheckpointFollower::Impl {
   ServingStatus status() const {
     absl::MutexLock l(&mu_);
     return status_;
+  }
+
+  void SetSwapObserver(SwapObserver observer) {
+    absl::MutexLock l(&mu_);
+    observer_ = std::move(observer);
   }
 
   void StartThread() {
@@ -386,6 +402,7 @@ class CheckpointFollower::Impl {
   mutable absl::Mutex mu_;
   std::shared_ptr<ServingSnapshot> current_ ABSL_GUARDED_BY(mu_);
   ServingStatus status_ ABSL_GUARDED_BY(mu_);
+  SwapObserver observer_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -419,5 +436,9 @@ std::shared_ptr<ServingSnapshot> CheckpointFollower::Acquire() const {
 absl::StatusOr<bool> CheckpointFollower::Poll() { return impl_->Poll(); }
 
 ServingStatus CheckpointFollower::status() const { return impl_->status(); }
+
+void CheckpointFollower::SetSwapObserver(SwapObserver observer) {
+  impl_->SetSwapObserver(std::move(observer));
+}
 
 }  // namespace psdb::rpc

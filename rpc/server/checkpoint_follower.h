@@ -48,6 +48,7 @@
 #define PSDB_RPC_SERVER_CHECKPOINT_FOLLOWER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,6 +119,25 @@ struct ServingSnapshot {
   StoreStats Stats() const;
 };
 
+// What one swap cost: from the follower taking up a newer checkpoint to
+// serving it.
+struct SwapReport {
+  std::string checkpoint_id;  // the checkpoint swapped in
+  int64_t step = 0;
+  absl::Time created;          // its manifest's creation time
+  absl::Duration took;         // taking it up -> serving it
+  // Bytes read from the checkpoint's files during the swap: verifying new
+  // files, RocksDB opening the shard(s) and anything read to warm them.
+  uint64_t bytes_read = 0;
+  // Files (and their bytes) verified because no earlier swap had verified
+  // them, and files known from an earlier swap (the same file, shared by
+  // hard link) and not read again.
+  uint64_t files_verified = 0;
+  uint64_t bytes_verified = 0;
+  uint64_t files_reused = 0;
+  uint64_t rows_verified = 0;  // rows decoded and checked
+};
+
 struct ServingStatus {
   std::string checkpoint_id;
   int64_t step = 0;
@@ -126,6 +146,7 @@ struct ServingStatus {
   uint64_t swaps = 0;        // checkpoints swapped in after the first
   uint64_t refused = 0;      // checkpoints that failed verification
   std::string last_refusal;  // why the last refused one was refused
+  SwapReport last_swap;      // the last swap (or the first open)
 };
 
 class CheckpointFollower {
@@ -149,6 +170,12 @@ class CheckpointFollower {
   absl::StatusOr<bool> Poll();
 
   ServingStatus status() const;
+
+  // Called on the follow thread (or Poll's caller) after every swap, with
+  // its report; replaces the previous observer (null: none). For metrics:
+  // it must be quick and must not call back into the follower.
+  using SwapObserver = std::function<void(const SwapReport&)>;
+  void SetSwapObserver(SwapObserver observer);
 
  private:
   class Impl;
