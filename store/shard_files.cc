@@ -119,9 +119,12 @@ void AppendShardFiles(absl::Span<const Store::ShardCheckpoint::File> files,
   }
 }
 
-absl::Status CheckShardFiles(rocksdb::FileSystem& fs, uint32_t format_version,
-                             const v1::ShardManifest& shard,
-                             const std::string& dir, absl::string_view where) {
+absl::Status CheckShardFiles(
+    rocksdb::FileSystem& fs, uint32_t format_version,
+    const v1::ShardManifest& shard, const std::string& dir,
+    absl::string_view where,
+    absl::FunctionRef<bool(const v1::ShardFile& file, const std::string& path)>
+        known) {
   if (format_version < kManifestShardFilesVersion) return absl::OkStatus();
   if (shard.files().empty()) {
     return absl::DataLossError(
@@ -161,6 +164,7 @@ absl::Status CheckShardFiles(rocksdb::FileSystem& fs, uint32_t format_version,
     if (size != f.size()) {
       return fail(absl::StrCat(size, " bytes, the manifest says ", f.size()));
     }
+    if (known(f, path)) continue;
     absl::StatusOr<v1::ShardFile> read = ReadShardFile(fs, path);
     if (!read.ok()) return fail(read.status().message());
     if (read->size() != f.size()) {

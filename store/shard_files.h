@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -69,9 +70,16 @@ void AppendShardFiles(absl::Span<const Store::ShardCheckpoint::File> files,
 // checksum, and no file RocksDB would read as data (*.sst, *.log, *.blob,
 // MANIFEST-*) is there unlisted. DataLoss "<where>: file '<name>': ..."
 // otherwise. Reads every listed file once.
-absl::Status CheckShardFiles(rocksdb::FileSystem& fs, uint32_t format_version,
-                             const v1::ShardManifest& shard,
-                             const std::string& dir, absl::string_view where);
+//
+// `known`, when given, names files already checked (a serving replica's
+// files shared by hard link with a checkpoint it verified before): for
+// them only the size is compared, nothing is read.
+absl::Status CheckShardFiles(
+    rocksdb::FileSystem& fs, uint32_t format_version,
+    const v1::ShardManifest& shard, const std::string& dir,
+    absl::string_view where,
+    absl::FunctionRef<bool(const v1::ShardFile& file, const std::string& path)>
+        known = [](const v1::ShardFile&, const std::string&) { return false; });
 
 }  // namespace psdb
 

@@ -14,11 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/file_verify.h"
 #include "checkpoint/verify.h"
 #include "manifest/manifest.h"
 #include "optim/optimizer.h"
 #include "psdb/checkpoint_reader.h"
 #include "shard/partitioner.h"
+#include "store/counting_file_system.h"
+#include "store/file_io_rocksdb.h"
 #include "util/status_macros.h"
 
 namespace psdb::rpc {
@@ -65,11 +68,23 @@ struct RetireQueue {
   }
 };
 
-// Verifies the checkpoint and opens the shard(s) served read-only.
-absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
-    const FollowerOptions& options, const CheckpointRef& ref) {
+// A checkpoint verified and opened, before it is swapped in.
+struct Opened {
+  std::unique_ptr<ServingSnapshot> snap;
+  // Every read of its files goes through it: the swap's bytes.
+  std::shared_ptr<internal::CountingFileSystem> fs;
+  SwapReport report;
+  // Every file of the shards verified (the ones later swaps may reuse).
+  absl::flat_hash_set<ckpt::FileId> files;
+};
+
+// The whole checkpoint verified (checkpoint/verify.h, row counts
+// included): the first one a replica serves, or one that cannot be
+// verified file by file (manifest format 1). Its files are recorded.
+absl::Status VerifyWhole(const CheckpointRef& ref, Opened* out,
+                         ckpt::VerifiedFiles* verified) {
   PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointReader> reader,
-                        ckpt::CheckpointReader::Open(ref.path));
+                        ckpt::CheckpointReader::Open(ref.path, out->fs));
   PSDB_ASSIGN_OR_RETURN(ckpt::VerifyReport report,
                         AtLowPriority([&] { return ckpt::Verify(*reader); }));
   if (!report.ok()) {
@@ -77,40 +92,93 @@ absl::StatusOr<std::unique_ptr<ServingSnapshot>> OpenSnapshot(
         absl::StrCat("verify found ", report.error_count, " error(s), first: ",
                      report.errors.empty() ? "?" : report.errors.front()));
   }
+  const v1::Manifest& m = reader->manifest();
+  for (int i = 0; i < m.shards_size(); ++i) {
+    out->report.files_verified += m.shards(i).files_size();
+    for (const v1::ShardFile& f : m.shards(i).files()) {
+      out->report.bytes_verified += f.size();
+    }
+    if (m.format_version() >= kManifestShardFilesVersion) {
+      PSDB_RETURN_IF_ERROR(verified->AddShard(m, i, ref.path, &out->files));
+    }
+  }
+  out->report.rows_verified = report.rows;
+  return absl::OkStatus();
+}
+
+// Verifies the checkpoint and opens the shard(s) served read-only. Once
+// `verified` holds files, only the served shards' files it does not hold
+// are read (checkpoint/file_verify.h); the first checkpoint is verified
+// whole.
+absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
+                                    const CheckpointRef& ref,
+                                    ckpt::VerifiedFiles* verified) {
+  Opened out;
+  out.fs =
+      std::make_shared<internal::CountingFileSystem>(options.store.file_system);
+  PSDB_ASSIGN_OR_RETURN(v1::Manifest m,
+                        ReadManifest(ref.path, *internal::FileIoOver(out.fs)));
   auto snap = std::make_unique<ServingSnapshot>();
   snap->checkpoint_id = ref.id;
   snap->dir = ref.path;
   snap->seq = ref.seq;
-  snap->step = reader->manifest().step();
-  snap->created =
-      absl::FromUnixMicros(reader->manifest().created_unix_micros());
-  if (options.shard_id == kAllShards) {
-    for (const ckpt::ShardInfo& shard : reader->shards()) {
-      snap->shard_ids.push_back(shard.shard_id);
+  snap->step = m.step();
+  snap->created = absl::FromUnixMicros(m.created_unix_micros());
+  std::vector<int> served;  // indexes into m.shards()
+  for (int i = 0; i < m.shards_size(); ++i) {
+    if (options.shard_id == kAllShards ||
+        m.shards(i).shard_id() == options.shard_id) {
+      served.push_back(i);
+      snap->shard_ids.push_back(m.shards(i).shard_id());
     }
-    std::sort(snap->shard_ids.begin(), snap->shard_ids.end());
+  }
+  if (served.empty()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", ref.path,
+                                            " has no shard ", options.shard_id,
+                                            " (", m.shards_size(), " shards)"));
+  }
+  std::sort(snap->shard_ids.begin(), snap->shard_ids.end());
+  if (m.shards_size() > 1) {
+    const std::string where = absl::StrCat(ref.path, "/", kManifestFileName);
+    if (m.ring().server_ids_size() == 0) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": ", m.shards_size(),
+                       " shards but the manifest records no ring to route "
+                       "keys by"));
+    }
+    PSDB_ASSIGN_OR_RETURN(snap->ring, ckpt::RingFromManifest(m.ring(), where));
+  }
+  const bool whole =
+      verified->size() == 0 || m.format_version() < kManifestShardFilesVersion;
+  if (whole) {
+    PSDB_RETURN_IF_ERROR(VerifyWhole(ref, &out, verified));
   } else {
-    snap->shard_ids.push_back(options.shard_id);
+    ckpt::FileVerifyReport files;
+    PSDB_RETURN_IF_ERROR(AtLowPriority([&] {
+      for (int i : served) {
+        PSDB_RETURN_IF_ERROR(ckpt::VerifyShardFiles(
+            out.fs, m, i, ref.path,
+            snap->ring.has_value() ? &*snap->ring : nullptr, verified, &files));
+      }
+      return absl::OkStatus();
+    }));
+    out.report.files_verified = files.files_verified;
+    out.report.bytes_verified = files.bytes_verified;
+    out.report.files_reused = files.files_reused;
+    out.report.rows_verified = files.rows_verified;
+    out.files = std::move(files.ids);
   }
-  if (reader->shards().size() > 1) {
-    PSDB_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::RingOwnershipCheck> ring,
-                          ckpt::RingOwnershipCheck::Create(*reader));
-    if (ring == nullptr) {
-      return absl::DataLossError(absl::StrCat(
-          ref.path, ": ", reader->shards().size(),
-          " shards but the manifest records no ring to route keys by"));
-    }
-    snap->ring = ring->ring();
-  }
-  reader.reset();
+  StoreOptions store_options = options.store;
+  store_options.file_system = out.fs;
   for (int shard_id : snap->shard_ids) {
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<Store> store,
-        Store::OpenCheckpoint(options.store, ref.path, shard_id,
+        Store::OpenCheckpoint(store_options, ref.path, shard_id,
                               Store::ShardFileCheck::kAlreadyChecked));
     snap->stores.push_back(std::move(store));
   }
-  return snap;
+  out.snap = std::move(snap);
+  return out;
 }
 
 // Pulls the keys `from` holds in memory out of `to`, so they are resident
@@ -287,8 +355,7 @@ class CheckpointFollower::Impl {
       if (old != nullptr && ref.seq <= old->seq) break;
       if (refused_ids_.contains(ref.id)) continue;
       const absl::Time swap_start = absl::Now();
-      absl::StatusOr<std::unique_ptr<ServingSnapshot>> next =
-          OpenSnapshot(options_, ref);
+      absl::StatusOr<Opened> next = OpenSnapshot(options_, ref, &verified_);
       if (!next.ok()) {
         const std::string why = absl::StrCat(
             "refusing checkpoint ", ref.path, ": ", next.status().ToString(),
@@ -305,16 +372,19 @@ class CheckpointFollower::Impl {
       }
       if (old != nullptr) {
         AtLowPriority([&] {
-          WarmShards(*old, **next, options_.warm_max_keys);
+          WarmShards(*old, *next->snap, options_.warm_max_keys);
           return true;
         });
       }
-      std::shared_ptr<ServingSnapshot> shared = Share(*std::move(next));
-      SwapReport report;
+      // Later checkpoints share files with this one, not with older ones.
+      verified_.RetainOnly(next->files);
+      SwapReport report = next->report;
+      std::shared_ptr<ServingSnapshot> shared = Share(std::move(next->snap));
       report.checkpoint_id = shared->checkpoint_id;
       report.step = shared->step;
       report.created = shared->created;
       report.took = absl::Now() - swap_start;
+      report.bytes_read = next->fs->bytes_read();
       SwapObserver observer;
       {
         absl::MutexLock l(&mu_);
@@ -327,10 +397,13 @@ class CheckpointFollower::Impl {
         status_.opened = absl::Now();
         if (old != nullptr) ++status_.swaps;
       }
-      Log(absl::StrCat("serving checkpoint ", shared->dir, " (step ",
-                       shared->step, ", shard ",
-                       absl::StrJoin(shared->shard_ids, ","), ") after ",
-                       absl::FormatDuration(report.took)));
+      Log(absl::StrCat(
+          "serving checkpoint ", shared->dir, " (step ", shared->step,
+          ", shard ", absl::StrJoin(shared->shard_ids, ","), ") after ",
+          absl::FormatDuration(report.took), ": ", report.files_verified,
+          " files (", report.bytes_verified, " bytes, ", report.rows_verified,
+          " rows) verified, ", report.files_reused, " known, ",
+          report.bytes_read, " bytes read"));
       if (observer) observer(report);
       return true;
     }
@@ -399,6 +472,8 @@ class CheckpointFollower::Impl {
   const std::shared_ptr<RetireQueue> retire_;
   absl::Mutex poll_mu_;  // one Poll at a time
   absl::flat_hash_set<std::string> refused_ids_ ABSL_GUARDED_BY(poll_mu_);
+  // Files verified by earlier swaps (those of the newest one served).
+  ckpt::VerifiedFiles verified_ ABSL_GUARDED_BY(poll_mu_);
   mutable absl::Mutex mu_;
   std::shared_ptr<ServingSnapshot> current_ ABSL_GUARDED_BY(mu_);
   ServingStatus status_ ABSL_GUARDED_BY(mu_);
