@@ -18,6 +18,7 @@
 #include "rocksdb/table_properties.h"
 #include "store/file_io_rocksdb.h"
 #include "store/row_codec.h"
+#include "store/seqno_properties.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 
@@ -29,26 +30,55 @@ struct TableShape {
   int state_size = 0;
 };
 
+struct SstReader {
+  std::unique_ptr<rocksdb::Env> env;
+  rocksdb::Options options;
+  std::unique_ptr<rocksdb::SstFileReader> reader;
+};
+
+absl::StatusOr<SstReader> OpenSst(
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path) {
+  SstReader r;
+  r.env = internal::EnvOver(fs);
+  if (r.env != nullptr) r.options.env = r.env.get();
+  r.reader = std::make_unique<rocksdb::SstFileReader>(r.options);
+  rocksdb::Status s = r.reader->Open(path);
+  if (!s.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": cannot open: ", s.ToString()));
+  }
+  return r;
+}
+
+FileFacts FactsOf(const std::string& name,
+                  const rocksdb::TableProperties& props) {
+  FileFacts facts;
+  facts.name = name;
+  facts.sst = true;
+  facts.column_family = props.column_family_name;
+  facts.seqnos = SeqnoRangeOf(props);
+  facts.deletions = props.num_deletions + props.num_range_deletions;
+  return facts;
+}
+
 // Reads every row of the new SST file `path` and checks it (see the
-// header). `tables` maps the manifest's table names to their shapes.
+// header); its facts into *facts, its rows into report->rows when asked.
+// `tables` maps the manifest's table names to their shapes.
 absl::Status VerifySst(
     const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path,
+    const FileId& id, const FileVerifyOptions& options, int shard_id,
     const absl::flat_hash_map<std::string, TableShape>& tables,
-    const Ring* ring, int shard_id, uint64_t* rows) {
-  std::unique_ptr<rocksdb::Env> env = internal::EnvOver(fs);
-  rocksdb::Options options;
-  if (env != nullptr) options.env = env.get();
-  rocksdb::SstFileReader reader(options);
+    FileFacts* facts, FileVerifyReport* report) {
   auto fail = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat(path, ": ", what));
   };
-  rocksdb::Status s = reader.Open(path);
-  if (!s.ok()) return fail(absl::StrCat("cannot open: ", s.ToString()));
-  s = reader.VerifyChecksum();
+  PSDB_ASSIGN_OR_RETURN(SstReader sst, OpenSst(fs, path));
+  rocksdb::Status s = sst.reader->VerifyChecksum();
   if (!s.ok()) {
     return fail(absl::StrCat("checksum verification failed: ", s.ToString()));
   }
-  const std::string& family = reader.GetTableProperties()->column_family_name;
+  *facts = FactsOf(facts->name, *sst.reader->GetTableProperties());
+  const std::string& family = facts->column_family;
   if (family == rocksdb::kDefaultColumnFamilyName) return absl::OkStatus();
   auto table = tables.find(family);
   if (table == tables.end()) {
@@ -56,12 +86,24 @@ absl::Status VerifySst(
                              "', which the manifest does not list"));
   }
   const TableShape shape = table->second;
+  FileRows* kept = nullptr;
+  if (options.keep_rows && report->rows_complete) {
+    kept = &report->rows.emplace_back();
+    kept->id = id;
+    kept->table = family;
+    kept->rows.dim = shape.dim;
+    kept->rows.state_size = shape.state_size;
+  }
+  const uint64_t row_bytes =
+      sizeof(uint64_t) + sizeof(RowHeader) +
+      sizeof(float) * static_cast<uint64_t>(shape.dim + shape.state_size);
   std::vector<float> values(shape.dim);
   std::vector<float> state(shape.state_size);
   RowHeader header;
   rocksdb::ReadOptions read;
   read.verify_checksums = true;
-  std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(read));
+  std::unique_ptr<rocksdb::Iterator> it(sst.reader->NewIterator(read));
+  uint64_t rows = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice k = it->key();
     const rocksdb::Slice v = it->value();
@@ -79,17 +121,36 @@ absl::Status VerifySst(
         !AllFinite(state.data(), state.size())) {
       return fail(absl::StrCat(where, ": non-finite value or state"));
     }
-    if (ring != nullptr && ring->Owner(key) != shard_id) {
+    if (options.ring != nullptr && options.ring->Owner(key) != shard_id) {
       return fail(absl::StrCat(where, ": in shard ", shard_id,
                                " but the ring places it on shard ",
-                               ring->Owner(key)));
+                               options.ring->Owner(key)));
     }
-    ++*rows;
+    ++rows;
+    if (kept != nullptr) {
+      if (report->row_bytes + row_bytes > options.max_row_bytes) {
+        // Too many to keep: the caller verifies whole instead.
+        report->rows_complete = false;
+        report->rows.clear();
+        report->rows.shrink_to_fit();
+        report->row_bytes = 0;
+        kept = nullptr;
+        continue;
+      }
+      report->row_bytes += row_bytes;
+      kept->keys.push_back(key);
+      kept->rows.values.insert(kept->rows.values.end(), values.begin(),
+                               values.end());
+      kept->rows.state.insert(kept->rows.state.end(), state.begin(),
+                              state.end());
+      kept->rows.headers.push_back(header);
+    }
   }
   if (!it->status().ok()) {
-    return fail(absl::StrCat("read error after ", *rows,
+    return fail(absl::StrCat("read error after ", rows,
                              " rows: ", it->status().ToString()));
   }
+  report->rows_verified += rows;
   return absl::OkStatus();
 }
 
@@ -116,27 +177,41 @@ std::string ShardPath(const std::string& dir, const v1::ShardManifest& shard) {
   return absl::StartsWith(rel, "/") ? rel : absl::StrCat(dir, "/", rel);
 }
 
-absl::Status VerifiedFiles::AddShard(const v1::Manifest& m, int shard_index,
-                                     const std::string& dir,
-                                     absl::flat_hash_set<FileId>* ids) {
+absl::StatusOr<FileFacts> ReadFileFacts(
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path) {
+  PSDB_ASSIGN_OR_RETURN(SstReader sst, OpenSst(fs, path));
+  return FactsOf(path.substr(path.find_last_of('/') + 1),
+                 *sst.reader->GetTableProperties());
+}
+
+absl::Status VerifiedFiles::AddShard(
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const v1::Manifest& m,
+    int shard_index, const std::string& dir, absl::flat_hash_set<FileId>* ids) {
   const v1::ShardManifest& shard = m.shards(shard_index);
   const std::string path = ShardPath(dir, shard);
   for (const v1::ShardFile& f : shard.files()) {
-    PSDB_ASSIGN_OR_RETURN(FileId id,
-                          IdentifyFile(absl::StrCat(path, "/", f.name()), f));
+    const std::string file = absl::StrCat(path, "/", f.name());
+    PSDB_ASSIGN_OR_RETURN(FileId id, IdentifyFile(file, f));
+    FileFacts facts;
+    facts.name = f.name();
+    if (absl::EndsWith(f.name(), ".sst")) {
+      PSDB_ASSIGN_OR_RETURN(facts, ReadFileFacts(fs, file));
+    }
     ids->insert(id);
-    Insert(std::move(id));
+    Insert(std::move(id), std::move(facts));
   }
   return absl::OkStatus();
 }
 
 void VerifiedFiles::RetainOnly(const absl::flat_hash_set<FileId>& keep) {
-  absl::erase_if(ids_, [&](const FileId& id) { return !keep.contains(id); });
+  absl::erase_if(
+      files_, [&](const auto& entry) { return !keep.contains(entry.first); });
 }
 
 absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
                               const v1::Manifest& m, int shard_index,
-                              const std::string& dir, const Ring* ring,
+                              const std::string& dir,
+                              const FileVerifyOptions& options,
                               VerifiedFiles* verified,
                               FileVerifyReport* report) {
   const v1::ShardManifest& shard = m.shards(shard_index);
@@ -159,9 +234,10 @@ absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
   for (const v1::ShardFile& f : shard.files()) {
     absl::StatusOr<FileId> id =
         IdentifyFile(absl::StrCat(path, "/", f.name()), f);
-    if (!id.ok())
+    if (!id.ok()) {
       return absl::DataLossError(
           absl::StrCat(where, ": ", id.status().message()));
+    }
     ids[f.name()] = *std::move(id);
   }
   PSDB_RETURN_IF_ERROR(
@@ -170,20 +246,22 @@ absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
                         return verified->Contains(ids[f.name()]);
                       }));
   for (const v1::ShardFile& f : shard.files()) {
-    FileId& id = ids[f.name()];
+    const FileId& id = ids[f.name()];
     report->ids.insert(id);
     if (verified->Contains(id)) {
       ++report->files_reused;
       continue;
     }
+    FileFacts facts;
+    facts.name = f.name();
     if (absl::EndsWith(f.name(), ".sst")) {
-      PSDB_RETURN_IF_ERROR(VerifySst(fs, absl::StrCat(path, "/", f.name()),
-                                     tables, ring, shard.shard_id(),
-                                     &report->rows_verified));
+      PSDB_RETURN_IF_ERROR(VerifySst(fs, absl::StrCat(path, "/", f.name()), id,
+                                     options, shard.shard_id(), tables, &facts,
+                                     report));
     }
     ++report->files_verified;
     report->bytes_verified += f.size();
-    verified->Insert(id);
+    verified->Insert(id, std::move(facts));
   }
   return absl::OkStatus();
 }

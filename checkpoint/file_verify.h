@@ -23,6 +23,11 @@
 // Not checked for new files alone: a table's row count, which needs every
 // file of the table (the full Verify counts them).
 //
+// What each file is (FileFacts: its column family, the sequence numbers
+// of its entries, store/seqno_properties.h, and its deletions) is kept with
+// its id, and the rows of new SST files can be kept too (FileRows): what a
+// replica needs to lay a checkpoint's new files over the ones it serves.
+//
 // Thread-safety: VerifiedFiles is thread-compatible; VerifyShardFiles
 // reads files only.
 #ifndef PSDB_CHECKPOINT_FILE_VERIFY_H_
@@ -30,15 +35,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "manifest/manifest.pb.h"
+#include "psdb/row.h"
 #include "rocksdb/file_system.h"
 #include "shard/ring.h"
+#include "store/seqno_properties.h"
 
 namespace psdb::ckpt {
 
@@ -66,23 +76,56 @@ absl::StatusOr<FileId> IdentifyFile(const std::string& path,
 // The directory of shard `shard_index` of the checkpoint at `dir`.
 std::string ShardPath(const std::string& dir, const v1::ShardManifest& shard);
 
+// What a file of a shard is.
+struct FileFacts {
+  std::string name;           // as the manifest lists it
+  bool sst = false;           // an SST file (the rest: RocksDB's own files)
+  std::string column_family;  // an SST's column family (a table's name,
+                              // or "default": the store's metadata)
+  // The sequence numbers of an SST's entries; nullopt if it does not
+  // record them (written before the store did).
+  std::optional<SeqnoRange> seqnos;
+  uint64_t deletions = 0;  // an SST's point and range deletions
+};
+
+// The facts of the SST file at `path` (its table properties, read through
+// `fs`). DataLoss naming the file if it cannot be opened.
+absl::StatusOr<FileFacts> ReadFileFacts(
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path);
+
 class VerifiedFiles {
  public:
-  bool Contains(const FileId& id) const { return ids_.contains(id); }
-  void Insert(FileId id) { ids_.insert(std::move(id)); }
+  // Null if the file is not known.
+  const FileFacts* Find(const FileId& id) const {
+    auto it = files_.find(id);
+    return it == files_.end() ? nullptr : &it->second;
+  }
+  bool Contains(const FileId& id) const { return files_.contains(id); }
+  void Insert(FileId id, FileFacts facts) {
+    files_.insert_or_assign(std::move(id), std::move(facts));
+  }
   // Records every file shard `shard_index` of the checkpoint at `dir`
-  // (manifest `m`) lists, after the caller verified them all; adds their
-  // ids to `ids` too.
-  absl::Status AddShard(const v1::Manifest& m, int shard_index,
+  // (manifest `m`) lists, after the caller verified them all (reading the
+  // SSTs' table properties through `fs`); adds their ids to `ids` too.
+  absl::Status AddShard(const std::shared_ptr<rocksdb::FileSystem>& fs,
+                        const v1::Manifest& m, int shard_index,
                         const std::string& dir,
                         absl::flat_hash_set<FileId>* ids);
   // Forgets every file not in `keep` (the files still served), so the set
   // stays the size of what is served.
   void RetainOnly(const absl::flat_hash_set<FileId>& keep);
-  size_t size() const { return ids_.size(); }
+  size_t size() const { return files_.size(); }
 
  private:
-  absl::flat_hash_set<FileId> ids_;
+  absl::flat_hash_map<FileId, FileFacts> files_;
+};
+
+// The rows of one new SST file of a table, as verified.
+struct FileRows {
+  FileId id;
+  std::string table;
+  std::vector<uint64_t> keys;
+  RowBatch rows;  // row i is keys[i]'s
 };
 
 struct FileVerifyReport {
@@ -90,18 +133,31 @@ struct FileVerifyReport {
   uint64_t bytes_verified = 0;      // their listed sizes
   uint64_t files_reused = 0;        // known from `verified`, not read
   uint64_t rows_verified = 0;       // rows of new SST files decoded and checked
-  absl::flat_hash_set<FileId> ids;  // every file of the shard
+  absl::flat_hash_set<FileId> ids;  // every file of the shard(s)
+  // The rows of the new SST files of tables, when asked for and while they
+  // fit in max_row_bytes; rows_complete says whether all of them did.
+  std::vector<FileRows> rows;
+  uint64_t row_bytes = 0;
+  bool rows_complete = true;
 };
 
 // Verifies shard `shard_index` of the checkpoint at `dir` (manifest `m`,
 // format 2 or newer) as above, reading through `fs`, only the files
 // `verified` does not hold; adds those that pass to it and the counts to
-// `report`. DataLoss naming the file, table and key for what fails;
-// FailedPrecondition if the manifest lists no files (format 1: verify the
-// whole checkpoint instead).
+// `report`. With keep_rows, the rows of new table SSTs go to report->rows
+// until they pass max_row_bytes (then rows_complete is false and the rest
+// are only checked). DataLoss naming the file, table and key for what
+// fails; FailedPrecondition if the manifest lists no files (format 1:
+// verify the whole checkpoint instead).
+struct FileVerifyOptions {
+  const Ring* ring = nullptr;  // check ownership when set
+  bool keep_rows = false;
+  uint64_t max_row_bytes = 0;
+};
 absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
                               const v1::Manifest& m, int shard_index,
-                              const std::string& dir, const Ring* ring,
+                              const std::string& dir,
+                              const FileVerifyOptions& options,
                               VerifiedFiles* verified,
                               FileVerifyReport* report);
 

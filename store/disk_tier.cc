@@ -23,6 +23,7 @@
 #include "rocksdb/write_buffer_manager.h"
 #include "store/file_io_rocksdb.h"
 #include "store/memory_budget.h"
+#include "store/seqno_properties.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 
@@ -255,6 +256,10 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // 6.4 MiB per memtable at the default budget, 0.004-0.01 CPU-s of a
   // migration's destination (docs/benchmarks/migrate.md, run 13).
   t->cf_options_.memtable_prefix_bloom_size_ratio = 0.02;
+  // Each SST records the sequence numbers of its entries, so a serving
+  // replica can order the files a checkpoint adds (store/seqno_properties.h).
+  t->cf_options_.table_properties_collector_factories.push_back(
+      NewSeqnoPropertiesCollectorFactory());
   t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;

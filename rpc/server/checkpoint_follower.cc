@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,9 +18,8 @@
 #include "checkpoint/file_verify.h"
 #include "checkpoint/verify.h"
 #include "manifest/manifest.h"
-#include "optim/optimizer.h"
 #include "psdb/checkpoint_reader.h"
-#include "shard/partitioner.h"
+#include "rocksdb/db.h"
 #include "store/counting_file_system.h"
 #include "store/file_io_rocksdb.h"
 #include "util/status_macros.h"
@@ -99,19 +99,138 @@ absl::Status VerifyWhole(const CheckpointRef& ref, Opened* out,
       out->report.bytes_verified += f.size();
     }
     if (m.format_version() >= kManifestShardFilesVersion) {
-      PSDB_RETURN_IF_ERROR(verified->AddShard(m, i, ref.path, &out->files));
+      PSDB_RETURN_IF_ERROR(
+          verified->AddShard(out->fs, m, i, ref.path, &out->files));
     }
   }
   out->report.rows_verified = report.rows;
   return absl::OkStatus();
 }
 
-// Verifies the checkpoint and opens the shard(s) served read-only. Once
-// `verified` holds files, only the served shards' files it does not hold
-// are read (checkpoint/file_verify.h); the first checkpoint is verified
-// whole.
+// The table SST files of shard `shard` of `m` (at `dir`), from what
+// `verified` knows of them.
+struct TableFile {
+  ckpt::FileId id;
+  const ckpt::FileFacts* facts;
+};
+absl::StatusOr<std::vector<TableFile>> TableFiles(
+    const v1::Manifest& m, int shard, const std::string& dir,
+    const ckpt::VerifiedFiles& verified) {
+  std::vector<TableFile> out;
+  const std::string path = ckpt::ShardPath(dir, m.shards(shard));
+  for (const v1::ShardFile& f : m.shards(shard).files()) {
+    PSDB_ASSIGN_OR_RETURN(
+        ckpt::FileId id,
+        ckpt::IdentifyFile(absl::StrCat(path, "/", f.name()), f));
+    const ckpt::FileFacts* facts = verified.Find(id);
+    if (facts == nullptr || !facts->sst ||
+        facts->column_family == rocksdb::kDefaultColumnFamilyName) {
+      continue;
+    }
+    out.push_back({std::move(id), facts});
+  }
+  return out;
+}
+
+// The base a store opened on these files is.
+ServingSnapshot::Base BaseOf(const std::string& checkpoint_id,
+                             const std::vector<TableFile>& files) {
+  ServingSnapshot::Base base;
+  base.checkpoint_id = checkpoint_id;
+  uint64_t max_seqno = 0;
+  bool known = true;
+  for (const TableFile& f : files) {
+    base.files.insert(f.id);
+    if (!f.facts->seqnos.has_value()) {
+      known = false;
+    } else {
+      max_seqno = std::max(max_seqno, f.facts->seqnos->max);
+    }
+  }
+  if (known) base.max_seqno = max_seqno;
+  return base;
+}
+
+// The rows of `files` laid over `base` (see the header's Semantics), or
+// null with the reason it cannot be: the files are the shard's table SSTs
+// now; their rows come from this swap's verification (`fresh`) or from the
+// old snapshot's delta.
+std::shared_ptr<const DeltaRows> LayOver(
+    const ServingSnapshot::Base& base, const std::vector<TableFile>& files,
+    const std::vector<ckpt::FileRows>& fresh, const DeltaRows* old_delta,
+    uint64_t max_bytes, std::string* why) {
+  if (!base.max_seqno.has_value()) {
+    *why = "the base's files do not record their sequence numbers";
+    return nullptr;
+  }
+  absl::flat_hash_set<ckpt::FileId> present;
+  for (const TableFile& f : files) present.insert(f.id);
+  for (const ckpt::FileId& id : base.files) {
+    if (!present.contains(id)) {
+      *why = "a compaction rewrote files of the base";
+      return nullptr;
+    }
+  }
+  absl::flat_hash_map<ckpt::FileId, std::shared_ptr<const ckpt::FileRows>> rows;
+  if (old_delta != nullptr) {
+    for (const auto& file : old_delta->files()) rows[file->id] = file;
+  }
+  for (const ckpt::FileRows& file : fresh) {
+    rows[file.id] = std::make_shared<const ckpt::FileRows>(file);
+  }
+  std::vector<const TableFile*> added;
+  for (const TableFile& f : files) {
+    if (base.files.contains(f.id)) continue;
+    if (!f.facts->seqnos.has_value()) {
+      *why = absl::StrCat("file ", f.facts->name,
+                          " does not record its sequence numbers");
+      return nullptr;
+    }
+    if (f.facts->deletions > 0) {
+      *why = absl::StrCat("file ", f.facts->name, " deletes rows");
+      return nullptr;
+    }
+    if (f.facts->seqnos->min <= *base.max_seqno) {
+      *why = absl::StrCat("file ", f.facts->name,
+                          " holds entries as old as "
+                          "the base's");
+      return nullptr;
+    }
+    added.push_back(&f);
+  }
+  std::sort(added.begin(), added.end(), [](const auto* a, const auto* b) {
+    return a->facts->seqnos->min < b->facts->seqnos->min;
+  });
+  std::vector<std::shared_ptr<const ckpt::FileRows>> ordered;
+  for (size_t i = 0; i < added.size(); ++i) {
+    if (i > 0 &&
+        added[i]->facts->seqnos->min <= added[i - 1]->facts->seqnos->max) {
+      *why = "added files' entries interleave";
+      return nullptr;
+    }
+    auto it = rows.find(added[i]->id);
+    if (it == rows.end()) {
+      *why = "the added files' rows pass max_delta_bytes";
+      return nullptr;
+    }
+    ordered.push_back(it->second);
+  }
+  auto delta = std::make_shared<const DeltaRows>(std::move(ordered));
+  if (delta->bytes() > max_bytes) {
+    *why = "the added files' rows pass max_delta_bytes";
+    return nullptr;
+  }
+  return delta;
+}
+
+// Verifies the checkpoint and opens the shard(s) served read-only: each
+// laid over the base `old` serves it on when it can, else opened whole
+// (see the header). Once `verified` holds files, only the served shards'
+// files it does not hold are read (checkpoint/file_verify.h); the first
+// checkpoint is verified whole.
 absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
                                     const CheckpointRef& ref,
+                                    const ServingSnapshot* old,
                                     ckpt::VerifiedFiles* verified) {
   Opened out;
   out.fs =
@@ -124,12 +243,17 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
   snap->seq = ref.seq;
   snap->step = m.step();
   snap->created = absl::FromUnixMicros(m.created_unix_micros());
-  std::vector<int> served;  // indexes into m.shards()
+  for (const v1::TableManifest& t : m.tables()) {
+    PSDB_ASSIGN_OR_RETURN(TableSpec spec, TableSpecFromProto(t.spec()));
+    absl::StrAppend(&snap->specs_key, TableSpecToJson(spec), "\n");
+    snap->table_steps[spec.name] = t.step();
+  }
+  snap->ring_key = m.ring().SerializeAsString();
+  std::vector<std::pair<int, int>> served;  // (shard id, manifest index)
   for (int i = 0; i < m.shards_size(); ++i) {
     if (options.shard_id == kAllShards ||
         m.shards(i).shard_id() == options.shard_id) {
-      served.push_back(i);
-      snap->shard_ids.push_back(m.shards(i).shard_id());
+      served.emplace_back(m.shards(i).shard_id(), i);
     }
   }
   if (served.empty()) {
@@ -137,7 +261,7 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
                                             " has no shard ", options.shard_id,
                                             " (", m.shards_size(), " shards)"));
   }
-  std::sort(snap->shard_ids.begin(), snap->shard_ids.end());
+  std::sort(served.begin(), served.end());
   if (m.shards_size() > 1) {
     const std::string where = absl::StrCat(ref.path, "/", kManifestFileName);
     if (m.ring().server_ids_size() == 0) {
@@ -148,34 +272,81 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
     }
     PSDB_ASSIGN_OR_RETURN(snap->ring, ckpt::RingFromManifest(m.ring(), where));
   }
+  const uint64_t max_delta = options.max_delta_bytes > 0
+                                 ? options.max_delta_bytes
+                                 : options.store.memory_budget_bytes / 4;
   const bool whole =
       verified->size() == 0 || m.format_version() < kManifestShardFilesVersion;
+  std::vector<ckpt::FileVerifyReport> checked(served.size());
   if (whole) {
     PSDB_RETURN_IF_ERROR(VerifyWhole(ref, &out, verified));
   } else {
-    ckpt::FileVerifyReport files;
+    ckpt::FileVerifyOptions verify;
+    verify.ring = snap->ring.has_value() ? &*snap->ring : nullptr;
+    verify.keep_rows = old != nullptr;
+    verify.max_row_bytes = max_delta;
     PSDB_RETURN_IF_ERROR(AtLowPriority([&] {
-      for (int i : served) {
-        PSDB_RETURN_IF_ERROR(ckpt::VerifyShardFiles(
-            out.fs, m, i, ref.path,
-            snap->ring.has_value() ? &*snap->ring : nullptr, verified, &files));
+      for (size_t k = 0; k < served.size(); ++k) {
+        PSDB_RETURN_IF_ERROR(ckpt::VerifyShardFiles(out.fs, m, served[k].second,
+                                                    ref.path, verify, verified,
+                                                    &checked[k]));
       }
       return absl::OkStatus();
     }));
-    out.report.files_verified = files.files_verified;
-    out.report.bytes_verified = files.bytes_verified;
-    out.report.files_reused = files.files_reused;
-    out.report.rows_verified = files.rows_verified;
-    out.files = std::move(files.ids);
+    for (ckpt::FileVerifyReport& c : checked) {
+      out.report.files_verified += c.files_verified;
+      out.report.bytes_verified += c.bytes_verified;
+      out.report.files_reused += c.files_reused;
+      out.report.rows_verified += c.rows_verified;
+      out.files.insert(c.ids.begin(), c.ids.end());
+    }
   }
   StoreOptions store_options = options.store;
   store_options.file_system = out.fs;
-  for (int shard_id : snap->shard_ids) {
+  out.report.delta = old != nullptr;
+  for (size_t k = 0; k < served.size(); ++k) {
+    const auto [shard_id, index] = served[k];
+    snap->shard_ids.push_back(shard_id);
+    PSDB_ASSIGN_OR_RETURN(std::vector<TableFile> files,
+                          TableFiles(m, index, ref.path, *verified));
+    std::string why = "the first checkpoint served";
+    std::shared_ptr<const DeltaRows> delta;
+    if (old != nullptr) {
+      const auto o =
+          std::find(old->shard_ids.begin(), old->shard_ids.end(), shard_id);
+      const size_t j = o - old->shard_ids.begin();
+      if (whole) {
+        why = "verified whole";
+      } else if (o == old->shard_ids.end()) {
+        why = "a shard not served before";
+      } else if (old->specs_key != snap->specs_key ||
+                 old->ring_key != snap->ring_key) {
+        why = "its tables or ring changed";
+      } else {
+        delta = LayOver(old->bases[j], files, checked[k].rows,
+                        old->deltas[j].get(), max_delta, &why);
+      }
+      if (delta != nullptr) {
+        snap->stores.push_back(old->stores[j]);
+        snap->bases.push_back(old->bases[j]);
+        out.report.delta_rows += delta->rows();
+        out.report.delta_bytes += delta->bytes();
+        snap->deltas.push_back(std::move(delta));
+        continue;
+      }
+    }
+    out.report.delta = false;
+    if (old != nullptr) {
+      Log(absl::StrCat("checkpoint ", ref.path, " shard ", shard_id,
+                       " opened whole: ", why));
+    }
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<Store> store,
         Store::OpenCheckpoint(store_options, ref.path, shard_id,
                               Store::ShardFileCheck::kAlreadyChecked));
     snap->stores.push_back(std::move(store));
+    snap->deltas.push_back(nullptr);
+    snap->bases.push_back(BaseOf(ref.id, files));
   }
   out.snap = std::move(snap);
   return out;
@@ -210,102 +381,15 @@ void WarmShards(const ServingSnapshot& old, const ServingSnapshot& next,
                 size_t max_keys) {
   for (size_t i = 0; i < next.shard_ids.size(); ++i) {
     for (size_t j = 0; j < old.shard_ids.size(); ++j) {
-      if (old.shard_ids[j] == next.shard_ids[i]) {
+      if (old.shard_ids[j] == next.shard_ids[i] &&
+          old.stores[j] != next.stores[i]) {  // a new base
         Warm(*old.stores[j], *next.stores[i], max_keys);
       }
     }
   }
 }
 
-// A partitioner per thread for multi-shard snapshots (shard/partitioner.h).
-Partitioner& ThreadPartitioner() {
-  thread_local Partitioner partitioner;
-  return partitioner;
-}
-
-// Index into ServingSnapshot::stores of `shard`. REQUIRES: it is held.
-size_t StoreIndex(const std::vector<int>& shard_ids, ServerId shard) {
-  return std::lower_bound(shard_ids.begin(), shard_ids.end(), shard) -
-         shard_ids.begin();
-}
-
 }  // namespace
-
-bool ServingSnapshot::Holds(uint64_t key) const {
-  if (!ring.has_value()) return true;
-  return std::binary_search(shard_ids.begin(), shard_ids.end(),
-                            ring->Owner(key));
-}
-
-absl::Status ServingSnapshot::Pull(absl::string_view table,
-                                   absl::Span<const uint64_t> keys,
-                                   absl::Span<float> out) const {
-  PullOptions serving;
-  serving.serving = true;
-  if (stores.size() == 1) return stores[0]->Pull(table, keys, out, serving);
-  PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
-  const size_t dim = static_cast<size_t>(spec.dim);
-  if (out.size() != keys.size() * dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table ", table, ": pull of ", keys.size(), " keys of dim ", dim,
-        " needs ", keys.size() * dim, " output floats, got ", out.size()));
-  }
-  Partitioner& partitioner = ThreadPartitioner();
-  PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));
-  std::vector<float> sent(partitioner.num_sent() * dim);
-  for (uint32_t p : partitioner.nonempty_parts()) {
-    const size_t i = StoreIndex(shard_ids, partitioner.part_server(p));
-    const absl::Span<const uint64_t> part = partitioner.part_keys(p);
-    PSDB_RETURN_IF_ERROR(stores[i]->Pull(
-        table, part,
-        absl::MakeSpan(sent).subspan(partitioner.part_offset(p) * dim,
-                                     part.size() * dim),
-        serving));
-  }
-  return partitioner.Scatter<float>(sent, dim, out);
-}
-
-absl::Status ServingSnapshot::PullRows(absl::string_view table,
-                                       absl::Span<const uint64_t> keys,
-                                       RowBatch* out) const {
-  if (stores.size() == 1) return stores[0]->PullRows(table, keys, out);
-  if (out == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table ", table, ": PullRows output is null"));
-  }
-  Partitioner& partitioner = ThreadPartitioner();
-  PSDB_RETURN_IF_ERROR(partitioner.Partition(*ring, keys));
-  // Each part's rows, then every position copied from its key's part row.
-  std::vector<RowBatch> parts(partitioner.num_parts());
-  std::vector<std::pair<uint32_t, uint32_t>> where(partitioner.num_sent());
-  for (uint32_t p : partitioner.nonempty_parts()) {
-    const size_t i = StoreIndex(shard_ids, partitioner.part_server(p));
-    PSDB_RETURN_IF_ERROR(
-        stores[i]->PullRows(table, partitioner.part_keys(p), &parts[p]));
-    for (size_t j = 0; j < parts[p].size(); ++j) {
-      where[partitioner.part_offset(p) + j] = {p, static_cast<uint32_t>(j)};
-    }
-  }
-  PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
-  const int state_size = optim::StateSize(spec.optimizer, spec.dim);
-  const size_t d = static_cast<size_t>(spec.dim);
-  const size_t ss = static_cast<size_t>(state_size);
-  out->Resize(spec.dim, state_size, keys.size());
-  for (size_t k = 0; k < keys.size(); ++k) {
-    const auto [p, j] = where[partitioner.inverse()[k]];
-    const RowBatch& src = parts[p];
-    std::copy_n(src.values.data() + j * d, d, out->values.data() + k * d);
-    std::copy_n(src.state.data() + j * ss, ss, out->state.data() + k * ss);
-    out->headers[k] = src.headers[j];
-  }
-  return absl::OkStatus();
-}
-
-StoreStats ServingSnapshot::Stats() const {
-  std::vector<StoreStats> parts;
-  for (const auto& store : stores) parts.push_back(store->Stats());
-  return MergeStoreStats(parts);
-}
 
 class CheckpointFollower::Impl {
  public:
@@ -355,7 +439,8 @@ class CheckpointFollower::Impl {
       if (old != nullptr && ref.seq <= old->seq) break;
       if (refused_ids_.contains(ref.id)) continue;
       const absl::Time swap_start = absl::Now();
-      absl::StatusOr<Opened> next = OpenSnapshot(options_, ref, &verified_);
+      absl::StatusOr<Opened> next =
+          OpenSnapshot(options_, ref, old.get(), &verified_);
       if (!next.ok()) {
         const std::string why = absl::StrCat(
             "refusing checkpoint ", ref.path, ": ", next.status().ToString(),
@@ -403,7 +488,10 @@ class CheckpointFollower::Impl {
           absl::FormatDuration(report.took), ": ", report.files_verified,
           " files (", report.bytes_verified, " bytes, ", report.rows_verified,
           " rows) verified, ", report.files_reused, " known, ",
-          report.bytes_read, " bytes read"));
+          report.bytes_read, " bytes read",
+          report.delta
+              ? absl::StrCat(", ", report.delta_rows, " rows over its base")
+              : ""));
       if (observer) observer(report);
       return true;
     }

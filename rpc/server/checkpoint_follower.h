@@ -13,24 +13,41 @@
 //   snap->store->Pull("emb", keys, out);  // wholly from one checkpoint
 //
 // Semantics:
-//  - A checkpoint is served only after checkpoint/verify.h passes on
-//    it (block checksums, every row decodes, row counts, ring ownership).
-//    One that fails (corrupt, half-written files) is refused with a logged
-//    reason, remembered (not re-verified every interval) and skipped; the
-//    replica keeps serving what it has. Directories without a manifest do
-//    not exist (manifest/manifest.h) and are never looked at.
+//  - A checkpoint is served only after it verifies. The first one (and any
+//    whose manifest lists no files, format 1) is verified whole
+//    (checkpoint/verify.h: block checksums, every row decodes, row counts,
+//    ring ownership). After that a checkpoint's files are verified one by
+//    one, and only those no earlier swap verified: checkpoints share their
+//    unchanged SST files by hard link, and a file known by inode, size and
+//    crc32c is not read again (checkpoint/file_verify.h). One that fails
+//    (corrupt, half-written files) is refused with a logged reason,
+//    remembered (not re-verified every interval) and skipped; the replica
+//    keeps serving what it has. Directories without a manifest do not
+//    exist (manifest/manifest.h) and are never looked at.
 //  - Newest means highest checkpoint seq. Among those newer than the one
 //    served, the newest that verifies is taken.
+//  - A swap costs the change, not the table (delta_rows.h): a checkpoint
+//    that only adds SST files to those of the checkpoint a shard's store
+//    was opened on (its base), with entries newer than the base's, no
+//    deletions, the same tables and the same ring, is served as that
+//    store plus the rows of the added files (read while verifying them),
+//    newest file first. No RocksDB is opened and nothing is warmed; memory
+//    grows by those rows. Otherwise (a compaction rewrote a base file,
+//    rows were deleted, the added rows pass max_delta_bytes, ...) the
+//    checkpoint is opened whole as a new base, warmed from the old one.
+//    SwapReport says which it was.
 //  - Atomic swap: Acquire() hands out the current snapshot; a caller holds
 //    it for one request, so a response comes wholly from one checkpoint and
-//    in-flight requests finish on the old one. The old checkpoint's store is
+//    in-flight requests finish on the old one. A retired snapshot is
 //    closed once its last holder lets go (on the follower's side, not the
-//    request's thread). While a swap is under way both checkpoints' memory
-//    tiers exist: plan for twice the budget.
-//  - Warming: for every shard and every table of the new checkpoint that
-//    the old one also has, the keys resident in the old store's memory tier
-//    (up to options.warm_max_keys per table) are pulled from the new store
-//    before the swap, so the hot set is in memory when requests arrive.
+//    request's thread); a base store shared by several snapshots closes
+//    with the last of them. While a new base is opened both bases' memory
+//    tiers exist: plan for twice the budget then.
+//  - Warming (a new base only): for every shard and every table of the new
+//    checkpoint that the old one also has, the keys resident in the old
+//    store's memory tier (up to options.warm_max_keys per table) are pulled
+//    from the new store before the swap, so the hot set is in memory when
+//    requests arrive.
 //  - Each served shard is a store of its own with the whole
 //    options.store.memory_budget_bytes (serving every shard of an N-shard
 //    checkpoint: N budgets).
@@ -39,6 +56,8 @@
 //    their latency during a swap and on a busy machine the swap takes
 //    longer.
 //  - Files are never modified (Store::OpenCheckpoint, CheckpointReader).
+//  - Every read of a checkpoint's files goes through a counting file
+//    system (store/counting_file_system.h): SwapReport::bytes_read.
 //
 // Thread-safety: Acquire, Poll and status may be called from any thread;
 // Poll calls are serialized internally. Start/destroy from one thread; the
@@ -58,7 +77,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "psdb/store.h"
-#include "shard/ring.h"
+#include "rpc/server/serving_snapshot.h"
 
 namespace psdb::rpc {
 
@@ -82,41 +101,10 @@ struct FollowerOptions {
   // Keys per table warmed into the next checkpoint before a swap.
   // Default: 1 << 22
   size_t warm_max_keys = size_t{1} << 22;
-};
-
-// One opened checkpoint, as requests see it: the shard(s) a replica serves.
-// Immutable but for the stores' own (thread-safe) state.
-struct ServingSnapshot {
-  std::string checkpoint_id;  // e.g. "ckpt-000000001200-000003"
-  std::string dir;            // <root>/<checkpoint_id>
-  uint64_t seq = 0;
-  int64_t step = 0;    // the manifest's step
-  absl::Time created;  // the manifest's creation time
-  // The shards served, ascending (one, or every shard of the checkpoint),
-  // and their read-only stores (Store::OpenCheckpoint), index for index.
-  std::vector<int> shard_ids;
-  std::vector<std::unique_ptr<Store>> stores;
-  // The ring the checkpoint was written under when it has several shards
-  // (a cluster checkpoint): keys are routed to the shard it names.
-  std::optional<Ring> ring;
-
-  // Whether this snapshot holds the shard `ring` places `key` on.
-  bool Holds(uint64_t key) const;
-  // Serving reads (psdb/store.h) over the held shards, each key answered
-  // by its shard's store. REQUIRES: Holds(key) for every key.
-  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> out) const;
-  absl::Status PullRows(absl::string_view table,
-                        absl::Span<const uint64_t> keys, RowBatch* out) const;
-  // Specs are the same in every shard.
-  absl::StatusOr<TableSpec> GetTable(absl::string_view table) const {
-    return stores.front()->GetTable(table);
-  }
-  std::vector<TableSpec> ListTables() const {
-    return stores.front()->ListTables();
-  }
-  // Every held shard's stats merged (MergeStoreStats).
-  StoreStats Stats() const;
+  // Bytes of added files' rows a shard may hold over its base store (see
+  // Semantics); past it the next checkpoint is opened whole. 0: a quarter
+  // of store.memory_budget_bytes. Default: 0
+  uint64_t max_delta_bytes = 0;
 };
 
 // What one swap cost: from the follower taking up a newer checkpoint to
@@ -124,8 +112,8 @@ struct ServingSnapshot {
 struct SwapReport {
   std::string checkpoint_id;  // the checkpoint swapped in
   int64_t step = 0;
-  absl::Time created;          // its manifest's creation time
-  absl::Duration took;         // taking it up -> serving it
+  absl::Time created;   // its manifest's creation time
+  absl::Duration took;  // taking it up -> serving it
   // Bytes read from the checkpoint's files during the swap: verifying new
   // files, RocksDB opening the shard(s) and anything read to warm them.
   uint64_t bytes_read = 0;
@@ -136,6 +124,12 @@ struct SwapReport {
   uint64_t bytes_verified = 0;
   uint64_t files_reused = 0;
   uint64_t rows_verified = 0;  // rows decoded and checked
+  // Whether every shard was laid over its base (only the added files'
+  // rows), rather than opened whole; and the rows and bytes the served
+  // shards then hold over their bases.
+  bool delta = false;
+  uint64_t delta_rows = 0;
+  uint64_t delta_bytes = 0;
 };
 
 struct ServingStatus {

@@ -111,8 +111,11 @@ FollowerOptions Follow(const std::string& root) {
   return options;
 }
 
+// Every key's row as the follower's snapshot serves it now.
 std::vector<float> Served(CheckpointFollower& f) {
-  return Trainer::Values(*f.Acquire()->stores.at(0));
+  std::vector<float> out(kKeys * kDim);
+  EXPECT_OK(f.Acquire()->Pull("emb", Keys(), absl::MakeSpan(out)));
+  return out;
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -137,12 +140,15 @@ std::map<std::string, std::string> Fingerprint(const std::string& root) {
   return out;
 }
 
+// A checkpoint opened whole (here: every one, as no delta may be held over
+// a base) is warmed from the one served before.
 TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   ScratchDir dir;
   Trainer trainer(dir);
   const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
-  ASSERT_OK_AND_ASSIGN(auto follower,
-                       CheckpointFollower::Start(Follow(trainer.root())));
+  FollowerOptions options = Follow(trainer.root());
+  options.max_delta_bytes = 1;
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(options));
   EXPECT_TRUE(SameBits(Served(*follower), v1));
   ServingStatus status = follower->status();
   EXPECT_EQ(status.step, 1);
@@ -164,6 +170,7 @@ TEST(CheckpointFollowerTest, ServesTheNewestCheckpointAndSwapsWarm) {
   status = follower->status();
   EXPECT_EQ(status.step, 2);
   EXPECT_EQ(status.swaps, 1u);
+  EXPECT_FALSE(status.last_swap.delta);
   // Warmed: the rows the old checkpoint held in memory were loaded before
   // the swap, so the next pulls are all hits.
   const TableStats warmed =
@@ -346,6 +353,84 @@ TEST(CheckpointFollowerTest, VerifiesOnlyTheFilesItHasNotSeen) {
   ASSERT_OK(store->Pull("emb", {505}, absl::MakeSpan(want), serving));
   ASSERT_OK(follower->Acquire()->Pull("emb", {505}, absl::MakeSpan(got)));
   EXPECT_TRUE(SameBits(got, want));
+}
+
+// Every row (values, state and header) of `keys` in table `table` as the
+// snapshot serves it, against the same checkpoint opened afresh.
+void ExpectServesTheCheckpoint(const ServingSnapshot& snap,
+                               const std::string& table,
+                               const std::vector<uint64_t>& keys) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> fresh,
+                       Store::OpenCheckpoint({}, snap.dir, 0));
+  ASSERT_OK_AND_ASSIGN(TableSpec spec, fresh->GetTable(table));
+  std::vector<float> want(keys.size() * spec.dim), got(want.size());
+  PullOptions serving;
+  serving.serving = true;
+  ASSERT_OK(fresh->Pull(table, keys, absl::MakeSpan(want), serving));
+  ASSERT_OK(snap.Pull(table, keys, absl::MakeSpan(got)));
+  EXPECT_TRUE(SameBits(got, want)) << table << " at " << snap.dir;
+  RowBatch want_rows, got_rows;
+  ASSERT_OK(fresh->PullRows(table, keys, &want_rows));
+  ASSERT_OK(snap.PullRows(table, keys, &got_rows));
+  EXPECT_EQ(got_rows.values, want_rows.values) << table << " at " << snap.dir;
+  EXPECT_EQ(got_rows.state, want_rows.state);
+  EXPECT_EQ(got_rows.headers, want_rows.headers);
+}
+
+// Checkpoints that only add files are laid over the base store: the
+// replica reads the added files once and serves exactly what a fresh open
+// of each checkpoint serves (changed rows, new rows, untouched rows and
+// keys no checkpoint holds, in two tables), whatever compactions and TTL
+// deletions make it open whole instead.
+TEST(CheckpointFollowerTest, LaysCheckpointsOverTheBaseExactly) {
+  ScratchDir dir;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
+                       Store::Open({}, dir.Sub("train")));
+  TableSpec other = Spec();
+  other.name = "wide";
+  other.dim = 3;
+  other.optimizer.kind = optim::OptimizerKind::kSgd;
+  other.ttl_steps = 6;  // rows not pushed for 6 steps are dropped
+  ASSERT_OK(store->CreateTable(Spec()));
+  ASSERT_OK(store->CreateTable(other));
+  const std::string root = dir.Sub("ckpt");
+  std::vector<uint64_t> all;  // every key ever pushed, and some never
+  for (uint64_t k = 0; k < 2400; ++k) all.push_back(k * 13 + 5);
+  auto push = [&](const std::string& table, int dim, uint64_t first, uint64_t n,
+                  uint64_t stride, int64_t step) {
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < n; ++i) keys.push_back(all[first + i * stride]);
+    std::vector<float> grads(keys.size() * dim);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * (i % 7 + step);
+    PushOptions options;
+    options.step = step;
+    ASSERT_OK(store->Push(table, keys, grads, options));
+  };
+  push("emb", kDim, 0, 1500, 1, 1);
+  push("wide", 3, 0, 1000, 1, 1);
+  ASSERT_OK(store->Checkpoint(root).status());
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(Follow(root)));
+  int deltas = 0, whole = 0;
+  for (int64_t step = 2; step <= 12; ++step) {
+    // Some rows change, some are new (keys past 1500 / 1000).
+    push("emb", kDim, static_cast<uint64_t>(step) * 37, 60, 31, step);
+    push("wide", 3, static_cast<uint64_t>(step) * 11, 40, 29, step);
+    ASSERT_OK(store->Checkpoint(root).status());
+    ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+    ASSERT_TRUE(swapped);
+    const SwapReport report = follower->status().last_swap;
+    EXPECT_EQ(report.step, step);
+    (report.delta ? deltas : whole)++;
+    std::shared_ptr<ServingSnapshot> snap = follower->Acquire();
+    ExpectServesTheCheckpoint(*snap, "emb", all);
+    ExpectServesTheCheckpoint(*snap, "wide", all);
+    const StoreStats stats = snap->Stats();
+    EXPECT_EQ(stats.tables.at(0).step, step);
+  }
+  // The first swaps only add one flushed file per table: laid over. TTL
+  // deletions (from step 7 on) make a checkpoint open whole.
+  EXPECT_GE(deltas, 4);
+  EXPECT_GE(whole, 1);
 }
 
 // Training prunes old checkpoints (CheckpointOptions::keep_last): the one a
