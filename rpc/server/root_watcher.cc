@@ -163,8 +163,10 @@ absl::StatusOr<bool> CheckpointRootWatcher::Setup() {
                        root_, " to appear): ", ErrnoText(errno)));
     }
     ancestor_child_ = child.filename().string();
-    // It may have appeared before the watch was in place.
-    if (!fs::exists(child, ec)) return true;
+    // It may have appeared before the watch was in place. (A file of that
+    // name is waited on too: its replacement by a directory is an
+    // IN_CREATE or IN_MOVED_TO here.)
+    if (!fs::is_directory(child, ec)) return true;
     inotify_rm_watch(inotify_fd_, ancestor_wd_);
     ancestor_wd_ = -1;
   }
