@@ -158,6 +158,22 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
         "), patience and eval_every >= 0 (got ", options.patience, ", ",
         options.eval_every, ")"));
   }
+  if (options.checkpoint_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint_interval must be >= 0 (got ",
+                     absl::FormatDuration(options.checkpoint_interval), ")"));
+  }
+  if (options.checkpoint_interval > absl::ZeroDuration() &&
+      options.shard.world > 1) {
+    // A checkpoint is collective: every rank meets at it at the same step.
+    // Each rank's clock would pick its own step.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time-based checkpoints (--checkpoint_every_s) need one worker: "
+        "with ",
+        options.shard.world,
+        " workers every rank must checkpoint at the same step, which a "
+        "clock per rank does not give; use --checkpoint_every N (steps)"));
+  }
   // Stopping and best checkpoints are collective decisions: every rank
   // must take them at the same step, and ranks' validation losses may
   // differ (async pushes, worker caches). Agreeing on them needs a
@@ -400,6 +416,7 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
   // (before the next one is announced to the embedding source).
   rare.MapTraining(current.batch.get(), /*step=*/1);
   const absl::Time start = absl::Now();
+  absl::Time last_checkpoint = start;  // for checkpoint_interval
   int64_t step = 0;
   // Sums of the steps' mean losses since the last log line: each line
   // reports the mean over its window of steps.
@@ -476,9 +493,16 @@ absl::StatusOr<TrainResult> RunTraining(const TrainerOptions& options,
                                            ? window_loss / window_steps
                                            : result.last_loss));
     }
-    if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
-        !last_step) {
+    const bool steps_due =
+        options.checkpoint_every > 0 && step % options.checkpoint_every == 0;
+    const bool time_due =
+        options.checkpoint_interval > absl::ZeroDuration() &&
+        absl::Now() - last_checkpoint >= options.checkpoint_interval;
+    if ((steps_due || time_due) && !last_step) {
       PSDB_RETURN_IF_ERROR(checkpoint(step));
+      // From the checkpoint's end: a checkpoint slower than the interval
+      // still leaves a step of training before the next.
+      last_checkpoint = absl::Now();
     }
     const bool epoch_ends =
         next.batch == nullptr || next.epoch != current.epoch;

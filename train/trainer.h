@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "psdb/parameter_client.h"
 #include "train/criteo_reader.h"
 #include "train/embedding_source.h"
@@ -84,6 +85,16 @@ struct TrainerOptions {
   int log_every = 200;
   // Checkpoint every this many steps (0 = only at the end). Default: 0
   int64_t checkpoint_every = 0;
+  // Also checkpoint once this long has passed since the last checkpoint
+  // under checkpoint_dir was written (or since training started), checked
+  // between steps, so that training can feed serving replicas every few
+  // seconds (ps-train --checkpoint_every_s). Combines with
+  // checkpoint_every: either one due writes one checkpoint, and it restarts
+  // this clock. Zero: off. REQUIRES: >= 0, and shard.world == 1 when set:
+  // with several workers every rank must checkpoint at the same step and
+  // their clocks would not agree on one (no collective decides it yet).
+  // Default: 0
+  absl::Duration checkpoint_interval = absl::ZeroDuration();
   // Checkpoints kept. Default: 3
   int keep_checkpoints = 3;
   // Evaluate the validation split every this many steps, besides after

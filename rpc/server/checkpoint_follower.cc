@@ -20,6 +20,7 @@
 #include "manifest/manifest.h"
 #include "psdb/checkpoint_reader.h"
 #include "rocksdb/db.h"
+#include "rpc/server/root_watcher.h"
 #include "store/counting_file_system.h"
 #include "store/file_io_rocksdb.h"
 #include "util/status_macros.h"
@@ -55,16 +56,19 @@ void Log(const std::string& line) {
 // Snapshots whose last holder let go, waiting for the follow thread to
 // close them (a request thread never pays for closing a checkpoint). Shared
 // by the follower and the deleters of the snapshots it handed out.
-// Also carries the follow thread's stop flag, so that one condition wakes
-// it for either.
+// Also carries the follow thread's stop flag and the root watcher's "poll
+// now", so that one condition wakes it for any of them.
 struct RetireQueue {
   absl::Mutex mu;
   std::vector<ServingSnapshot*> queue ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;  // no follow thread: delete inline
   bool stop ABSL_GUARDED_BY(mu) = false;    // the follow thread should end
 
+  // The root watcher saw a manifest renamed in: poll now.
+  bool poll_now ABSL_GUARDED_BY(mu) = false;
+
   static bool Wake(RetireQueue* q) ABSL_SHARED_LOCKS_REQUIRED(q->mu) {
-    return q->stop || !q->queue.empty();
+    return q->stop || q->poll_now || !q->queue.empty();
   }
 };
 
@@ -397,6 +401,7 @@ class CheckpointFollower::Impl {
       : options_(options), retire_(std::make_shared<RetireQueue>()) {}
 
   ~Impl() {
+    watcher_.reset();  // no more wake-ups
     {
       absl::MutexLock l(&retire_->mu);
       retire_->stop = true;
@@ -523,23 +528,45 @@ class CheckpointFollower::Impl {
   }
 
   void StartThread() {
+    if (options_.interval > absl::ZeroDuration() && options_.watch_root) {
+      std::shared_ptr<RetireQueue> retire = retire_;
+      absl::StatusOr<std::unique_ptr<CheckpointRootWatcher>> watcher =
+          CheckpointRootWatcher::Start(
+              options_.root,
+              [retire] {
+                absl::MutexLock l(&retire->mu);
+                retire->poll_now = true;
+              },
+              [](const std::string& line) { Log(line); });
+      if (watcher.ok()) {
+        watcher_ = *std::move(watcher);
+      } else {
+        Log(absl::StrCat("not watching ", options_.root, " (",
+                         watcher.status().message(),
+                         "): new checkpoints are looked for every ",
+                         absl::FormatDuration(options_.interval)));
+      }
+    }
     thread_ = std::thread([this] { Loop(); });
   }
 
  private:
-  // Closes retired snapshots as they come and polls every interval.
+  // Closes retired snapshots as they come and polls every interval and
+  // whenever the root watcher says a manifest was renamed in.
   void Loop() {
     const bool follow = options_.interval > absl::ZeroDuration();
     absl::Time next_poll =
         follow ? absl::Now() + options_.interval : absl::InfiniteFuture();
     while (true) {
       std::vector<ServingSnapshot*> retired;
+      bool poll_now = false;
       {
         absl::MutexLock l(&retire_->mu);
         retire_->mu.AwaitWithDeadline(
             absl::Condition(&RetireQueue::Wake, retire_.get()), next_poll);
         if (retire_->stop) return;
         retired.swap(retire_->queue);
+        poll_now = std::exchange(retire_->poll_now, false);
       }
       if (!retired.empty()) {
         // Closing frees a whole memory tier and a RocksDB instance.
@@ -548,7 +575,7 @@ class CheckpointFollower::Impl {
           return true;
         });
       }
-      if (absl::Now() >= next_poll) {
+      if (poll_now || absl::Now() >= next_poll) {
         absl::StatusOr<bool> polled = Poll();
         if (!polled.ok()) Log(polled.status().ToString());
         next_poll = absl::Now() + options_.interval;
@@ -567,6 +594,8 @@ class CheckpointFollower::Impl {
   ServingStatus status_ ABSL_GUARDED_BY(mu_);
   SwapObserver observer_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  // Null when not following, watch_root is off or inotify is unavailable.
+  std::unique_ptr<CheckpointRootWatcher> watcher_;
 };
 
 absl::StatusOr<std::unique_ptr<CheckpointFollower>> CheckpointFollower::Start(

@@ -13,6 +13,9 @@
 //   snap->store->Pull("emb", keys, out);  // wholly from one checkpoint
 //
 // Semantics:
+//  - Following: the root is looked at every options.interval and, through
+//    inotify (options.watch_root), as soon as a checkpoint's manifest is
+//    renamed into it.
 //  - A checkpoint is served only after it verifies. The first one (and any
 //    whose manifest lists no files, format 1) is verified whole
 //    (checkpoint/verify.h: block checksums, every row decodes, row counts,
@@ -98,6 +101,12 @@ struct FollowerOptions {
   // How often the root is looked at. Zero: never by itself (call Poll).
   // Default: 10 s
   absl::Duration interval = absl::Seconds(10);
+  // With interval > 0: also watch the root with inotify
+  // (rpc/server/root_watcher.h) and look at it as soon as a manifest is
+  // renamed in, whatever the interval; the interval's polling stays, as
+  // the fallback where inotify is unavailable (logged once) and as a
+  // safety net. Default: true
+  bool watch_root = true;
   // Keys per table warmed into the next checkpoint before a swap.
   // Default: 1 << 22
   size_t warm_max_keys = size_t{1} << 22;

@@ -44,6 +44,28 @@ const prometheus::Histogram::BucketBoundaries& KeyBuckets() {
   return *buckets;
 }
 
+// Swap time: from 10 ms (a small delta on a quiet replica) to 10 min (a
+// whole large checkpoint verified under SCHED_IDLE on a busy machine),
+// about 2-2.5x apart.
+const prometheus::Histogram::BucketBoundaries& SwapSecondsBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 600};
+  return *buckets;
+}
+
+// Bytes read per swap: powers of 4 from 64 KiB (a delta of a few thousand
+// rows) to 64 GiB (a whole giant shard read again).
+const prometheus::Histogram::BucketBoundaries& SwapBytesBuckets() {
+  static const auto* buckets = [] {
+    auto* b = new prometheus::Histogram::BucketBoundaries;
+    for (double v = 64.0 * 1024; v <= 64.0 * (1ull << 30); v *= 4) {
+      b->push_back(v);
+    }
+    return b;
+  }();
+  return *buckets;
+}
+
 double UnixSeconds(absl::Time t) {
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
 }
@@ -195,8 +217,9 @@ class ServerMetrics::StoreCollector final : public prometheus::Collectable {
     AddGaugeFamily(out, "psdb_serving_checkpoint_timestamp_seconds",
                    "Creation time (unix) of the checkpoint being served.",
                    UnixSeconds(snapshot.created));
-    AddGaugeFamily(out, "psdb_serving_checkpoint_age_seconds",
-                   "Seconds since the checkpoint being served was created.",
+    AddGaugeFamily(out, "psdb_serving_lag_seconds",
+                   "Seconds since the checkpoint being served was created: "
+                   "how far serving is behind training.",
                    absl::ToDoubleSeconds(absl::Now() - snapshot.created));
     MetricFamily swaps = NewMetricFamily(
         "psdb_serving_swaps_total", "Checkpoints swapped in after the first.",
@@ -222,7 +245,8 @@ ServerMetrics::ServerMetrics(CheckpointFollower* follower)
 
 ServerMetrics::ServerMetrics(Store* store, CheckpointFollower* follower)
     : registry_(std::make_shared<prometheus::Registry>()),
-      collector_(std::make_shared<StoreCollector>(store, follower)) {
+      collector_(std::make_shared<StoreCollector>(store, follower)),
+      follower_(follower) {
   requests_family_ =
       &prometheus::BuildCounter()
            .Name("psdb_server_requests_total")
@@ -252,9 +276,38 @@ ServerMetrics::ServerMetrics(Store* store, CheckpointFollower* follower)
     if (HasKeys(method)) keys_[m] = &keys.Add({{"method", name}}, KeyBuckets());
     RequestCounter(method, absl::StatusCode::kOk);
   }
+  if (follower_ != nullptr) {
+    prometheus::Histogram* seconds =
+        &prometheus::BuildHistogram()
+             .Name("psdb_serving_swap_seconds")
+             .Help(
+                 "Time from taking a newer checkpoint up to serving it, per "
+                 "swap (the first open excluded).")
+             .Register(*registry_)
+             .Add({}, SwapSecondsBuckets());
+    prometheus::Histogram* bytes =
+        &prometheus::BuildHistogram()
+             .Name("psdb_serving_swap_bytes_read")
+             .Help(
+                 "Bytes read from checkpoint files per swap (verifying, "
+                 "opening and warming; the first open excluded).")
+             .Register(*registry_)
+             .Add({}, SwapBytesBuckets());
+    // The follower may still be running a copy of the observer when this
+    // object goes: the copy keeps the registry, hence both histograms.
+    // Its first open happened in CheckpointFollower::Start, before any
+    // observer could be set, so every report seen here is a swap.
+    follower_->SetSwapObserver(
+        [registry = registry_, seconds, bytes](const SwapReport& report) {
+          seconds->Observe(absl::ToDoubleSeconds(report.took));
+          bytes->Observe(static_cast<double>(report.bytes_read));
+        });
+  }
 }
 
-ServerMetrics::~ServerMetrics() = default;
+ServerMetrics::~ServerMetrics() {
+  if (follower_ != nullptr) follower_->SetSwapObserver(nullptr);
+}
 
 std::shared_ptr<prometheus::Collectable> ServerMetrics::requests() const {
   return registry_;

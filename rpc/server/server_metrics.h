@@ -41,10 +41,21 @@
 //    from the served snapshot and the follower's status()
 //      psdb_serving_step                          the served checkpoint's step
 //      psdb_serving_checkpoint_timestamp_seconds  its creation time (unix)
-//      psdb_serving_checkpoint_age_seconds        now - its creation time
+//      psdb_serving_lag_seconds                   now - its creation time:
+//                                                 how far serving is behind
+//                                                 training (freshness)
 //      psdb_serving_swaps_total                   checkpoints swapped in
 //      psdb_serving_refused_total                 checkpoints that failed
 //                                                 verification
+//    and, observed at each swap (CheckpointFollower::SetSwapObserver, from
+//    its SwapReport; swaps after the first open only, as swaps_total
+//    counts them: the first open is start-up, not freshness)
+//      psdb_serving_swap_seconds                  histogram of swap time,
+//                                                 taking a checkpoint up to
+//                                                 serving it
+//      psdb_serving_swap_bytes_read               histogram of bytes read
+//                                                 from checkpoint files per
+//                                                 swap
 //
 // Label values are bounded: methods and codes are enums, tables are the
 // store's tables.
@@ -55,7 +66,8 @@
 // resolved once (the first call with a code creates it) and found again by
 // array index, never by a label-map lookup. `store` must outlive this object
 // and every scrape of it (stop the MetricsHttpServer first); so must
-// `follower`.
+// `follower`, whose swap observer a serving ServerMetrics holds for its
+// lifetime (and clears when destroyed).
 #ifndef PSDB_RPC_SERVER_SERVER_METRICS_H_
 #define PSDB_RPC_SERVER_SERVER_METRICS_H_
 
@@ -106,7 +118,8 @@ class ServerMetrics {
   explicit ServerMetrics(Store* store);
   // A read-only serving replica: the figures of the checkpoint `follower`
   // serves at scrape time (they start from zero at each swap, which
-  // Prometheus's rate() treats as a counter reset), and its step and age.
+  // Prometheus's rate() treats as a counter reset), its step and lag, and
+  // its swaps (this sets the follower's swap observer, replacing any).
   // REQUIRES: follower != nullptr, outliving this object and its scrapes.
   explicit ServerMetrics(CheckpointFollower* follower);
   ~ServerMetrics();
@@ -137,6 +150,7 @@ class ServerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<StoreCollector> collector_;
+  CheckpointFollower* const follower_;  // serving; null when training
   prometheus::Family<prometheus::Counter>* requests_family_;
   prometheus::Family<prometheus::Gauge>* checkpoint_time_family_;
   std::array<prometheus::Histogram*, kNumRpcMethods> latency_{};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "manifest/manifest.h"
 #include "psdb/checkpoint_reader.h"
 #include "rocksdb/iterator.h"
 #include "store/row_codec.h"
@@ -489,6 +490,64 @@ TEST(TrainCliGenTest, KindsWriteTheirDataAndRejectOtherKindsFlags) {
     EXPECT_EQ(RunPsTrain(args, &out, &err), 2) << bad[0];
     EXPECT_FALSE(std::filesystem::exists(dir.Sub("bad"))) << bad[0];
   }
+}
+
+// The steps of the complete checkpoints under `root`, ascending.
+std::vector<int64_t> CheckpointSteps(const std::string& root) {
+  std::vector<int64_t> steps;
+  absl::StatusOr<std::vector<CheckpointRef>> refs = ListCheckpoints(root);
+  EXPECT_TRUE(refs.ok()) << refs.status();
+  if (!refs.ok()) return steps;
+  for (const CheckpointRef& ref : *refs) steps.push_back(ref.step);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+// --checkpoint_every_s: a checkpoint between steps once that long has
+// passed since the last, beside --checkpoint_every's (TrainArgs: 20).
+TEST_F(TrainCliTest, TimeBasedCheckpointsComeBetweenSteps) {
+  // 1 us is due after every step (one step pulls, trains and pushes 100
+  // examples: far longer), so steps 1..9 each write one and the last step
+  // writes the final one.
+  std::vector<std::string> a = TrainArgs("ckpt-us");
+  a.insert(a.end(), {"--max_steps", "10", "--checkpoint_every_s", "0.000001",
+                     "--keep_checkpoints", "100"});
+  ASSERT_EQ(RunPsTrain(a), 0);
+  EXPECT_EQ(CheckpointSteps(dir_.Sub("ckpt-us")),
+            (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+
+  // An hour never comes due here: --checkpoint_every 20's checkpoint and
+  // the final one, as without the flag.
+  std::vector<std::string> b = TrainArgs("ckpt-hour");
+  b.insert(b.end(), {"--max_steps", "25", "--checkpoint_every_s", "3600",
+                     "--keep_checkpoints", "100"});
+  ASSERT_EQ(RunPsTrain(b), 0);
+  EXPECT_EQ(CheckpointSteps(dir_.Sub("ckpt-hour")),
+            (std::vector<int64_t>{20, 25}));
+
+  // Refused: negative or not a number (usage errors), and with several
+  // workers, whose ranks must checkpoint at the same step.
+  std::string err;
+  for (const auto& [bad, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"-1",
+            "--checkpoint_every_s must be seconds between time-based "
+            "checkpoints, >= 0 (0 = off) and at most a year; got -1"},
+           {"-0.5", "got -0.5"},
+           {"soon", "--checkpoint_every_s='soon' is not a number"}}) {
+    std::vector<std::string> c = TrainArgs("ckpt-bad");
+    c.insert(c.end(), {"--checkpoint_every_s", bad});
+    EXPECT_EQ(RunPsTrain(c, nullptr, &err), 2) << bad;
+    EXPECT_THAT(err, ::testing::HasSubstr(says)) << bad;
+  }
+  std::vector<std::string> d = TrainArgs("ckpt-world");
+  d.insert(d.end(), {"--world", "2", "--checkpoint_every_s", "1"});
+  EXPECT_EQ(RunPsTrain(d, nullptr, &err), 1);
+  EXPECT_THAT(err, ::testing::HasSubstr("need one worker"));
+  EXPECT_TRUE(CheckpointSteps(dir_.Sub("ckpt-world")).empty());
+  std::string help;
+  EXPECT_EQ(RunPsTrain({"--help"}, &help), 0);
+  EXPECT_THAT(help, ::testing::HasSubstr("--checkpoint_every_s S"));
 }
 
 TEST_F(TrainCliTest, RejectsBadStoresAndFlags) {

@@ -278,6 +278,17 @@ TEST_F(TrainerTest, BadOptionsAndMissingDataFail) {
   o.data_dir = dir_.Sub("nope");
   EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
               StatusIs(absl::StatusCode::kNotFound));
+  // Time-based checkpoints: not negative, and one worker only (the ranks'
+  // clocks would pick different steps).
+  o = Options("ckpt");
+  o.checkpoint_interval = absl::Seconds(-1);
+  EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  o = Options("ckpt");
+  o.checkpoint_interval = absl::Seconds(1);
+  o.shard.world = 2;
+  EXPECT_THAT(RunTraining(o, client.get(), &embeddings, stdout),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -117,8 +117,12 @@ int Serve(const ServerLaunch& launch, const rpc::SettingMap& env,
         << (follow.shard_id == rpc::kAllShards
                 ? std::string("every shard")
                 : absl::StrCat("shard ", options.shard_id))
-        << " of the checkpoints under " << follow.root << ", looked for every "
-        << absl::ToInt64Seconds(follow.interval) << " s\n"
+        << " of the checkpoints under " << follow.root
+        << (follow.interval > absl::ZeroDuration()
+                ? absl::StrCat(", looked for as manifests are renamed in "
+                               "(inotify) and every ",
+                               absl::ToInt64Seconds(follow.interval), " s\n")
+                : std::string(", the first one only\n"))
         << "  listen " << options.host << ":" << options.port << ", "
         << TransportSummary(options) << ", memory budget "
         << (follow.store.memory_budget_bytes >> 20) << " MiB, metrics port "

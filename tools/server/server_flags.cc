@@ -45,7 +45,8 @@ ABSL_FLAG(bool, serve_all_shards, false,
           "With --serve_from: serve every shard of a cluster checkpoint "
           "(a model small enough for one replica) instead of --shard_id.");
 ABSL_FLAG(int, follow_interval_s, 10,
-          "With --serve_from: seconds between looks for a newer checkpoint; "
+          "With --serve_from: seconds between looks for a newer checkpoint "
+          "(besides those inotify triggers as a manifest is renamed in); "
           "0 = serve the first one only.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics over HTTP at /metrics on this port; "

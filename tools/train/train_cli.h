@@ -13,8 +13,9 @@
 //
 //   ps-train --data DIR --checkpoint_dir CDIR [--store URL] [--mode sync|async]
 //            [--epochs N --batch_size N --max_steps N --log_every N
-//             --checkpoint_every N --keep_checkpoints N --eval_every N
-//             --valid_fraction F --patience N]
+//             --checkpoint_every N --checkpoint_every_s S
+//             --keep_checkpoints N --eval_every N --valid_fraction F
+//             --patience N]
 //            [--rank R --world W --shard_by file|line]
 //            [--cache_rows N --cache_policy lru|lfu|lookahead
 //             --cache_mode write_back|push_through --cache_backend cpu|cuda]

@@ -98,6 +98,7 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
                                         "max_steps",
                                         "log_every",
                                         "checkpoint_every",
+                                        "checkpoint_every_s",
                                         "keep_checkpoints",
                                         "eval_every",
                                         "valid_fraction",
@@ -177,6 +178,19 @@ absl::Status ParseTrainOptions(const tools::Args& args, TrainerOptions* o,
   o->log_every = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(o->checkpoint_every,
                         args.GetInt("checkpoint_every", 0, 0, INT64_MAX));
+  // Seconds, fractions allowed; a year is far beyond any run between two
+  // checkpoints and keeps the Duration finite.
+  PSDB_ASSIGN_OR_RETURN(double every_s,
+                        args.GetDouble("checkpoint_every_s", 0,
+                                       std::numeric_limits<double>::lowest(),
+                                       std::numeric_limits<double>::max()));
+  if (every_s < 0 || every_s > 365.0 * 24 * 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_every_s must be seconds between time-based "
+                     "checkpoints, >= 0 (0 = off) and at most a year; got ",
+                     every_s));
+  }
+  o->checkpoint_interval = absl::Seconds(every_s);
   PSDB_ASSIGN_OR_RETURN(v, args.GetInt("keep_checkpoints", 3, 0, 1 << 20));
   o->keep_checkpoints = static_cast<int>(v);
   PSDB_ASSIGN_OR_RETURN(o->eval_every,

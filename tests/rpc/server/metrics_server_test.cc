@@ -28,6 +28,7 @@ using ::psdb::testing::ReservedPort;
 using ::psdb::testing::ScrapeMetrics;
 using ::psdb::testing::ScratchDir;
 using ::psdb::testing::StartPsServer;
+using ::psdb::testing::WaitFor;
 
 constexpr int kDim = 4;
 
@@ -220,22 +221,20 @@ TEST(MetricsServerProcessTest, PsServerServesMetricsOnTheFlagPort) {
   ASSERT_OK(server->Stop());
 }
 
-TEST(MetricsServerProcessTest, ServingReplicaReportsStepAndAge) {
+TEST(MetricsServerProcessTest, ServingReplicaReportsStepLagAndSwaps) {
   ScratchDir dir;
   const std::string root = dir.Sub("ckpt");
-  {
-    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("train")));
-    TableSpec spec;
-    spec.name = "emb";
-    spec.dim = kDim;
-    ASSERT_OK(store->CreateTable(spec));
-    std::vector<uint64_t> keys = {7, 8};
-    std::vector<float> grads(keys.size() * kDim, 1.0f);
-    PushOptions push;
-    push.step = 1200;
-    ASSERT_OK(store->Push("emb", keys, grads, push));
-    ASSERT_OK(store->Checkpoint(root).status());
-  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({}, dir.Sub("train")));
+  TableSpec spec;
+  spec.name = "emb";
+  spec.dim = kDim;
+  ASSERT_OK(store->CreateTable(spec));
+  std::vector<uint64_t> keys = {7, 8};
+  std::vector<float> grads(keys.size() * kDim, 1.0f);
+  PushOptions push;
+  push.step = 1200;
+  ASSERT_OK(store->Push("emb", keys, grads, push));
+  ASSERT_OK(store->Checkpoint(root).status());
   const ReservedPort metrics_port;
   ASSERT_OK_AND_ASSIGN(
       auto replica,
@@ -245,10 +244,25 @@ TEST(MetricsServerProcessTest, ServingReplicaReportsStepAndAge) {
       std::string text,
       ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port.port())));
   EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 1200);
-  EXPECT_LT(*MetricValue(text, "psdb_serving_checkpoint_age_seconds"), 600);
+  EXPECT_LT(*MetricValue(text, "psdb_serving_lag_seconds"), 600);
   EXPECT_EQ(MetricValue(text, "psdb_store_rows",
                         {{"table", "emb"}, {"tier", "disk"}}),
             2);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swap_seconds_count"), 0);
+
+  // The next checkpoint is taken up (at once through the root's inotify
+  // watch, at the latest after the 10 s follow interval) and its swap is
+  // observed.
+  push.step = 1300;
+  ASSERT_OK(store->Push("emb", keys, grads, push));
+  ASSERT_OK(store->Checkpoint(root).status());
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::string> now =
+        ScrapeMetrics(absl::StrCat("127.0.0.1:", metrics_port.port()));
+    return now.ok() &&
+           MetricValue(*now, "psdb_serving_swap_seconds_count") == 1 &&
+           MetricValue(*now, "psdb_serving_step") == 1300;
+  }));
   ASSERT_OK(replica->Stop());
 }
 

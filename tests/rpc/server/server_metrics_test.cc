@@ -1,7 +1,7 @@
 // ServerMetrics against a real Store, scraped over HTTP with curl: request
 // figures move by exactly what was recorded; store figures are the store's
 // own (Stats()), read at scrape time; a serving replica's are its
-// checkpoint's, with its step and age.
+// checkpoint's, with its step, lag and swaps.
 #include "rpc/server/server_metrics.h"
 
 #include <memory>
@@ -193,14 +193,22 @@ TEST_F(ServerMetricsTest, ServingReplicaReportsItsCheckpoint) {
   http->Register(serving.store_collector());
 
   ASSERT_OK_AND_ASSIGN(std::string text, ScrapeMetrics(http->address()));
+  const absl::Time scraped = absl::Now();
   EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 42);
   EXPECT_EQ(MetricValue(text, "psdb_serving_swaps_total"), 0);
   const double created =
       *MetricValue(text, "psdb_serving_checkpoint_timestamp_seconds");
   EXPECT_GE(created, absl::ToDoubleSeconds(before - absl::UnixEpoch()) - 1);
-  const double age = *MetricValue(text, "psdb_serving_checkpoint_age_seconds");
-  EXPECT_GE(age, 0);
-  EXPECT_LT(age, 60);
+  // Computed at scrape time: the checkpoint was created after `before` and
+  // the scrape was answered before `scraped`.
+  const double lag = *MetricValue(text, "psdb_serving_lag_seconds");
+  EXPECT_GE(lag, 0);
+  EXPECT_LE(lag, absl::ToDoubleSeconds(scraped - before));
+  EXPECT_EQ(MetricValue(text, "psdb_serving_checkpoint_age_seconds"),
+            std::nullopt);  // the old name of the same figure
+  // The first open is not a swap: both swap histograms are empty.
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swap_seconds_count"), 0);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swap_bytes_read_count"), 0);
   // The store figures are the served checkpoint's: its three rows on disk.
   EXPECT_EQ(MetricValue(text, "psdb_store_rows",
                         {{"table", "emb"}, {"tier", "disk"}}),
@@ -215,7 +223,30 @@ TEST_F(ServerMetricsTest, ServingReplicaReportsItsCheckpoint) {
   EXPECT_EQ(MetricValue(text, "psdb_serving_step"), 50);
   EXPECT_EQ(MetricValue(text, "psdb_serving_swaps_total"), 1);
   EXPECT_EQ(MetricValue(text, "psdb_serving_refused_total"), 0);
+  // One swap observed, which took some time; its bytes are counted
+  // (the values are the follower's, SwapReport::bytes_read).
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swap_seconds_count"), 1);
+  EXPECT_GT(*MetricValue(text, "psdb_serving_swap_seconds_sum"), 0);
+  EXPECT_EQ(
+      MetricValue(text, "psdb_serving_swap_seconds_bucket", {{"le", "+Inf"}}),
+      1);
+  EXPECT_EQ(MetricValue(text, "psdb_serving_swap_bytes_read_count"), 1);
   http.reset();  // before the follower goes
+}
+
+TEST_F(ServerMetricsTest, AServingMetricsGoneLeavesTheFollowerSwapping) {
+  const std::string root = dir_.Sub("ckpt");
+  ASSERT_OK(store_->Checkpoint(root).status());
+  FollowerOptions follow;
+  follow.root = root;
+  follow.interval = absl::ZeroDuration();
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(follow));
+  // Metrics built and dropped (a server shut down): the follower's observer
+  // is cleared with them, so a later swap touches nothing freed (ASan).
+  std::make_unique<ServerMetrics>(follower.get()).reset();
+  ASSERT_OK(store_->Checkpoint(root).status());
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  EXPECT_TRUE(swapped);
 }
 
 TEST_F(ServerMetricsTest, TrainingServerHasNoServingMetrics) {
