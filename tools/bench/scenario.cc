@@ -97,8 +97,10 @@ std::optional<int> ReadScenarioArgs(const ScenarioFlags& flags, int argc,
       return 0;
     }
   }
+  std::vector<std::string> bool_flags = flags.bool_flags;
+  bool_flags.push_back("json");
   absl::StatusOr<tools::Args> parsed =
-      tools::Args::Parse(argc, argv, 1, {"json"});
+      tools::Args::Parse(argc, argv, 1, bool_flags);
   absl::Status status = parsed.status();
   if (status.ok()) {
     std::vector<std::string> known = flags.known;

@@ -58,6 +58,8 @@ struct ScenarioFlags {
   // Every flag it takes, without "--", but `json`: that one (a flag without
   // a value) every scenario accepts.
   std::vector<std::string> known;
+  // Those of `known` that take no value, like `json`. Default: none
+  std::vector<std::string> bool_flags = {};
 };
 
 // The prologue every scenario shares. `-h`, `--help` or `help` among the

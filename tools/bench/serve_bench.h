@@ -45,7 +45,7 @@
 //   serve_vs_redis_p99          serve p99 over Redis p99, fixed load (<= 1)
 //   serve_tiered_vs_redis_rows  serve_tiered peak rows/s over Redis's (>= 1)
 //   serve_tiered_vs_redis_p99   the same for serve_tiered (no target)
-//   swap_p99_vs_steady          swap-window p99 over steady p99 (<= 2)
+//   swap_p99_vs_steady          swap-window p99 over steady p99 (<= 1.5)
 //   swap_failed_requests        a count per swap round, not a ratio (<= 0)
 // and "systems" each system's figures (peak rows/s per round; at the fixed
 // load rows/s and p50/p99/p999 in ms, medians over rounds), "swaps" each

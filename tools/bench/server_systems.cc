@@ -160,6 +160,7 @@ class ServingReplicaSystem : public ServingReplica {
                    absl::StrCat("--max_batch_keys=",
                                 std::max<uint64_t>(65536, o.batch_keys))};
     server.ready_prefix = "listening on ";
+    server.log = r.log;
     // It verifies every row of the checkpoint before it serves.
     server.timeout = absl::Minutes(10);
     server.destroy_signal = SIGTERM;
@@ -181,6 +182,9 @@ class ServingReplicaSystem : public ServingReplica {
   }
   absl::StatusOr<StoreStats> Stats() override {
     return clients_.back()->Stats();
+  }
+  absl::StatusOr<ProcessMemory> ServerMemory() override {
+    return ReadProcessMemory(server_->pid());
   }
 
  private:

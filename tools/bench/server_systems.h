@@ -111,6 +111,8 @@ struct ServingReplicaOptions {
   uint64_t memory_budget_mb = 0;
   // Seconds between its looks for a newer checkpoint (--follow_interval_s).
   int follow_interval_s = 1;
+  // File for its log (stderr); empty: a temporary one.
+  std::string log;
 };
 
 // Starts `ps-server --serve_from` (options.ps_server) on a free loopback
