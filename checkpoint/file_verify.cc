@@ -18,7 +18,6 @@
 #include "rocksdb/table_properties.h"
 #include "store/file_io_rocksdb.h"
 #include "store/row_codec.h"
-#include "store/seqno_properties.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 
@@ -50,15 +49,20 @@ absl::StatusOr<SstReader> OpenSst(
   return r;
 }
 
-FileFacts FactsOf(const std::string& name,
-                  const rocksdb::TableProperties& props) {
-  FileFacts facts;
-  facts.name = name;
-  facts.sst = true;
-  facts.column_family = props.column_family_name;
-  facts.seqnos = SeqnoRangeOf(props);
-  facts.deletions = props.num_deletions + props.num_range_deletions;
-  return facts;
+// Adds what the SST's table properties say to `facts`. DataLoss if its
+// column family is not the one the manifest lists.
+absl::Status AddProperties(const std::string& path,
+                           const rocksdb::TableProperties& props,
+                           FileFacts* facts) {
+  if (!facts->column_family.empty() &&
+      facts->column_family != props.column_family_name) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": rows of column family '", props.column_family_name,
+        "', the manifest says '", facts->column_family, "'"));
+  }
+  facts->column_family = props.column_family_name;
+  facts->deletions = props.num_deletions + props.num_range_deletions;
+  return absl::OkStatus();
 }
 
 // Reads every row of the new SST file `path` and checks it (see the
@@ -77,7 +81,8 @@ absl::Status VerifySst(
   if (!s.ok()) {
     return fail(absl::StrCat("checksum verification failed: ", s.ToString()));
   }
-  *facts = FactsOf(facts->name, *sst.reader->GetTableProperties());
+  PSDB_RETURN_IF_ERROR(
+      AddProperties(path, *sst.reader->GetTableProperties(), facts));
   const std::string& family = facts->column_family;
   if (family == rocksdb::kDefaultColumnFamilyName) return absl::OkStatus();
   auto table = tables.find(family);
@@ -177,11 +182,25 @@ std::string ShardPath(const std::string& dir, const v1::ShardManifest& shard) {
   return absl::StartsWith(rel, "/") ? rel : absl::StrCat(dir, "/", rel);
 }
 
+FileFacts ListedFacts(const v1::ShardFile& listed) {
+  FileFacts facts;
+  facts.name = listed.name();
+  facts.sst = absl::EndsWith(listed.name(), ".sst");
+  facts.column_family = listed.column_family();
+  if (listed.has_smallest_seqno() && listed.has_largest_seqno()) {
+    facts.seqnos = SeqnoRange{listed.smallest_seqno(), listed.largest_seqno()};
+  }
+  return facts;
+}
+
 absl::StatusOr<FileFacts> ReadFileFacts(
-    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path) {
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path,
+    const v1::ShardFile& listed) {
+  FileFacts facts = ListedFacts(listed);
   PSDB_ASSIGN_OR_RETURN(SstReader sst, OpenSst(fs, path));
-  return FactsOf(path.substr(path.find_last_of('/') + 1),
-                 *sst.reader->GetTableProperties());
+  PSDB_RETURN_IF_ERROR(
+      AddProperties(path, *sst.reader->GetTableProperties(), &facts));
+  return facts;
 }
 
 absl::Status VerifiedFiles::AddShard(
@@ -192,10 +211,10 @@ absl::Status VerifiedFiles::AddShard(
   for (const v1::ShardFile& f : shard.files()) {
     const std::string file = absl::StrCat(path, "/", f.name());
     PSDB_ASSIGN_OR_RETURN(FileId id, IdentifyFile(file, f));
-    FileFacts facts;
-    facts.name = f.name();
-    if (absl::EndsWith(f.name(), ".sst")) {
-      PSDB_ASSIGN_OR_RETURN(facts, ReadFileFacts(fs, file));
+    FileFacts facts = ListedFacts(f);
+    if (facts.sst && facts.column_family.empty()) {
+      // Listed before manifests said: its table properties do.
+      PSDB_ASSIGN_OR_RETURN(facts, ReadFileFacts(fs, file, f));
     }
     ids->insert(id);
     Insert(std::move(id), std::move(facts));
@@ -243,7 +262,8 @@ absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
   PSDB_RETURN_IF_ERROR(
       CheckShardFiles(*fs, m.format_version(), shard, path, where,
                       [&](const v1::ShardFile& f, const std::string&) {
-                        return verified->Contains(ids[f.name()]);
+                        return verified->Contains(ids[f.name()]) ||
+                               options.skip.contains(f.name());
                       }));
   for (const v1::ShardFile& f : shard.files()) {
     const FileId& id = ids[f.name()];
@@ -252,9 +272,12 @@ absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
       ++report->files_reused;
       continue;
     }
-    FileFacts facts;
-    facts.name = f.name();
-    if (absl::EndsWith(f.name(), ".sst")) {
+    if (options.skip.contains(f.name())) {
+      ++report->files_skipped;
+      continue;
+    }
+    FileFacts facts = ListedFacts(f);
+    if (facts.sst) {
       PSDB_RETURN_IF_ERROR(VerifySst(fs, absl::StrCat(path, "/", f.name()), id,
                                      options, shard.shard_id(), tables, &facts,
                                      report));

@@ -23,10 +23,14 @@
 // Not checked for new files alone: a table's row count, which needs every
 // file of the table (the full Verify counts them).
 //
-// What each file is (FileFacts: its column family, the sequence numbers
-// of its entries, store/seqno_properties.h, and its deletions) is kept with
-// its id, and the rows of new SST files can be kept too (FileRows): what a
-// replica needs to lay a checkpoint's new files over the ones it serves.
+// What each file is (FileFacts: its column family and the sequence numbers
+// of its entries, which the manifest lists from manifests of this version
+// on, and, once read, its deletions) is kept with its id, and the rows of
+// new SST files can be kept too (FileRows): what a replica needs to lay a
+// checkpoint's new files over the ones it serves. A caller may also skip
+// files (FileVerifyOptions::skip): they are only checked by size against
+// the manifest, not read, and not recorded as verified (a replica skips
+// files it will not read rows from).
 //
 // Thread-safety: VerifiedFiles is thread-compatible; VerifyShardFiles
 // reads files only.
@@ -48,7 +52,6 @@
 #include "psdb/row.h"
 #include "rocksdb/file_system.h"
 #include "shard/ring.h"
-#include "store/seqno_properties.h"
 
 namespace psdb::ckpt {
 
@@ -76,22 +79,37 @@ absl::StatusOr<FileId> IdentifyFile(const std::string& path,
 // The directory of shard `shard_index` of the checkpoint at `dir`.
 std::string ShardPath(const std::string& dir, const v1::ShardManifest& shard);
 
+// The smallest and largest sequence number of an SST's entries.
+struct SeqnoRange {
+  uint64_t min = 0;
+  uint64_t max = 0;
+};
+
 // What a file of a shard is.
 struct FileFacts {
   std::string name;           // as the manifest lists it
   bool sst = false;           // an SST file (the rest: RocksDB's own files)
   std::string column_family;  // an SST's column family (a table's name,
-                              // or "default": the store's metadata)
-  // The sequence numbers of an SST's entries; nullopt if it does not
-  // record them (written before the store did).
+                              // or "default": the store's metadata); ""
+                              // when not known
+  // From the manifest; nullopt when it does not list them.
   std::optional<SeqnoRange> seqnos;
-  uint64_t deletions = 0;  // an SST's point and range deletions
+  // An SST's point and range deletions (its table properties); nullopt
+  // until the file is read.
+  std::optional<uint64_t> deletions;
 };
 
-// The facts of the SST file at `path` (its table properties, read through
-// `fs`). DataLoss naming the file if it cannot be opened.
+// What the manifest says of a file.
+FileFacts ListedFacts(const v1::ShardFile& listed);
+
+// The facts of the SST file at `path`, which the manifest lists as
+// `listed`, with what its table properties add (its column family when the
+// manifest does not say, its deletions), read through `fs`. DataLoss
+// naming the file if it cannot be opened, or its column family is not the
+// one the manifest lists.
 absl::StatusOr<FileFacts> ReadFileFacts(
-    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path);
+    const std::shared_ptr<rocksdb::FileSystem>& fs, const std::string& path,
+    const v1::ShardFile& listed);
 
 class VerifiedFiles {
  public:
@@ -132,6 +150,7 @@ struct FileVerifyReport {
   uint64_t files_verified = 0;      // read and checked
   uint64_t bytes_verified = 0;      // their listed sizes
   uint64_t files_reused = 0;        // known from `verified`, not read
+  uint64_t files_skipped = 0;       // options.skip: not read, not verified
   uint64_t rows_verified = 0;       // rows of new SST files decoded and checked
   absl::flat_hash_set<FileId> ids;  // every file of the shard(s)
   // The rows of the new SST files of tables, when asked for and while they
@@ -153,6 +172,8 @@ struct FileVerifyOptions {
   const Ring* ring = nullptr;  // check ownership when set
   bool keep_rows = false;
   uint64_t max_row_bytes = 0;
+  // Files (by name) checked by size only. Default: none
+  absl::flat_hash_set<std::string> skip;
 };
 absl::Status VerifyShardFiles(const std::shared_ptr<rocksdb::FileSystem>& fs,
                               const v1::Manifest& m, int shard_index,

@@ -23,7 +23,6 @@
 #include "rocksdb/write_buffer_manager.h"
 #include "store/file_io_rocksdb.h"
 #include "store/memory_budget.h"
-#include "store/seqno_properties.h"
 #include "store/shard_files.h"
 #include "util/status_macros.h"
 
@@ -256,10 +255,6 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(
   // 6.4 MiB per memtable at the default budget, 0.004-0.01 CPU-s of a
   // migration's destination (docs/benchmarks/migrate.md, run 13).
   t->cf_options_.memtable_prefix_bloom_size_ratio = 0.02;
-  // Each SST records the sequence numbers of its entries, so a serving
-  // replica can order the files a checkpoint adds (store/seqno_properties.h).
-  t->cf_options_.table_properties_collector_factories.push_back(
-      NewSeqnoPropertiesCollectorFactory());
   t->cf_options_.memtable_whole_key_filtering = true;
 
   rocksdb::DBOptions db_options;
@@ -686,8 +681,7 @@ absl::Status DiskTier::CreateCheckpoint(const std::string& dir) {
                    absl::StrCat("rocksdb checkpoint into ", dir));
 }
 
-absl::flat_hash_map<std::string, v1::ShardFile> DiskTier::LiveFileChecksums()
-    const {
+absl::flat_hash_map<std::string, v1::ShardFile> DiskTier::LiveFiles() const {
   std::vector<rocksdb::LiveFileMetaData> files;
   db_->GetLiveFilesMetaData(&files);
   absl::flat_hash_map<std::string, v1::ShardFile> out;
@@ -701,6 +695,9 @@ absl::flat_hash_map<std::string, v1::ShardFile> DiskTier::LiveFileChecksums()
     v1::ShardFile& file = out[name];
     file.set_size(f.size);
     file.set_crc32c(ShardFileChecksumHex(f.file_checksum));
+    file.set_column_family(f.column_family_name);
+    file.set_smallest_seqno(f.smallest_seqno);
+    file.set_largest_seqno(f.largest_seqno);
   }
   return out;
 }

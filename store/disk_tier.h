@@ -169,10 +169,11 @@ class DiskTier {
   void AwaitCompactions(absl::Duration timeout);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);
-  // The live SST files' sizes and checksums by file name, as RocksDB
-  // recorded them when it wrote each (files written without one are left
-  // out): what RecordShardFiles (store/shard_files.h) need not read.
-  absl::flat_hash_map<std::string, v1::ShardFile> LiveFileChecksums() const;
+  // The live SST files' sizes, checksums, column families and sequence
+  // number ranges by file name, as RocksDB recorded them when it wrote each
+  // (files written without a checksum are left out): what
+  // RecordShardFiles (store/shard_files.h) need not read.
+  absl::flat_hash_map<std::string, v1::ShardFile> LiveFiles() const;
 
   // Bytes now charged to RocksDB's cache: blocks and memtables
   // (store/memory_budget.h).

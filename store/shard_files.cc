@@ -116,6 +116,11 @@ void AppendShardFiles(absl::Span<const Store::ShardCheckpoint::File> files,
     file->set_name(f.name);
     file->set_size(f.size);
     file->set_crc32c(f.crc32c);
+    file->set_column_family(f.column_family);
+    if (f.seqnos.has_value()) {
+      file->set_smallest_seqno(f.seqnos->first);
+      file->set_largest_seqno(f.seqnos->second);
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 //     a broken "complete" one), then removing the rest.
 // The live database is never modified by checkpointing except by ordinary
 // row writes, so it opens cleanly after a kill at any stage.
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -145,13 +146,24 @@ absl::StatusOr<Store::ShardCheckpoint> Store::Impl::CheckpointShardLocked(
   PSDB_RETURN_IF_ERROR(PersistMeta(/*clean=*/false));
   PSDB_RETURN_IF_ERROR(disk_->Flush(cfs));
   PSDB_RETURN_IF_ERROR(WalTruncate(cut));
+  // What RocksDB knows of its files (checksums, column families, sequence
+  // numbers), just before and just after the checkpoint takes its set of
+  // files: a compaction that finishes in between (the flush above may
+  // start one) removes some and adds others, and the checkpoint has one
+  // of the two sets. File numbers are never reused, so the union is exact.
+  absl::flat_hash_map<std::string, v1::ShardFile> live = disk_->LiveFiles();
   PSDB_RETURN_IF_ERROR(disk_->CreateCheckpoint(shard_dir));
   RunCheckpointHook("rocksdb_checkpoint_done");
+  live.merge(disk_->LiveFiles());
   v1::ShardManifest listed;
-  PSDB_RETURN_IF_ERROR(
-      RecordShardFiles(*fs_, shard_dir, disk_->LiveFileChecksums(), &listed));
+  PSDB_RETURN_IF_ERROR(RecordShardFiles(*fs_, shard_dir, live, &listed));
   for (const v1::ShardFile& f : listed.files()) {
-    out.files.push_back({f.name(), f.size(), f.crc32c()});
+    ShardCheckpoint::File file{f.name(), f.size(), f.crc32c()};
+    file.column_family = f.column_family();
+    if (f.has_smallest_seqno() && f.has_largest_seqno()) {
+      file.seqnos = {f.smallest_seqno(), f.largest_seqno()};
+    }
+    out.files.push_back(std::move(file));
   }
   for (const auto& t : tables) {
     out.tables.emplace_back(t->spec(), t->rows());

@@ -22,7 +22,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -138,6 +140,10 @@ class Store {
       std::string name;
       uint64_t size = 0;
       std::string crc32c;  // 8 lower-case hex digits
+      // An SST's column family and the smallest and largest sequence
+      // number of its entries (what a serving replica orders files by).
+      std::string column_family;
+      std::optional<std::pair<uint64_t, uint64_t>> seqnos;
     };
     std::vector<File> files;
   };

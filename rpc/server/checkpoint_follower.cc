@@ -20,6 +20,7 @@
 #include "manifest/manifest.h"
 #include "psdb/checkpoint_reader.h"
 #include "rocksdb/db.h"
+#include "rpc/server/lay_over.h"
 #include "rpc/server/root_watcher.h"
 #include "store/counting_file_system.h"
 #include "store/file_io_rocksdb.h"
@@ -111,122 +112,6 @@ absl::Status VerifyWhole(const CheckpointRef& ref, Opened* out,
   return absl::OkStatus();
 }
 
-// The table SST files of shard `shard` of `m` (at `dir`), from what
-// `verified` knows of them.
-struct TableFile {
-  ckpt::FileId id;
-  const ckpt::FileFacts* facts;
-};
-absl::StatusOr<std::vector<TableFile>> TableFiles(
-    const v1::Manifest& m, int shard, const std::string& dir,
-    const ckpt::VerifiedFiles& verified) {
-  std::vector<TableFile> out;
-  const std::string path = ckpt::ShardPath(dir, m.shards(shard));
-  for (const v1::ShardFile& f : m.shards(shard).files()) {
-    PSDB_ASSIGN_OR_RETURN(
-        ckpt::FileId id,
-        ckpt::IdentifyFile(absl::StrCat(path, "/", f.name()), f));
-    const ckpt::FileFacts* facts = verified.Find(id);
-    if (facts == nullptr || !facts->sst ||
-        facts->column_family == rocksdb::kDefaultColumnFamilyName) {
-      continue;
-    }
-    out.push_back({std::move(id), facts});
-  }
-  return out;
-}
-
-// The base a store opened on these files is.
-ServingSnapshot::Base BaseOf(const std::string& checkpoint_id,
-                             const std::vector<TableFile>& files) {
-  ServingSnapshot::Base base;
-  base.checkpoint_id = checkpoint_id;
-  uint64_t max_seqno = 0;
-  bool known = true;
-  for (const TableFile& f : files) {
-    base.files.insert(f.id);
-    if (!f.facts->seqnos.has_value()) {
-      known = false;
-    } else {
-      max_seqno = std::max(max_seqno, f.facts->seqnos->max);
-    }
-  }
-  if (known) base.max_seqno = max_seqno;
-  return base;
-}
-
-// The rows of `files` laid over `base` (see the header's Semantics), or
-// null with the reason it cannot be: the files are the shard's table SSTs
-// now; their rows come from this swap's verification (`fresh`) or from the
-// old snapshot's delta.
-std::shared_ptr<const DeltaRows> LayOver(
-    const ServingSnapshot::Base& base, const std::vector<TableFile>& files,
-    const std::vector<ckpt::FileRows>& fresh, const DeltaRows* old_delta,
-    uint64_t max_bytes, std::string* why) {
-  if (!base.max_seqno.has_value()) {
-    *why = "the base's files do not record their sequence numbers";
-    return nullptr;
-  }
-  absl::flat_hash_set<ckpt::FileId> present;
-  for (const TableFile& f : files) present.insert(f.id);
-  for (const ckpt::FileId& id : base.files) {
-    if (!present.contains(id)) {
-      *why = "a compaction rewrote files of the base";
-      return nullptr;
-    }
-  }
-  absl::flat_hash_map<ckpt::FileId, std::shared_ptr<const ckpt::FileRows>> rows;
-  if (old_delta != nullptr) {
-    for (const auto& file : old_delta->files()) rows[file->id] = file;
-  }
-  for (const ckpt::FileRows& file : fresh) {
-    rows[file.id] = std::make_shared<const ckpt::FileRows>(file);
-  }
-  std::vector<const TableFile*> added;
-  for (const TableFile& f : files) {
-    if (base.files.contains(f.id)) continue;
-    if (!f.facts->seqnos.has_value()) {
-      *why = absl::StrCat("file ", f.facts->name,
-                          " does not record its sequence numbers");
-      return nullptr;
-    }
-    if (f.facts->deletions > 0) {
-      *why = absl::StrCat("file ", f.facts->name, " deletes rows");
-      return nullptr;
-    }
-    if (f.facts->seqnos->min <= *base.max_seqno) {
-      *why = absl::StrCat("file ", f.facts->name,
-                          " holds entries as old as "
-                          "the base's");
-      return nullptr;
-    }
-    added.push_back(&f);
-  }
-  std::sort(added.begin(), added.end(), [](const auto* a, const auto* b) {
-    return a->facts->seqnos->min < b->facts->seqnos->min;
-  });
-  std::vector<std::shared_ptr<const ckpt::FileRows>> ordered;
-  for (size_t i = 0; i < added.size(); ++i) {
-    if (i > 0 &&
-        added[i]->facts->seqnos->min <= added[i - 1]->facts->seqnos->max) {
-      *why = "added files' entries interleave";
-      return nullptr;
-    }
-    auto it = rows.find(added[i]->id);
-    if (it == rows.end()) {
-      *why = "the added files' rows pass max_delta_bytes";
-      return nullptr;
-    }
-    ordered.push_back(it->second);
-  }
-  auto delta = std::make_shared<const DeltaRows>(std::move(ordered));
-  if (delta->bytes() > max_bytes) {
-    *why = "the added files' rows pass max_delta_bytes";
-    return nullptr;
-  }
-  return delta;
-}
-
 // Verifies the checkpoint and opens the shard(s) served read-only: each
 // laid over the base `old` serves it on when it can, else opened whole
 // (see the header). Once `verified` holds files, only the served shards'
@@ -281,68 +166,80 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
                                  : options.store.memory_budget_bytes / 4;
   const bool whole =
       verified->size() == 0 || m.format_version() < kManifestShardFilesVersion;
-  std::vector<ckpt::FileVerifyReport> checked(served.size());
-  if (whole) {
-    PSDB_RETURN_IF_ERROR(VerifyWhole(ref, &out, verified));
-  } else {
+  if (whole) PSDB_RETURN_IF_ERROR(VerifyWhole(ref, &out, verified));
+  // Verifies shard `index`'s files not verified before but those named in
+  // `skip`, keeping their rows when asked.
+  auto check = [&](int index, bool keep_rows,
+                   absl::flat_hash_set<std::string> skip,
+                   ckpt::FileVerifyReport* report) {
     ckpt::FileVerifyOptions verify;
     verify.ring = snap->ring.has_value() ? &*snap->ring : nullptr;
-    verify.keep_rows = old != nullptr;
+    verify.keep_rows = keep_rows;
     verify.max_row_bytes = max_delta;
+    verify.skip = std::move(skip);
     PSDB_RETURN_IF_ERROR(AtLowPriority([&] {
-      for (size_t k = 0; k < served.size(); ++k) {
-        PSDB_RETURN_IF_ERROR(ckpt::VerifyShardFiles(out.fs, m, served[k].second,
-                                                    ref.path, verify, verified,
-                                                    &checked[k]));
-      }
-      return absl::OkStatus();
+      return ckpt::VerifyShardFiles(out.fs, m, index, ref.path, verify,
+                                    verified, report);
     }));
-    for (ckpt::FileVerifyReport& c : checked) {
-      out.report.files_verified += c.files_verified;
-      out.report.bytes_verified += c.bytes_verified;
-      out.report.files_reused += c.files_reused;
-      out.report.rows_verified += c.rows_verified;
-      out.files.insert(c.ids.begin(), c.ids.end());
-    }
-  }
+    out.report.files_verified += report->files_verified;
+    out.report.bytes_verified += report->bytes_verified;
+    out.report.files_reused += report->files_reused;
+    out.report.rows_verified += report->rows_verified;
+    out.files.insert(report->ids.begin(), report->ids.end());
+    return absl::OkStatus();
+  };
   StoreOptions store_options = options.store;
   store_options.file_system = out.fs;
   out.report.delta = old != nullptr;
-  for (size_t k = 0; k < served.size(); ++k) {
-    const auto [shard_id, index] = served[k];
+  for (const auto& [shard_id, index] : served) {
     snap->shard_ids.push_back(shard_id);
     PSDB_ASSIGN_OR_RETURN(std::vector<TableFile> files,
                           TableFiles(m, index, ref.path, *verified));
-    std::string why = "the first checkpoint served";
-    std::shared_ptr<const DeltaRows> delta;
-    if (old != nullptr) {
-      const auto o =
-          std::find(old->shard_ids.begin(), old->shard_ids.end(), shard_id);
-      const size_t j = o - old->shard_ids.begin();
-      if (whole) {
-        why = "verified whole";
-      } else if (o == old->shard_ids.end()) {
-        why = "a shard not served before";
+    absl::Status laid = absl::FailedPreconditionError(
+        whole ? "verified whole" : "the first checkpoint served");
+    size_t j = 0;  // the shard's index in `old`
+    if (old != nullptr && !whole) {
+      j = std::find(old->shard_ids.begin(), old->shard_ids.end(), shard_id) -
+          old->shard_ids.begin();
+      if (j == old->shard_ids.size()) {
+        laid = absl::FailedPreconditionError("a shard not served before");
       } else if (old->specs_key != snap->specs_key ||
                  old->ring_key != snap->ring_key) {
-        why = "its tables or ring changed";
+        laid = absl::FailedPreconditionError("its tables or ring changed");
       } else {
-        delta = LayOver(old->bases[j], files, checked[k].rows,
-                        old->deltas[j].get(), max_delta, &why);
+        absl::StatusOr<LayPlan> plan = PlanLayOver(old->bases[j], files);
+        laid = plan.status();
+        if (plan.ok()) {
+          ckpt::FileVerifyReport checked;
+          PSDB_RETURN_IF_ERROR(check(index, true, plan->skip, &checked));
+          absl::StatusOr<std::shared_ptr<const DeltaRows>> delta = LayOver(
+              *plan, checked, *verified, old->deltas[j].get(), max_delta);
+          laid = delta.status();
+          if (delta.ok()) {
+            out.report.files_skipped += checked.files_skipped;
+            snap->stores.push_back(old->stores[j]);
+            ServingSnapshot::Base base = old->bases[j];
+            base.files.clear();
+            for (const TableFile& f : files) base.files.insert(f.id);
+            base.seen_max = plan->seen_max;
+            snap->bases.push_back(std::move(base));
+            out.report.delta_rows += (*delta)->rows();
+            out.report.delta_bytes += (*delta)->bytes();
+            snap->deltas.push_back(*std::move(delta));
+            continue;
+          }
+        }
       }
-      if (delta != nullptr) {
-        snap->stores.push_back(old->stores[j]);
-        snap->bases.push_back(old->bases[j]);
-        out.report.delta_rows += delta->rows();
-        out.report.delta_bytes += delta->bytes();
-        snap->deltas.push_back(std::move(delta));
-        continue;
-      }
+    }
+    // Opened whole: every file it has is verified first.
+    if (!whole) {
+      ckpt::FileVerifyReport checked;
+      PSDB_RETURN_IF_ERROR(check(index, false, {}, &checked));
     }
     out.report.delta = false;
     if (old != nullptr) {
       Log(absl::StrCat("checkpoint ", ref.path, " shard ", shard_id,
-                       " opened whole: ", why));
+                       " opened whole: ", laid.message()));
     }
     PSDB_ASSIGN_OR_RETURN(
         std::unique_ptr<Store> store,
@@ -493,7 +390,7 @@ class CheckpointFollower::Impl {
           absl::FormatDuration(report.took), ": ", report.files_verified,
           " files (", report.bytes_verified, " bytes, ", report.rows_verified,
           " rows) verified, ", report.files_reused, " known, ",
-          report.bytes_read, " bytes read",
+          report.files_skipped, " skipped, ", report.bytes_read, " bytes read",
           report.delta
               ? absl::StrCat(", ", report.delta_rows, " rows over its base")
               : ""));

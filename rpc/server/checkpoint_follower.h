@@ -29,16 +29,20 @@
 //    exist (manifest/manifest.h) and are never looked at.
 //  - Newest means highest checkpoint seq. Among those newer than the one
 //    served, the newest that verifies is taken.
-//  - A swap costs the change, not the table (delta_rows.h): a checkpoint
-//    that only adds SST files to those of the checkpoint a shard's store
-//    was opened on (its base), with entries newer than the base's, no
-//    deletions, the same tables and the same ring, is served as that
-//    store plus the rows of the added files (read while verifying them),
-//    newest file first. No RocksDB is opened and nothing is warmed; memory
-//    grows by those rows. Otherwise (a compaction rewrote a base file,
-//    rows were deleted, the added rows pass max_delta_bytes, ...) the
-//    checkpoint is opened whole as a new base, warmed from the old one.
-//    SwapReport says which it was.
+//  - A swap costs the change, not the table (delta_rows.h). A shard's
+//    store is opened on one checkpoint (its base); later checkpoints are
+//    laid over it when the manifest lists, for every table SST the replica
+//    has not accounted for, the sequence numbers of its rows, and each such
+//    file holds either only rows newer than all the replica serves (read
+//    while verifying it, and served over the store, newest file last) or
+//    only rows no newer (a compaction's output: what it holds the replica
+//    serves already, so it is not read). No RocksDB is opened and nothing
+//    is warmed; memory grows by the new rows. Otherwise (a file holds
+//    rows on both sides, a new file deletes rows, the tables or the ring
+//    changed, the rows held over the base pass max_delta_bytes, a manifest
+//    written before it listed sequence numbers) the checkpoint is opened
+//    whole as a new base, every file of it verified first, and warmed
+//    from the old one. SwapReport says which it was and the log says why.
 //  - Atomic swap: Acquire() hands out the current snapshot; a caller holds
 //    it for one request, so a response comes wholly from one checkpoint and
 //    in-flight requests finish on the old one. A retired snapshot is
@@ -132,6 +136,9 @@ struct SwapReport {
   uint64_t files_verified = 0;
   uint64_t bytes_verified = 0;
   uint64_t files_reused = 0;
+  // Files not read: a compaction's outputs holding only rows the replica
+  // serves already (checked by size; verified if ever opened whole).
+  uint64_t files_skipped = 0;
   uint64_t rows_verified = 0;  // rows decoded and checked
   // Whether every shard was laid over its base (only the added files'
   // rows), rather than opened whole; and the rows and bytes the served

@@ -65,13 +65,17 @@ struct ServingSnapshot {
   // checkpoint's table steps and the added rows counted as memory.
   StoreStats Stats() const;
 
-  // What the follower lays the next checkpoint over (see Semantics).
+  // What the follower lays the next checkpoint over, per shard
+  // (checkpoint_follower.h).
   struct Base {
     std::string checkpoint_id;  // the checkpoint the store was opened on
-    // Its tables' SST files, and the largest sequence number in them
-    // (nullopt: a file does not record its sequence numbers).
+    // This checkpoint's table SST files of the shard, every one accounted
+    // for: in the base store, read into the delta, or holding only rows
+    // those hold (a compaction's output).
     absl::flat_hash_set<ckpt::FileId> files;
-    std::optional<uint64_t> max_seqno;
+    // The largest sequence number of the rows the store and the delta hold
+    // (nullopt: a file's sequence numbers are not listed).
+    std::optional<uint64_t> seen_max;
   };
   std::vector<Base> bases;  // index for index with stores
   // The manifest's table specs and ring, serialized: a checkpoint is laid

@@ -51,7 +51,7 @@ TEST(ServeBenchTest, JsonHasEveryRatioAndTheSwapFailsNoRequest) {
   EXPECT_EQ(JsonObject(out, "targets"),
             "{\"serve_vs_redis_rows\":\">= 2\",\"serve_vs_redis_p99\":\"<= "
             "1\",\"serve_tiered_vs_redis_rows\":\">= 1\","
-            "\"swap_p99_vs_steady\":\"<= 2\",\"swap_failed_requests\":\"<= "
+            "\"swap_p99_vs_steady\":\"<= 1.5\",\"swap_failed_requests\":\"<= "
             "0\"}");
 
   const double offered = JsonNumber(out, "offered_rows_per_s");
