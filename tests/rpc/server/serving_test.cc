@@ -78,7 +78,7 @@ class Trainer {
     PushOptions push;
     push.step = ++step_;
     EXPECT_TRUE(store_->Push("emb", keys, grads, push).ok());
-    auto info = store_->Checkpoint(root_);
+    auto info = store_->Checkpoint(root_, checkpoint_options_);
     EXPECT_TRUE(info.ok()) << info.status();
     last_dir_ = info->path;
     return Values(*store_);
@@ -94,10 +94,15 @@ class Trainer {
 
   const std::string& root() const { return root_; }
   const std::string& last_dir() const { return last_dir_; }
+  // The id of the last checkpoint written (its directory's name).
+  std::string last_id() const { return fs::path(last_dir_).filename(); }
   int64_t step() const { return step_; }
+  // Checkpoints kept under the root (CheckpointOptions::keep_last).
+  void set_keep_last(int n) { checkpoint_options_.keep_last = n; }
 
  private:
   std::string root_;
+  CheckpointOptions checkpoint_options_;
   std::unique_ptr<Store> store_;
   int64_t step_ = 0;
   std::string last_dir_;
@@ -447,6 +452,97 @@ TEST(CheckpointFollowerTest, KeepsServingACheckpointTrainingDeleted) {
   EXPECT_TRUE(SameBits(Served(*follower), v1));
   EXPECT_EQ(follower->Acquire()->stores.at(0)->Stats().tables.at(0).misses,
             static_cast<uint64_t>(kKeys));
+}
+
+// serve_versions = 3: the three newest checkpoints swapped in are each
+// served exactly (laid over one base, sharing its store), listed newest
+// first; an older one is NotFound naming it and the versions held.
+TEST(CheckpointFollowerTest, KeepsTheLastServeVersionsReadable) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  FollowerOptions options = Follow(trainer.root());
+  options.serve_versions = 3;
+  std::vector<std::vector<float>> values;
+  std::vector<std::string> ids;
+  values.push_back(trainer.StepAndCheckpoint(0.5f));
+  ids.push_back(trainer.last_id());
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(options));
+  for (int i = 1; i < 4; ++i) {
+    values.push_back(trainer.StepAndCheckpoint(0.1f * i));
+    ids.push_back(trainer.last_id());
+    ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+    ASSERT_TRUE(swapped);
+  }
+  const std::vector<ServedVersion> held = follower->HeldVersions();
+  ASSERT_EQ(held.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(held[i].checkpoint_id, ids[3 - i]);
+    EXPECT_EQ(held[i].step, 4 - i);
+  }
+  EXPECT_GT(held[0].seq, held[1].seq);
+  EXPECT_GT(held[1].seq, held[2].seq);
+  EXPECT_EQ(follower->Acquire()->checkpoint_id, ids[3]);
+  for (int v = 1; v < 4; ++v) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<ServingSnapshot> snap,
+                         follower->Acquire(ids[v]));
+    EXPECT_EQ(snap->step, v + 1);
+    std::vector<float> out(kKeys * kDim);
+    ASSERT_OK(snap->Pull("emb", Keys(), absl::MakeSpan(out)));
+    EXPECT_TRUE(SameBits(out, values[v])) << ids[v];
+  }
+  // Laid over the same base: one store for all three.
+  EXPECT_EQ(follower->Acquire(ids[1]).value()->stores.at(0),
+            follower->Acquire(ids[3]).value()->stores.at(0));
+  const absl::Status gone = follower->Acquire(ids[0]).status();
+  EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(std::string(gone.message()),
+              HasSubstr(absl::StrCat("version ", ids[0], " is not held")));
+  EXPECT_THAT(
+      std::string(gone.message()),
+      HasSubstr(absl::StrCat("it holds ", ids[3], ", ", ids[2], ", ", ids[1])));
+  options.serve_versions = 0;
+  EXPECT_THAT(CheckpointFollower::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Training keeps one checkpoint (keep_last = 1), so every held version but
+// the newest has had its directory deleted: each is still served exactly
+// (its files stay open), rows never read before included, until it falls
+// out of the window; then it is NotFound, naming it.
+TEST(CheckpointFollowerTest, ServesHeldVersionsTrainingDeletedUntilDropped) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  trainer.set_keep_last(1);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::string id1 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  const std::vector<float> v2 = trainer.StepAndCheckpoint(0.25f);
+  const std::string id2 = trainer.last_id();
+  ASSERT_FALSE(fs::exists(fs::path(trainer.root()) / id1));
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  std::vector<float> out(kKeys * kDim);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ServingSnapshot> old,
+                       follower->Acquire(id1));
+  ASSERT_OK(old->Pull("emb", Keys(), absl::MakeSpan(out)));
+  EXPECT_TRUE(SameBits(out, v1));
+  old.reset();
+  const std::vector<float> v3 = trainer.StepAndCheckpoint(0.125f);
+  ASSERT_FALSE(fs::exists(fs::path(trainer.root()) / id2));
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  ASSERT_OK_AND_ASSIGN(old, follower->Acquire(id2));
+  ASSERT_OK(old->Pull("emb", Keys(), absl::MakeSpan(out)));
+  EXPECT_TRUE(SameBits(out, v2));
+  old.reset();
+  EXPECT_TRUE(SameBits(Served(*follower), v3));
+  const absl::Status gone = follower->Acquire(id1).status();
+  EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(std::string(gone.message()), HasSubstr(id1));
+  EXPECT_THAT(
+      std::string(gone.message()),
+      HasSubstr(absl::StrCat("it holds ", trainer.last_id(), ", ", id2)));
 }
 
 TEST(CheckpointFollowerTest, StartRefusesARootWithNothingToServe) {
