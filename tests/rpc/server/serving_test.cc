@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest.h"
 #include "psdb/client_url.h"
@@ -29,6 +31,7 @@
 #include "rpc/control/cluster_checkpoint.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/server.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "util/status_macros.h"
@@ -615,6 +618,105 @@ TEST(ServingServerTest, ConcurrentReadersSeeWholeCheckpointsAcrossSwaps) {
   EXPECT_EQ(mixed.load(), 0);
   EXPECT_EQ(follower->status().swaps, 5u);
   EXPECT_EQ(follower->status().step, 6);
+  server->Shutdown(absl::Seconds(5));
+}
+
+// The bytes of `rows` as the wire carries them.
+std::string Bytes(const std::vector<float>& rows, size_t begin = 0,
+                  size_t end = kKeys) {
+  return std::string(reinterpret_cast<const char*>(rows.data() + begin * kDim),
+                     (end - begin) * kDim * sizeof(float));
+}
+
+std::vector<std::string> Ids(
+    const google::protobuf::RepeatedPtrField<v1::Version>& versions) {
+  std::vector<std::string> out;
+  for (const v1::Version& v : versions) out.push_back(v.checkpoint_id());
+  return out;
+}
+
+// Pull, PullRows and PullTables through the stub: each answer names the
+// version read and the versions held (newest first); a request naming a
+// held version reads it, one naming another is NOT_FOUND naming it.
+TEST(ServingServerTest, ReadsNameTheirVersionAndReadAHeldOne) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::string id1 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  const std::vector<float> v2 = trainer.StepAndCheckpoint(0.25f);
+  const std::string id2 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  ServerOptions options;
+  options.num_threads = 2;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       PsServer::StartServing(options, follower.get()));
+  auto stub = v1::ParameterService::NewStub(grpc::CreateChannel(
+      server->address(), grpc::InsecureChannelCredentials()));
+  const std::vector<uint64_t> keys = Keys();
+  const std::vector<std::string> held = {id2, id1};
+
+  v1::PullRequest pull;
+  pull.set_table("emb");
+  pull.mutable_keys()->Assign(keys.begin(), keys.end());
+  for (const auto& [version, want, step] :
+       {std::tuple(std::string(), &v2, 2), std::tuple(id2, &v2, 2),
+        std::tuple(id1, &v1, 1)}) {
+    pull.set_version(version);
+    v1::PullResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Pull(&ctx, pull, &resp).ok()) << version;
+    EXPECT_EQ(resp.values(), Bytes(*want)) << version;
+    EXPECT_EQ(resp.version().checkpoint_id(), step == 2 ? id2 : id1);
+    EXPECT_EQ(resp.version().step(), step);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+    EXPECT_EQ(resp.held_versions(0).step(), 2);
+    EXPECT_EQ(resp.held_versions(1).step(), 1);
+  }
+  {
+    v1::PullRowsRequest req;
+    req.set_table("emb");
+    req.mutable_keys()->Assign(keys.begin(), keys.end());
+    req.set_version(id1);
+    v1::PullRowsResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->PullRows(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.rows().values(), Bytes(v1));
+    EXPECT_EQ(resp.version().checkpoint_id(), id1);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+  }
+  v1::PullTablesRequest tables;
+  v1::TableRead* low = tables.add_reads();
+  low->set_table("emb");
+  low->mutable_keys()->Assign(keys.begin(), keys.begin() + kKeys / 2);
+  v1::TableRead* high = tables.add_reads();
+  high->set_table("emb");
+  high->mutable_keys()->Assign(keys.begin() + kKeys / 2, keys.end());
+  for (const auto& [version, want] :
+       {std::pair(std::string(), &v2), std::pair(id1, &v1)}) {
+    tables.set_version(version);
+    v1::PullTablesResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->PullTables(&ctx, tables, &resp).ok()) << version;
+    ASSERT_EQ(resp.tables_size(), 2);
+    EXPECT_EQ(resp.tables(0).dim(), kDim);
+    EXPECT_EQ(resp.tables(0).values(), Bytes(*want, 0, kKeys / 2));
+    EXPECT_EQ(resp.tables(1).values(), Bytes(*want, kKeys / 2, kKeys));
+    EXPECT_EQ(resp.version().checkpoint_id(), version.empty() ? id2 : id1);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+  }
+  const std::string unknown = "ckpt-000000000009-000009";
+  pull.set_version(unknown);
+  v1::PullResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status status = stub->Pull(&ctx, pull, &resp);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("version ", unknown, " is not held")));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("it holds ", id2, ", ", id1)));
   server->Shutdown(absl::Seconds(5));
 }
 
