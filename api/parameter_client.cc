@@ -5,7 +5,27 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace psdb {
+
+absl::StatusOr<ReadVersion> ParameterClient::PullConsistent(
+    absl::Span<const TableRead> reads, const ConsistentReadOptions& options) {
+  if (!options.version.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "version ", options.version,
+        " asked of a client without checkpoint versions (versions are read "
+        "from serving replicas, ps-server --serve_from)"));
+  }
+  PullOptions pull;
+  pull.serving = options.serving;
+  for (const TableRead& read : reads) {
+    if (absl::Status s = Pull(read.table, read.keys, read.out, pull); !s.ok()) {
+      return s;
+    }
+  }
+  return ReadVersion{};
+}
 
 StoreStats MergeStoreStats(absl::Span<const StoreStats> parts) {
   StoreStats merged;

@@ -1,5 +1,6 @@
 #include "psdb/local_client.h"
 
+#include "absl/strings/str_cat.h"
 #include "util/status_macros.h"
 
 namespace psdb {
@@ -42,6 +43,11 @@ absl::Status LocalClient::Pull(absl::string_view table,
                                absl::Span<const uint64_t> keys,
                                absl::Span<float> out,
                                const PullOptions& options) {
+  if (!options.version.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "version ", options.version,
+        " asked of an embedded store, which has no checkpoint versions"));
+  }
   return store_->Pull(table, keys, out, options);
 }
 absl::Status LocalClient::Push(absl::string_view table,

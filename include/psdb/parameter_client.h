@@ -12,6 +12,12 @@
 //    assigns (no optimizer), creating rows as needed.
 //  - Every call validates everything first; a bad request returns a Status
 //    naming what was wrong and changes nothing.
+//  - Versions: a serving replica (ps-server --serve_from) holds its last
+//    few checkpoints, each a version (docs/serving.md). PullConsistent
+//    reads several tables over every shard involved at one version and
+//    says which; PullOptions::version reads a named one. Training servers
+//    and embedded stores have no versions: their reads return an empty
+//    ReadVersion, and naming a version is FailedPrecondition.
 //
 // Thread-safety: implementations are thread-safe; any number of threads may
 // call any method at once.
@@ -36,6 +42,40 @@ struct PullOptions {
   // Read-only pull for inference: never creates rows, never counts sightings.
   // Default: false
   bool serving = false;
+  // Serving replicas: the checkpoint id of the version to read (e.g. a
+  // ReadVersion::checkpoint_id returned before); a shard that no longer
+  // holds it answers NotFound naming it and the versions it holds. Empty:
+  // each shard's newest (shards may then answer different versions while
+  // replicas swap; PullConsistent reads one version and names it).
+  // Default: "" (the newest)
+  std::string version;
+};
+
+// The version rows were read from: a checkpoint a serving replica holds.
+// Versions order by seq. Empty checkpoint_id: the rows came from a
+// training server or an embedded store, which have no versions.
+struct ReadVersion {
+  std::string checkpoint_id;  // e.g. "ckpt-000000001200-000003"
+  int64_t step = 0;           // the checkpoint's training step
+  uint64_t seq = 0;           // its sequence number under the root
+};
+
+// One table's part of a PullConsistent: out[i*dim ..) receives keys[i]'s
+// row, as Pull. The spans must stay valid for the call.
+struct TableRead {
+  std::string table;
+  absl::Span<const uint64_t> keys;
+  absl::Span<float> out;  // REQUIRES: keys.size() * the table's dim floats
+};
+
+struct ConsistentReadOptions {
+  // As PullOptions::serving, for every read. Default: false
+  bool serving = false;
+  // Read this version (a checkpoint id) on every shard, as
+  // PullOptions::version; NotFound when a shard does not hold it. Empty:
+  // the newest version every shard involved holds (see PullConsistent).
+  // Default: ""
+  std::string version;
 };
 
 struct PushOptions {
@@ -135,6 +175,21 @@ class ParameterClient {
                             absl::Span<const uint64_t> keys,
                             absl::Span<float> out,
                             const PullOptions& options) = 0;
+  // Several tables' rows read at one version: every row of every read
+  // comes from the same checkpoint, which is returned. RemoteClient sends
+  // every shard involved one multi-table request (PullTables) per round;
+  // when shards answer different versions it picks the newest version
+  // every one of them holds and asks again only the shards that answered
+  // another; it never returns a version older than one it returned before
+  // (unless options.version names one), and fails with FailedPrecondition,
+  // naming each shard's versions, when no version is common to the shards
+  // before the call's deadline. Implementations without versions (an
+  // embedded store, training servers) read each table as Pull does and
+  // return an empty ReadVersion; a named version is FailedPrecondition
+  // there. REQUIRES (else InvalidArgument): each out's size as Pull's.
+  virtual absl::StatusOr<ReadVersion> PullConsistent(
+      absl::Span<const TableRead> reads, const ConsistentReadOptions& options);
+
   // REQUIRES (else InvalidArgument): grads.size() == keys.size() * dim.
   virtual absl::Status Push(absl::string_view table,
                             absl::Span<const uint64_t> keys,

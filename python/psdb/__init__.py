@@ -44,6 +44,7 @@ from psdb._psdb import (  # noqa: E402  (after the __path__ set-up)
     FailedPreconditionError,
     Rows,
     TableSpec,
+    Version,
     VocabCache,
     criteo_keys,
 )
@@ -81,7 +82,11 @@ def open(url, **options):  # noqa: A001  (psdb.open, like the C++ factory)
     Client methods:
       create_table(name, dim, *, optimizer="sgd", learning_rate=..., ...)
       drop_table(name); list_tables() -> [TableSpec]; get_table(name)
-      pull(table, ids, *, out=None, serving=False) -> float32 (n, dim)
+      pull(table, ids, *, out=None, serving=False, version=None,
+          return_version=False) -> float32 (n, dim), or (rows, Version)
+      pull_tables({table: ids}, *, serving=False, version=None,
+          return_version=False) -> {table: float32 (n, dim)}, or
+          ({...}, Version): every row from one version
       push(table, ids, grads, *, step=None, worker_id=None)
       pull_rows(table, ids) -> Rows; put_rows(table, ids, rows)
       checkpoint(dir, *, keep_last=None) -> dict(path, step, rows_flushed,
@@ -100,6 +105,7 @@ __all__ = [
     "FailedPreconditionError",
     "Rows",
     "TableSpec",
+    "Version",
     "VocabCache",
     "criteo_keys",
     "open",

@@ -4,6 +4,9 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -185,11 +188,73 @@ py::dict StatsDict(const StoreStats& s) {
   return d;
 }
 
+// A version argument: None, a checkpoint id or a psdb.Version.
+std::string VersionId(const py::object& version) {
+  if (version.is_none()) return "";
+  if (py::isinstance<ReadVersion>(version)) {
+    return version.cast<const ReadVersion&>().checkpoint_id;
+  }
+  if (py::isinstance<py::str>(version)) return version.cast<std::string>();
+  ThrowValueError(
+      "version must be None, a checkpoint id (str) or psdb.Version");
+}
+
+// A returned version: None from clients without versions.
+py::object VersionObject(ReadVersion v) {
+  if (v.checkpoint_id.empty()) return py::none();
+  return py::cast(std::move(v));
+}
+
+// Several tables' rows at one version (ParameterClient::PullConsistent):
+// reads maps table -> ids; returns {table: (len(ids), dim) float32} in the
+// same order, and the version read.
+std::pair<py::dict, py::object> PullTables(ClientHandle& c,
+                                           const py::dict& reads, bool serving,
+                                           const py::object& version) {
+  std::vector<std::string> tables;
+  std::vector<std::unique_ptr<KeyArray>> keys;
+  std::vector<py::array_t<float>> rows;
+  std::vector<TableRead> table_reads;
+  for (const auto& [name, ids] : reads) {
+    tables.push_back(py::cast<std::string>(name));
+    keys.push_back(std::make_unique<KeyArray>(ids));
+    const int dim = c.Dim(tables.back());
+    rows.emplace_back(std::vector<ssize_t>{
+        static_cast<ssize_t>(keys.back()->size()), static_cast<ssize_t>(dim)});
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    table_reads.push_back(
+        {tables[i], keys[i]->span(),
+         absl::MakeSpan(rows[i].mutable_data(), rows[i].size())});
+  }
+  ConsistentReadOptions options;
+  options.serving = serving;
+  options.version = VersionId(version);
+  ReadVersion read = ValueOrThrow(c.Call([&](ParameterClient& client) {
+    return client.PullConsistent(table_reads, options);
+  }));
+  py::dict out;
+  for (size_t i = 0; i < tables.size(); ++i) out[py::str(tables[i])] = rows[i];
+  return {out, VersionObject(std::move(read))};
+}
+
 py::object Pull(ClientHandle& c, const std::string& table, py::handle ids,
-                py::object out, bool serving) {
+                py::object out, bool serving, const py::object& version,
+                bool return_version) {
+  if (return_version) {
+    // One table at one version: the consistent read, which says which.
+    if (!out.is_none()) {
+      ThrowValueError("out= is not supported with return_version=True");
+    }
+    py::dict reads;
+    reads[py::str(table)] = ids;
+    auto [rows, read] = PullTables(c, reads, serving, version);
+    return py::make_tuple(rows[py::str(table)], read);
+  }
   const KeyArray keys(ids);
   PullOptions options;
   options.serving = serving;
+  options.version = VersionId(version);
   const auto pull = [&](absl::Span<float> rows) {
     return c.Call([&](ParameterClient& client) {
       return client.Pull(table, keys.span(), rows, options);
@@ -298,6 +363,25 @@ or modified in place before put_rows.
       .def_readwrite("frequency", &Rows::frequency)
       .def("__len__", [](const Rows& r) { return r.values.shape(0); });
 
+  py::class_<ReadVersion>(m, "Version",
+                          "A checkpoint a serving replica reads from.")
+      .def_readonly("checkpoint_id", &ReadVersion::checkpoint_id)
+      .def_readonly("step", &ReadVersion::step)
+      .def_readonly("seq", &ReadVersion::seq)
+      .def("__eq__",
+           [](const ReadVersion& a, const ReadVersion& b) {
+             return a.checkpoint_id == b.checkpoint_id;
+           })
+      .def("__hash__",
+           [](const ReadVersion& v) {
+             return py::hash(py::str(v.checkpoint_id));
+           })
+      .def("__str__", [](const ReadVersion& v) { return v.checkpoint_id; })
+      .def("__repr__", [](const ReadVersion& v) {
+        return absl::StrCat("psdb.Version('", v.checkpoint_id,
+                            "', step=", v.step, ", seq=", v.seq, ")");
+      });
+
   py::class_<ClientHandle, std::shared_ptr<ClientHandle>> client(
       m, "Client", "A psdb client; see psdb.open.");
   client
@@ -326,11 +410,37 @@ or modified in place before put_rows.
           py::arg("name"), "The table's psdb.TableSpec. KeyError if unknown.")
       .def("pull", &Pull, py::arg("table"), py::arg("ids"), py::kw_only(),
            py::arg("out") = py::none(), py::arg("serving") = false,
+           py::arg("version") = py::none(), py::arg("return_version") = false,
            R"doc(Rows of `ids` as float32 (len(ids), dim), created on first
 sight (get-or-create); duplicate ids are answered per position. ids: a 1-D
 integer array. out: a C-contiguous float32 (len(ids), dim) array to fill
 and return instead of a new one. serving=True creates nothing: missing ids
-get the table's serving_default.)doc")
+get the table's serving_default.
+
+Serving replicas hold versions (checkpoints; docs/serving.md). version: a
+checkpoint id or psdb.Version to read (KeyError when a shard does not
+hold it); None reads the newest. return_version=True returns
+(rows, version): the rows all come from that one psdb.Version, read as
+pull_tables does; version is None from a client without versions (local:,
+training servers).)doc")
+      .def(
+          "pull_tables",
+          [](ClientHandle& c, const py::dict& reads, bool serving,
+             const py::object& version, bool return_version) -> py::object {
+            auto [rows, read] = PullTables(c, reads, serving, version);
+            if (!return_version) return std::move(rows);
+            return py::make_tuple(rows, read);
+          },
+          py::arg("reads"), py::kw_only(), py::arg("serving") = false,
+          py::arg("version") = py::none(), py::arg("return_version") = false,
+          R"doc(Several tables' rows at one version: reads maps table name
+to ids; returns {table: float32 (len(ids), dim)} in the order given, every
+row of every table from one version; with return_version=True,
+(tables, version), the psdb.Version read (None from a client without
+versions). Over replicas: the newest version every shard involved holds,
+never older than one this client returned before; FailedPreconditionError
+naming each shard's versions when none is common before the call's
+deadline. version: read that checkpoint id or psdb.Version instead.)doc")
       .def("push", &Push, py::arg("table"), py::arg("ids"), py::arg("grads"),
            py::kw_only(), py::arg("step") = py::none(),
            py::arg("worker_id") = py::none(),

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "manifest/manifest.h"
 #include "optim/optimizer.h"
+#include "rpc/client/consistent_read.h"
 #include "rpc/client/fan_out.h"
 #include "rpc/wire/convert.h"
 #include "util/status_macros.h"
@@ -152,7 +153,10 @@ class RemoteClient::Impl {
         [](auto* async, grpc::ClientContext* ctx, const v1::PullRequest* req,
            v1::PullResponse* resp,
            DoneFn done) { async->Pull(ctx, req, resp, std::move(done)); },
-        [&](v1::PullRequest& req) { req.set_serving(options.serving); },
+        [&](v1::PullRequest& req) {
+          req.set_serving(options.serving);
+          req.set_version(options.version);
+        },
         [&](const v1::PullResponse& resp,
             absl::Span<const uint32_t> at) -> absl::Status {
           if (static_cast<size_t>(resp.dim()) != dim ||
@@ -173,6 +177,17 @@ class RemoteClient::Impl {
                   dim * sizeof(float));
     }
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<ReadVersion> PullConsistent(
+      absl::Span<const TableRead> reads, const ConsistentReadOptions& options) {
+    std::vector<int> dims;
+    for (const TableRead& read : reads) {
+      PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(read.table));
+      dims.push_back(spec.dim);
+    }
+    return internal::PullConsistent(*fan_out_, reads, dims, options, Deadline(),
+                                    &floor_);
   }
 
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
@@ -556,6 +571,8 @@ class RemoteClient::Impl {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, TableSpec> specs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> steps_ ABSL_GUARDED_BY(mu_);
+  // The newest version PullConsistent returned.
+  internal::VersionFloor floor_;
 };
 
 absl::StatusOr<std::unique_ptr<RemoteClient>> RemoteClient::Open(
@@ -587,6 +604,10 @@ absl::Status RemoteClient::Pull(absl::string_view table,
                                 absl::Span<float> out,
                                 const PullOptions& options) {
   return impl_->Pull(table, keys, out, options);
+}
+absl::StatusOr<ReadVersion> RemoteClient::PullConsistent(
+    absl::Span<const TableRead> reads, const ConsistentReadOptions& options) {
+  return impl_->PullConsistent(reads, options);
 }
 absl::Status RemoteClient::Push(absl::string_view table,
                                 absl::Span<const uint64_t> keys,

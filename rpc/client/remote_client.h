@@ -34,6 +34,11 @@
 //    and Stats are merged across servers (Stats: counters summed per table,
 //    steps and checkpoint durations as the maximum).
 //
+// Versions (serving replicas): Pull sends PullOptions::version to every
+// shard; PullConsistent reads several tables at one version, asking again
+// the shards that answered another (rpc/client/consistent_read.h), and
+// never returns a version older than one it returned before.
+//
 // Failure handling: every call has a deadline (call_timeout from its start,
 // covering retries). Idempotent calls (Pull, PullRows, CreateTable,
 // ListTables, GetTable, Stats) are retried with exponential backoff on
@@ -107,6 +112,11 @@ class RemoteClient final : public ParameterClient {
   absl::StatusOr<TableSpec> GetTable(absl::string_view name) override;
   absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<float> out, const PullOptions& options) override;
+  // One version over every shard and table (psdb/parameter_client.h;
+  // the algorithm: rpc/client/consistent_read.h).
+  absl::StatusOr<ReadVersion> PullConsistent(
+      absl::Span<const TableRead> reads,
+      const ConsistentReadOptions& options) override;
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<const float> grads,
                     const PushOptions& options) override;

@@ -312,7 +312,7 @@ class CheckpointFollower::Impl {
     }
     for (ServingSnapshot* s : left) delete s;
     absl::MutexLock l(&mu_);
-    current_.reset();  // the last reference (callers released theirs)
+    held_.clear();  // the last references (callers released theirs)
   }
 
   // Wraps a snapshot so that its last holder hands it to the follow thread.
@@ -373,9 +373,16 @@ class CheckpointFollower::Impl {
       report.took = absl::Now() - swap_start;
       report.bytes_read = next->fs->bytes_read();
       SwapObserver observer;
+      std::vector<std::shared_ptr<ServingSnapshot>> dropped;
       {
         absl::MutexLock l(&mu_);
-        current_ = shared;
+        held_.insert(held_.begin(), shared);
+        while (held_.size() > static_cast<size_t>(options_.serve_versions)) {
+          // Released outside the lock: the last reference queues it for
+          // the follow thread to close.
+          dropped.push_back(std::move(held_.back()));
+          held_.pop_back();
+        }
         status_.last_swap = report;
         observer = observer_;
         status_.checkpoint_id = shared->checkpoint_id;
@@ -411,7 +418,29 @@ class CheckpointFollower::Impl {
 
   std::shared_ptr<ServingSnapshot> Acquire() const {
     absl::MutexLock l(&mu_);
-    return current_;
+    return held_.empty() ? nullptr : held_.front();
+  }
+
+  absl::StatusOr<std::shared_ptr<ServingSnapshot>> Acquire(
+      absl::string_view checkpoint_id) const {
+    absl::MutexLock l(&mu_);
+    for (const auto& snap : held_) {
+      if (snap->checkpoint_id == checkpoint_id) return snap;
+    }
+    std::vector<std::string> ids;
+    for (const auto& snap : held_) ids.push_back(snap->checkpoint_id);
+    return absl::NotFoundError(absl::StrCat(
+        "version ", checkpoint_id, " is not held by this replica (",
+        options_.root, "); it holds ", absl::StrJoin(ids, ", ")));
+  }
+
+  std::vector<ServedVersion> HeldVersions() const {
+    absl::MutexLock l(&mu_);
+    std::vector<ServedVersion> out;
+    for (const auto& snap : held_) {
+      out.push_back({snap->checkpoint_id, snap->step, snap->seq});
+    }
+    return out;
   }
 
   ServingStatus status() const {
@@ -487,7 +516,9 @@ class CheckpointFollower::Impl {
   // Files verified by earlier swaps (those of the newest one served).
   ckpt::VerifiedFiles verified_ ABSL_GUARDED_BY(poll_mu_);
   mutable absl::Mutex mu_;
-  std::shared_ptr<ServingSnapshot> current_ ABSL_GUARDED_BY(mu_);
+  // The versions served, newest first (front: the current one); at most
+  // options_.serve_versions.
+  std::vector<std::shared_ptr<ServingSnapshot>> held_ ABSL_GUARDED_BY(mu_);
   ServingStatus status_ ABSL_GUARDED_BY(mu_);
   SwapObserver observer_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
@@ -507,6 +538,11 @@ absl::StatusOr<std::unique_ptr<CheckpointFollower>> CheckpointFollower::Start(
   if (options.interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("serving: negative follow interval");
   }
+  if (options.serve_versions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("serving: serve_versions ", options.serve_versions,
+                     " (at least 1: the checkpoint served)"));
+  }
   auto impl = std::make_unique<Impl>(options);
   PSDB_RETURN_IF_ERROR(impl->Poll().status());
   impl->StartThread();
@@ -520,6 +556,15 @@ CheckpointFollower::~CheckpointFollower() = default;
 
 std::shared_ptr<ServingSnapshot> CheckpointFollower::Acquire() const {
   return impl_->Acquire();
+}
+
+absl::StatusOr<std::shared_ptr<ServingSnapshot>> CheckpointFollower::Acquire(
+    absl::string_view checkpoint_id) const {
+  return impl_->Acquire(checkpoint_id);
+}
+
+std::vector<ServedVersion> CheckpointFollower::HeldVersions() const {
+  return impl_->HeldVersions();
 }
 
 absl::StatusOr<bool> CheckpointFollower::Poll() { return impl_->Poll(); }

@@ -50,6 +50,19 @@
 //    request's thread); a base store shared by several snapshots closes
 //    with the last of them. While a new base is opened both bases' memory
 //    tiers exist: plan for twice the budget then.
+//  - Versions: the follower keeps the newest options.serve_versions (K)
+//    checkpoints it swapped in readable: Acquire(checkpoint_id) hands out
+//    any of them, and HeldVersions() lists them, newest first. A version's
+//    identity is its checkpoint id (it embeds step and seq; order is by
+//    seq). Versions laid over the same base share its store and the added
+//    files' rows (delta_rows.h), so a row unchanged between them is held
+//    once. A version on a base of its own (the newer one was opened whole)
+//    keeps its own store: K versions over K different bases cost up to K
+//    memory budgets (plus K RocksDB instances) until the older ones fall
+//    out of the window. Training's keep_last may delete a held version's
+//    directory: its files stay open (hard links, open descriptors), so it
+//    keeps being served exactly until it falls out of the window; then
+//    Acquire(its id) is NotFound naming it and the versions held.
 //  - Warming (a new base only): for every shard and every table of the new
 //    checkpoint that the old one also has, the keys resident in the old
 //    store's memory tier (up to options.warm_max_keys per table) are pulled
@@ -81,6 +94,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "psdb/store.h"
@@ -118,6 +132,16 @@ struct FollowerOptions {
   // Semantics); past it the next checkpoint is opened whole. 0: a quarter
   // of store.memory_budget_bytes. Default: 0
   uint64_t max_delta_bytes = 0;
+  // Checkpoints kept readable (see Versions): the one served plus the
+  // serve_versions - 1 swapped in before it. REQUIRES: >= 1. Default: 2
+  int serve_versions = 2;
+};
+
+// One checkpoint a replica can serve (checkpoint ids order as their seq).
+struct ServedVersion {
+  std::string checkpoint_id;  // e.g. "ckpt-000000001200-000003"
+  int64_t step = 0;
+  uint64_t seq = 0;
 };
 
 // What one swap cost: from the follower taking up a newer checkpoint to
@@ -171,8 +195,15 @@ class CheckpointFollower {
   CheckpointFollower(const CheckpointFollower&) = delete;
   CheckpointFollower& operator=(const CheckpointFollower&) = delete;
 
-  // The snapshot requests run against now. Never null.
+  // The snapshot requests run against now (the newest held). Never null.
   std::shared_ptr<ServingSnapshot> Acquire() const;
+  // The held snapshot of checkpoint `checkpoint_id`; NotFound naming it
+  // and the versions held when it is not (never was, or fell out of the
+  // serve_versions window).
+  absl::StatusOr<std::shared_ptr<ServingSnapshot>> Acquire(
+      absl::string_view checkpoint_id) const;
+  // The versions Acquire(id) serves now, newest first (at least one).
+  std::vector<ServedVersion> HeldVersions() const;
 
   // Looks at the root once: swaps in the newest newer checkpoint that
   // verifies. True if it swapped. An error only when the root cannot be

@@ -179,12 +179,9 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
   // Routed with an older map: CheckKeys refuses it, nothing to track.
   if (!hold && (req.client_epoch == 0 || req.client_epoch == current.epoch())) {
     if (source_) {
-      for (uint64_t key : req.keys) {
-        if (Leaves(current, key)) {
-          leaving = true;
-          break;
-        }
-      }
+      ForEachRead(req, [&](absl::string_view, absl::Span<const uint64_t> keys) {
+        for (uint64_t key : keys) leaving = leaving || Leaves(current, key);
+      });
     }
     if (req.sync_step.has_value() && closed_ &&
         !started_steps_.contains(*req.sync_step)) {
@@ -205,10 +202,13 @@ absl::StatusOr<std::optional<Resharder::Pass>> Resharder::TryEnter(
   }
   if (leaving) {
     ++running_leaving_;
-    absl::flat_hash_set<uint64_t>& touched = touched_[req.table];
-    for (uint64_t key : req.keys) {
-      if (Leaves(current, key)) touched.insert(key);
-    }
+    ForEachRead(req,
+                [&](absl::string_view table, absl::Span<const uint64_t> keys) {
+                  absl::flat_hash_set<uint64_t>& touched = touched_[table];
+                  for (uint64_t key : keys) {
+                    if (Leaves(current, key)) touched.insert(key);
+                  }
+                });
   }
   return Pass(this, generation_, sync, leaving);
 }

@@ -59,15 +59,30 @@
 
 namespace psdb::rpc::internal {
 
+// One table's keys of a request.
+struct GateRead {
+  absl::string_view table;
+  absl::Span<const uint64_t> keys;
+};
+
 // A keyed request as the gate sees it.
 struct GateRequest {
   absl::string_view table;
   absl::Span<const uint64_t> keys;
+  // A multi-table read's other tables (PullTables), gated as `table` is.
+  std::vector<GateRead> more;
   // The epoch the client routed with; 0 = unchecked.
   uint64_t client_epoch = 0;
   // A synchronous push of this step (sync mode only).
   std::optional<int64_t> sync_step;
 };
+
+// fn(table, keys) for the request's first read and each of `more`.
+template <typename Fn>
+void ForEachRead(const GateRequest& req, Fn fn) {
+  fn(req.table, req.keys);
+  for (const GateRead& read : req.more) fn(read.table, read.keys);
+}
 
 class Resharder {
  public:

@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "manifest/manifest.h"
+#include "rpc/server/read_lease.h"
 #include "rpc/server/request_checks.h"
 #include "rpc/server/resharder.h"
 #include "rpc/server/server_metrics.h"
@@ -72,42 +73,11 @@ RpcMethod MethodOf(const v1::CheckpointRequest&) {
 RpcMethod MethodOf(const v1::StatsRequest&) { return RpcMethod::kStats; }
 RpcMethod MethodOf(const v1::ReshardRequest&) { return RpcMethod::kReshard; }
 RpcMethod MethodOf(const v1::MigrateRequest&) { return RpcMethod::kMigrate; }
+RpcMethod MethodOf(const v1::PullTablesRequest&) {
+  return RpcMethod::kPullTables;
+}
 
-// What one request reads, held until it is answered: the training store,
-// or the serving replica's current checkpoint (reads are serving reads).
-class Lease {
- public:
-  explicit Lease(Store* store) : store_(store) {}
-  explicit Lease(std::shared_ptr<ServingSnapshot> snapshot)
-      : snapshot_(std::move(snapshot)) {}
-
-  // Null when training.
-  const ServingSnapshot* snapshot() const { return snapshot_.get(); }
-
-  absl::StatusOr<TableSpec> GetTable(absl::string_view table) const {
-    return snapshot_ ? snapshot_->GetTable(table) : store_->GetTable(table);
-  }
-  std::vector<TableSpec> ListTables() const {
-    return snapshot_ ? snapshot_->ListTables() : store_->ListTables();
-  }
-  StoreStats Stats() const {
-    return snapshot_ ? snapshot_->Stats() : store_->Stats();
-  }
-  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> out, const PullOptions& options) const {
-    return snapshot_ ? snapshot_->Pull(table, keys, out)
-                     : store_->Pull(table, keys, out, options);
-  }
-  absl::Status PullRows(absl::string_view table,
-                        absl::Span<const uint64_t> keys, RowBatch* out) const {
-    return snapshot_ ? snapshot_->PullRows(table, keys, out)
-                     : store_->PullRows(table, keys, out);
-  }
-
- private:
-  Store* store_ = nullptr;
-  std::shared_ptr<ServingSnapshot> snapshot_;
-};
+using internal::ReadLease;
 
 class ServiceImpl final : public v1::ParameterService::CallbackService {
  public:
@@ -170,6 +140,34 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     return Run(
         ctx, req, [this, req, resp] { return DoPullRows(*req, resp); },
         Gate(*req));
+  }
+  ServerUnaryReactor* PullTables(CallbackServerContext* ctx,
+                                 const v1::PullTablesRequest* req,
+                                 v1::PullTablesResponse* resp) override {
+    internal::GateRequest gate;
+    gate.client_epoch = req->cluster_epoch();
+    for (int i = 0; i < req->reads_size(); ++i) {
+      const v1::TableRead& read = req->reads(i);
+      const absl::Span<const uint64_t> keys = KeySpan(read.keys());
+      if (i == 0) {
+        gate.table = read.table();
+        gate.keys = keys;
+      } else {
+        gate.more.push_back({read.table(), keys});
+      }
+    }
+    return Run(
+        ctx, req,
+        [this, req, resp]() -> absl::Status {
+          PSDB_ASSIGN_OR_RETURN(
+              ReadLease lease,
+              ReadLease::Acquire(store_, follower_, req->version()));
+          PSDB_RETURN_IF_ERROR(internal::PullTables(
+              lease, checks_, *Map(), options_.max_batch_keys, *req, resp));
+          lease.SetVersions(follower_, resp);
+          return absl::OkStatus();
+        },
+        std::move(gate));
   }
   ServerUnaryReactor* PutRows(CallbackServerContext* ctx,
                               const v1::PutRowsRequest* req,
@@ -235,7 +233,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                                  v1::ListTablesResponse* resp) override {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
-      const Lease lease = Acquire();
+      const ReadLease lease = Acquire();
       std::vector<TableSpec> tables = lease.ListTables();
       std::sort(tables.begin(), tables.end(),
                 [](const TableSpec& a, const TableSpec& b) {
@@ -257,7 +255,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                             v1::StatsResponse* resp) override {
     return Run(ctx, req, [this, req, resp]() -> absl::Status {
       PSDB_RETURN_IF_ERROR(CheckEpoch(req->cluster_epoch()));
-      const Lease lease = Acquire();
+      const ReadLease lease = Acquire();
       StoreStats stats = lease.Stats();
       std::sort(stats.tables.begin(), stats.tables.end(),
                 [](const TableStats& a, const TableStats& b) {
@@ -305,6 +303,9 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
     std::optional<size_t> keys;
     if constexpr (requires { req->keys_size(); }) {
       keys = static_cast<size_t>(req->keys_size());
+    } else if constexpr (requires { req->reads(); }) {
+      keys = 0;
+      for (const auto& read : req->reads()) *keys += read.keys_size();
     }
     auto call = std::make_shared<PendingCall>();
     call->ctx = ctx;
@@ -395,10 +396,10 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
         std::shared_ptr<const ClusterMap>(), &options_.cluster);
   }
 
-  // The store this request runs against (see Lease).
-  Lease Acquire() const {
-    if (follower_ == nullptr) return Lease(store_);
-    return Lease(follower_->Acquire());
+  // The store or newest version this request runs against.
+  ReadLease Acquire() const {
+    if (follower_ == nullptr) return ReadLease(store_);
+    return ReadLease(follower_->Acquire());
   }
 
   // A serving replica refuses every write.
@@ -416,7 +417,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
   // A keyed request (internal::RequestChecks::CheckKeys) under the map of
   // the moment, or the checkpoint `lease` holds.
-  absl::Status CheckKeys(const Lease& lease, uint64_t client_epoch,
+  absl::Status CheckKeys(const ReadLease& lease, uint64_t client_epoch,
                          absl::string_view table,
                          absl::Span<const uint64_t> keys) const {
     return checks_.CheckKeys(*Map(), lease.snapshot(), client_epoch, table,
@@ -425,7 +426,8 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
 
   absl::Status DoPull(const v1::PullRequest& req, v1::PullResponse* resp) {
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    const Lease lease = Acquire();
+    PSDB_ASSIGN_OR_RETURN(ReadLease lease,
+                          ReadLease::Acquire(store_, follower_, req.version()));
     PSDB_RETURN_IF_ERROR(
         CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
     PSDB_ASSIGN_OR_RETURN(TableSpec spec, lease.GetTable(req.table()));
@@ -439,6 +441,7 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
                                   keys.size() * spec.dim),
                    options));
     resp->set_dim(spec.dim);
+    lease.SetVersions(follower_, resp);
     return absl::OkStatus();
   }
 
@@ -482,12 +485,14 @@ class ServiceImpl final : public v1::ParameterService::CallbackService {
   absl::Status DoPullRows(const v1::PullRowsRequest& req,
                           v1::PullRowsResponse* resp) {
     const absl::Span<const uint64_t> keys = KeySpan(req.keys());
-    const Lease lease = Acquire();
+    PSDB_ASSIGN_OR_RETURN(ReadLease lease,
+                          ReadLease::Acquire(store_, follower_, req.version()));
     PSDB_RETURN_IF_ERROR(
         CheckKeys(lease, req.cluster_epoch(), req.table(), keys));
     RowBatch rows;
     PSDB_RETURN_IF_ERROR(lease.PullRows(req.table(), keys, &rows));
     ToProto(rows, resp->mutable_rows());
+    lease.SetVersions(follower_, resp);
     return absl::OkStatus();
   }
 

@@ -32,6 +32,12 @@
 // the checkpoint was written under (a cluster checkpoint's), not the
 // cluster epoch: replicas do not take part in membership changes. Stats
 // reports the serving checkpoint (StatsResponse.serving).
+// The follower holds several checkpoints (FollowerOptions::serve_versions):
+// Pull, PullRows and PullTables read the one their request names (empty:
+// the newest) and answer with it and the versions held.
+//
+// PullTables (both kinds of server): several tables' reads in one request,
+// each checked and read as a Pull of its table (rpc/server/read_lease.h).
 //
 // Live resharding (rpc/server/resharder.h; the protocol in
 // rpc/control/README.md): the Reshard and Migrate RPCs. The cluster map

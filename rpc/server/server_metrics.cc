@@ -19,12 +19,12 @@ using prometheus::MetricType;
 constexpr std::array<absl::string_view, kNumRpcMethods> kMethodNames = {
     "Pull",        "Push",      "PullRows",   "PutRows",
     "CreateTable", "DropTable", "ListTables", "Checkpoint",
-    "Stats",       "Reshard",   "Migrate"};
+    "Stats",       "Reshard",   "Migrate",    "PullTables"};
 
 bool HasKeys(RpcMethod method) {
   return method == RpcMethod::kPull || method == RpcMethod::kPush ||
          method == RpcMethod::kPullRows || method == RpcMethod::kPutRows ||
-         method == RpcMethod::kMigrate;
+         method == RpcMethod::kMigrate || method == RpcMethod::kPullTables;
 }
 
 // Request latency buckets: from 50 us (a small pull on loopback) to 10 s (a

@@ -106,8 +106,9 @@ enum class RpcMethod : int {
   kStats,
   kReshard,
   kMigrate,
+  kPullTables,
 };
-inline constexpr int kNumRpcMethods = 11;
+inline constexpr int kNumRpcMethods = 12;
 // "Pull", "Push", ... as in psdb.proto.
 absl::string_view RpcMethodName(RpcMethod method);
 

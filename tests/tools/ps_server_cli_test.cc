@@ -216,6 +216,7 @@ TEST_F(ServerFlagsTest, AServingReplica) {
   SetFlags({{"serve_from", "/shared/ckpt"},
             {"shard_id", "2"},
             {"follow_interval_s", "30"},
+            {"serve_versions", "3"},
             {"memory_budget_mb", "512"},
             {"max_batch_keys", "4096"},
             {"port", "7400"},
@@ -229,6 +230,7 @@ TEST_F(ServerFlagsTest, AServingReplica) {
   EXPECT_EQ(launch.follow.root, "/shared/ckpt");
   EXPECT_EQ(launch.follow.shard_id, 2);
   EXPECT_EQ(launch.follow.interval, absl::Seconds(30));
+  EXPECT_EQ(launch.follow.serve_versions, 3);
   EXPECT_EQ(launch.follow.store.memory_budget_bytes, uint64_t{512} << 20);
   EXPECT_EQ(launch.follow.store.max_batch_keys, 4096u);
 
@@ -312,6 +314,8 @@ TEST_F(ServerFlagsTest, BadOrContradictorySettingsAreClearErrors) {
       "PS_SCHED_HOST/PS_SCHED_PORT and PS_SCHED_ADDRESSES)");
   EXPECT_EQ(ErrorOf({{"serve_from", "/c"}, {"follow_interval_s", "-1"}}),
             "--follow_interval_s must be >= 0");
+  EXPECT_EQ(ErrorOf({{"serve_from", "/c"}, {"serve_versions", "0"}}),
+            "--serve_versions must be >= 1");
 
   EXPECT_EQ(ErrorOf({}, {}, {"backup"}),
             "unknown command 'backup': expected checkpoint");

@@ -312,7 +312,7 @@ int RunServer(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "--shard_id=K] [--tls_cert=... --tls_key=... [--tls_ca=... "
       "--require_client_cert --tls_crl=...] [--tls_ciphers=A:B]]\n"
       "ps-server --serve_from=CKPT_ROOT [--shard_id=K] [--port=P] "
-      "[--follow_interval_s=S]\n"
+      "[--follow_interval_s=S] [--serve_versions=K]\n"
       "ps-server checkpoint --root=DIR [--step=S] "
       "(PS_SCHED_HOST/PS_SCHED_PORT or --sched_host/--sched_port, or "
       "PS_SCHED_ADDRESSES or --sched_addresses | --servers=h1:p1,...)",

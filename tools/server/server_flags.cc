@@ -48,6 +48,11 @@ ABSL_FLAG(int, follow_interval_s, 10,
           "With --serve_from: seconds between looks for a newer checkpoint "
           "(besides those inotify triggers as a manifest is renamed in); "
           "0 = serve the first one only.");
+ABSL_FLAG(int, serve_versions, 2,
+          "With --serve_from: checkpoints kept readable (the newest plus "
+          "the ones swapped in before it), so clients can read several "
+          "shards and tables at one version; >= 1. Versions over different "
+          "base stores cost up to one --memory_budget_mb each.");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics over HTTP at /metrics on this port; "
           "0 picks a free one, -1 = off.");
@@ -176,12 +181,16 @@ absl::Status ResolveServe(const rpc::SettingMap& env, ServerLaunch* launch) {
   if (absl::GetFlag(FLAGS_follow_interval_s) < 0) {
     return absl::InvalidArgumentError("--follow_interval_s must be >= 0");
   }
+  if (absl::GetFlag(FLAGS_serve_versions) < 1) {
+    return absl::InvalidArgumentError("--serve_versions must be >= 1");
+  }
   rpc::FollowerOptions& follow = launch->follow;
   follow.root = absl::GetFlag(FLAGS_serve_from);
   follow.shard_id = absl::GetFlag(FLAGS_serve_all_shards)
                         ? rpc::kAllShards
                         : launch->server.shard_id;
   follow.interval = absl::Seconds(absl::GetFlag(FLAGS_follow_interval_s));
+  follow.serve_versions = absl::GetFlag(FLAGS_serve_versions);
   follow.store.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
   follow.store.max_batch_keys = launch->server.max_batch_keys;

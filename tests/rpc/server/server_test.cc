@@ -125,6 +125,79 @@ TEST_F(ServerTest, PullAndPushThroughTheStub) {
   EXPECT_NE(local, expected);
 }
 
+// PullTables on a training server: each table's rows as its own Pull
+// would give them (get-or-create), in request order, with no version; a
+// version asked for, reads over the batch limit together, or one bad
+// table fail the whole request and create nothing.
+TEST_F(ServerTest, PullTablesReadsEachTableAsPullWould) {
+  {
+    v1::CreateTableRequest req;
+    TableSpec dense = AdagradTable("dense");
+    dense.dim = 2;
+    *req.mutable_spec() = TableSpecToProto(dense);
+    v1::CreateTableResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->CreateTable(&ctx, req, &resp).ok());
+  }
+  v1::PullTablesRequest req;
+  v1::TableRead* emb = req.add_reads();
+  emb->set_table("emb");
+  for (uint64_t k : {7, 3, 7}) emb->add_keys(k);
+  v1::TableRead* dense = req.add_reads();
+  dense->set_table("dense");
+  for (uint64_t k : {0, 1}) dense->add_keys(k);
+  v1::PullTablesResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->PullTables(&ctx, req, &resp).ok());
+  }
+  ASSERT_EQ(resp.tables_size(), 2);
+  EXPECT_FALSE(resp.has_version());
+  EXPECT_EQ(resp.held_versions_size(), 0);
+  for (int t = 0; t < 2; ++t) {
+    const v1::TableRead& read = req.reads(t);
+    v1::PullRequest pull;
+    pull.set_table(read.table());
+    pull.mutable_keys()->CopyFrom(read.keys());
+    v1::PullResponse pulled;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Pull(&ctx, pull, &pulled).ok());
+    EXPECT_EQ(resp.tables(t).dim(), t == 0 ? kDim : 2);
+    EXPECT_EQ(resp.tables(t).values(), pulled.values()) << read.table();
+    EXPECT_FALSE(pulled.has_version());
+  }
+  const uint64_t created = RowsCreated();
+  EXPECT_EQ(created, 2u);
+
+  const auto refused = [&](v1::PullTablesRequest bad) {
+    v1::PullTablesResponse out;
+    grpc::ClientContext ctx;
+    return stub_->PullTables(&ctx, bad, &out);
+  };
+  v1::PullTablesRequest versioned = req;
+  versioned.set_version("ckpt-000000000001-000001");
+  grpc::Status status = refused(versioned);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("training server"), std::string::npos)
+      << status.error_message();
+  v1::PullTablesRequest unknown = req;
+  unknown.mutable_reads(0)->add_keys(99);
+  unknown.mutable_reads(1)->set_table("nope");
+  EXPECT_EQ(refused(unknown).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::PullTablesRequest big;
+  for (int t = 0; t < 2; ++t) {
+    v1::TableRead* read = big.add_reads();
+    read->set_table("emb");
+    for (size_t k = 0; k < kMaxKeys / 2 + 1; ++k) read->add_keys(1000 + k);
+  }
+  status = refused(big);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("more than the server's limit"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(RowsCreated(), created);
+}
+
 // What a client generated from psdb.proto in another language sends first:
 // a CreateTable with only a name and a dim. Every other field takes its
 // documented default (the C++ one), and the table works.

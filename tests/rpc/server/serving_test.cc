@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "manifest/manifest.h"
 #include "psdb/client_url.h"
@@ -29,6 +31,7 @@
 #include "rpc/control/cluster_checkpoint.h"
 #include "rpc/server/checkpoint_follower.h"
 #include "rpc/server/server.h"
+#include "rpc/wire/psdb.grpc.pb.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/test_util.h"
 #include "util/status_macros.h"
@@ -78,7 +81,7 @@ class Trainer {
     PushOptions push;
     push.step = ++step_;
     EXPECT_TRUE(store_->Push("emb", keys, grads, push).ok());
-    auto info = store_->Checkpoint(root_);
+    auto info = store_->Checkpoint(root_, checkpoint_options_);
     EXPECT_TRUE(info.ok()) << info.status();
     last_dir_ = info->path;
     return Values(*store_);
@@ -94,10 +97,15 @@ class Trainer {
 
   const std::string& root() const { return root_; }
   const std::string& last_dir() const { return last_dir_; }
+  // The id of the last checkpoint written (its directory's name).
+  std::string last_id() const { return fs::path(last_dir_).filename(); }
   int64_t step() const { return step_; }
+  // Checkpoints kept under the root (CheckpointOptions::keep_last).
+  void set_keep_last(int n) { checkpoint_options_.keep_last = n; }
 
  private:
   std::string root_;
+  CheckpointOptions checkpoint_options_;
   std::unique_ptr<Store> store_;
   int64_t step_ = 0;
   std::string last_dir_;
@@ -497,6 +505,97 @@ TEST(CheckpointFollowerTest, KeepsServingACheckpointTrainingDeleted) {
             static_cast<uint64_t>(kKeys));
 }
 
+// serve_versions = 3: the three newest checkpoints swapped in are each
+// served exactly (laid over one base, sharing its store), listed newest
+// first; an older one is NotFound naming it and the versions held.
+TEST(CheckpointFollowerTest, KeepsTheLastServeVersionsReadable) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  FollowerOptions options = Follow(trainer.root());
+  options.serve_versions = 3;
+  std::vector<std::vector<float>> values;
+  std::vector<std::string> ids;
+  values.push_back(trainer.StepAndCheckpoint(0.5f));
+  ids.push_back(trainer.last_id());
+  ASSERT_OK_AND_ASSIGN(auto follower, CheckpointFollower::Start(options));
+  for (int i = 1; i < 4; ++i) {
+    values.push_back(trainer.StepAndCheckpoint(0.1f * i));
+    ids.push_back(trainer.last_id());
+    ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+    ASSERT_TRUE(swapped);
+  }
+  const std::vector<ServedVersion> held = follower->HeldVersions();
+  ASSERT_EQ(held.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(held[i].checkpoint_id, ids[3 - i]);
+    EXPECT_EQ(held[i].step, 4 - i);
+  }
+  EXPECT_GT(held[0].seq, held[1].seq);
+  EXPECT_GT(held[1].seq, held[2].seq);
+  EXPECT_EQ(follower->Acquire()->checkpoint_id, ids[3]);
+  for (int v = 1; v < 4; ++v) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<ServingSnapshot> snap,
+                         follower->Acquire(ids[v]));
+    EXPECT_EQ(snap->step, v + 1);
+    std::vector<float> out(kKeys * kDim);
+    ASSERT_OK(snap->Pull("emb", Keys(), absl::MakeSpan(out)));
+    EXPECT_TRUE(SameBits(out, values[v])) << ids[v];
+  }
+  // Laid over the same base: one store for all three.
+  EXPECT_EQ(follower->Acquire(ids[1]).value()->stores.at(0),
+            follower->Acquire(ids[3]).value()->stores.at(0));
+  const absl::Status gone = follower->Acquire(ids[0]).status();
+  EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(std::string(gone.message()),
+              HasSubstr(absl::StrCat("version ", ids[0], " is not held")));
+  EXPECT_THAT(
+      std::string(gone.message()),
+      HasSubstr(absl::StrCat("it holds ", ids[3], ", ", ids[2], ", ", ids[1])));
+  options.serve_versions = 0;
+  EXPECT_THAT(CheckpointFollower::Start(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Training keeps one checkpoint (keep_last = 1), so every held version but
+// the newest has had its directory deleted: each is still served exactly
+// (its files stay open), rows never read before included, until it falls
+// out of the window; then it is NotFound, naming it.
+TEST(CheckpointFollowerTest, ServesHeldVersionsTrainingDeletedUntilDropped) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  trainer.set_keep_last(1);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::string id1 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  const std::vector<float> v2 = trainer.StepAndCheckpoint(0.25f);
+  const std::string id2 = trainer.last_id();
+  ASSERT_FALSE(fs::exists(fs::path(trainer.root()) / id1));
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  std::vector<float> out(kKeys * kDim);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ServingSnapshot> old,
+                       follower->Acquire(id1));
+  ASSERT_OK(old->Pull("emb", Keys(), absl::MakeSpan(out)));
+  EXPECT_TRUE(SameBits(out, v1));
+  old.reset();
+  const std::vector<float> v3 = trainer.StepAndCheckpoint(0.125f);
+  ASSERT_FALSE(fs::exists(fs::path(trainer.root()) / id2));
+  ASSERT_OK_AND_ASSIGN(swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  ASSERT_OK_AND_ASSIGN(old, follower->Acquire(id2));
+  ASSERT_OK(old->Pull("emb", Keys(), absl::MakeSpan(out)));
+  EXPECT_TRUE(SameBits(out, v2));
+  old.reset();
+  EXPECT_TRUE(SameBits(Served(*follower), v3));
+  const absl::Status gone = follower->Acquire(id1).status();
+  EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(std::string(gone.message()), HasSubstr(id1));
+  EXPECT_THAT(
+      std::string(gone.message()),
+      HasSubstr(absl::StrCat("it holds ", trainer.last_id(), ", ", id2)));
+}
+
 TEST(CheckpointFollowerTest, StartRefusesARootWithNothingToServe) {
   ScratchDir dir;
   FollowerOptions options = Follow(dir.Sub("nothing"));
@@ -567,6 +666,105 @@ TEST(ServingServerTest, ConcurrentReadersSeeWholeCheckpointsAcrossSwaps) {
   EXPECT_EQ(mixed.load(), 0);
   EXPECT_EQ(follower->status().swaps, 5u);
   EXPECT_EQ(follower->status().step, 6);
+  server->Shutdown(absl::Seconds(5));
+}
+
+// The bytes of `rows` as the wire carries them.
+std::string Bytes(const std::vector<float>& rows, size_t begin = 0,
+                  size_t end = kKeys) {
+  return std::string(reinterpret_cast<const char*>(rows.data() + begin * kDim),
+                     (end - begin) * kDim * sizeof(float));
+}
+
+std::vector<std::string> Ids(
+    const google::protobuf::RepeatedPtrField<v1::Version>& versions) {
+  std::vector<std::string> out;
+  for (const v1::Version& v : versions) out.push_back(v.checkpoint_id());
+  return out;
+}
+
+// Pull, PullRows and PullTables through the stub: each answer names the
+// version read and the versions held (newest first); a request naming a
+// held version reads it, one naming another is NOT_FOUND naming it.
+TEST(ServingServerTest, ReadsNameTheirVersionAndReadAHeldOne) {
+  ScratchDir dir;
+  Trainer trainer(dir);
+  const std::vector<float> v1 = trainer.StepAndCheckpoint(0.5f);
+  const std::string id1 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(auto follower,
+                       CheckpointFollower::Start(Follow(trainer.root())));
+  const std::vector<float> v2 = trainer.StepAndCheckpoint(0.25f);
+  const std::string id2 = trainer.last_id();
+  ASSERT_OK_AND_ASSIGN(bool swapped, follower->Poll());
+  ASSERT_TRUE(swapped);
+  ServerOptions options;
+  options.num_threads = 2;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       PsServer::StartServing(options, follower.get()));
+  auto stub = v1::ParameterService::NewStub(grpc::CreateChannel(
+      server->address(), grpc::InsecureChannelCredentials()));
+  const std::vector<uint64_t> keys = Keys();
+  const std::vector<std::string> held = {id2, id1};
+
+  v1::PullRequest pull;
+  pull.set_table("emb");
+  pull.mutable_keys()->Assign(keys.begin(), keys.end());
+  for (const auto& [version, want, step] :
+       {std::tuple(std::string(), &v2, 2), std::tuple(id2, &v2, 2),
+        std::tuple(id1, &v1, 1)}) {
+    pull.set_version(version);
+    v1::PullResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->Pull(&ctx, pull, &resp).ok()) << version;
+    EXPECT_EQ(resp.values(), Bytes(*want)) << version;
+    EXPECT_EQ(resp.version().checkpoint_id(), step == 2 ? id2 : id1);
+    EXPECT_EQ(resp.version().step(), step);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+    EXPECT_EQ(resp.held_versions(0).step(), 2);
+    EXPECT_EQ(resp.held_versions(1).step(), 1);
+  }
+  {
+    v1::PullRowsRequest req;
+    req.set_table("emb");
+    req.mutable_keys()->Assign(keys.begin(), keys.end());
+    req.set_version(id1);
+    v1::PullRowsResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->PullRows(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.rows().values(), Bytes(v1));
+    EXPECT_EQ(resp.version().checkpoint_id(), id1);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+  }
+  v1::PullTablesRequest tables;
+  v1::TableRead* low = tables.add_reads();
+  low->set_table("emb");
+  low->mutable_keys()->Assign(keys.begin(), keys.begin() + kKeys / 2);
+  v1::TableRead* high = tables.add_reads();
+  high->set_table("emb");
+  high->mutable_keys()->Assign(keys.begin() + kKeys / 2, keys.end());
+  for (const auto& [version, want] :
+       {std::pair(std::string(), &v2), std::pair(id1, &v1)}) {
+    tables.set_version(version);
+    v1::PullTablesResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->PullTables(&ctx, tables, &resp).ok()) << version;
+    ASSERT_EQ(resp.tables_size(), 2);
+    EXPECT_EQ(resp.tables(0).dim(), kDim);
+    EXPECT_EQ(resp.tables(0).values(), Bytes(*want, 0, kKeys / 2));
+    EXPECT_EQ(resp.tables(1).values(), Bytes(*want, kKeys / 2, kKeys));
+    EXPECT_EQ(resp.version().checkpoint_id(), version.empty() ? id2 : id1);
+    EXPECT_EQ(Ids(resp.held_versions()), held);
+  }
+  const std::string unknown = "ckpt-000000000009-000009";
+  pull.set_version(unknown);
+  v1::PullResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status status = stub->Pull(&ctx, pull, &resp);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("version ", unknown, " is not held")));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr(absl::StrCat("it holds ", id2, ", ", id1)));
   server->Shutdown(absl::Seconds(5));
 }
 
