@@ -168,7 +168,9 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
       verified->size() == 0 || m.format_version() < kManifestShardFilesVersion;
   if (whole) PSDB_RETURN_IF_ERROR(VerifyWhole(ref, &out, verified));
   // Verifies shard `index`'s files not verified before but those named in
-  // `skip`, keeping their rows when asked.
+  // `skip`, keeping their rows when asked. A shard is checked twice when it
+  // could not be laid over after all: its known files count once.
+  std::vector<int> checked_once;
   auto check = [&](int index, bool keep_rows,
                    absl::flat_hash_set<std::string> skip,
                    ckpt::FileVerifyReport* report) {
@@ -183,7 +185,11 @@ absl::StatusOr<Opened> OpenSnapshot(const FollowerOptions& options,
     }));
     out.report.files_verified += report->files_verified;
     out.report.bytes_verified += report->bytes_verified;
-    out.report.files_reused += report->files_reused;
+    if (std::find(checked_once.begin(), checked_once.end(), index) ==
+        checked_once.end()) {
+      out.report.files_reused += report->files_reused;
+      checked_once.push_back(index);
+    }
     out.report.rows_verified += report->rows_verified;
     out.files.insert(report->ids.begin(), report->ids.end());
     return absl::OkStatus();
