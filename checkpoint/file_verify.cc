@@ -93,7 +93,7 @@ absl::Status VerifySst(
   const TableShape shape = table->second;
   FileRows* kept = nullptr;
   if (options.keep_rows && report->rows_complete) {
-    kept = &report->rows.emplace_back();
+    kept = report->rows.emplace_back(std::make_shared<FileRows>()).get();
     kept->id = id;
     kept->table = family;
     kept->rows.dim = shape.dim;

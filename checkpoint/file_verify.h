@@ -155,7 +155,8 @@ struct FileVerifyReport {
   absl::flat_hash_set<FileId> ids;  // every file of the shard(s)
   // The rows of the new SST files of tables, when asked for and while they
   // fit in max_row_bytes; rows_complete says whether all of them did.
-  std::vector<FileRows> rows;
+  // (shared: a replica's delta holds them as they are).
+  std::vector<std::shared_ptr<FileRows>> rows;
   uint64_t row_bytes = 0;
   bool rows_complete = true;
 };

@@ -106,8 +106,8 @@ absl::StatusOr<std::shared_ptr<const DeltaRows>> LayOver(
   const std::string too_many =
       "the rows held over the base pass max_delta_bytes";
   if (!checked.rows_complete) return absl::FailedPreconditionError(too_many);
-  absl::flat_hash_map<ckpt::FileId, const ckpt::FileRows*> rows;
-  for (const ckpt::FileRows& file : checked.rows) rows[file.id] = &file;
+  absl::flat_hash_map<ckpt::FileId, std::shared_ptr<const ckpt::FileRows>> rows;
+  for (const auto& file : checked.rows) rows[file->id] = file;
   std::vector<std::shared_ptr<const ckpt::FileRows>> ordered;
   if (old_delta != nullptr) ordered = old_delta->files();
   for (const TableFile* f : plan.fresh) {
@@ -122,7 +122,7 @@ absl::StatusOr<std::shared_ptr<const DeltaRows>> LayOver(
     }
     auto it = rows.find(f->id);
     if (it == rows.end()) continue;  // no rows (an empty file)
-    ordered.push_back(std::make_shared<const ckpt::FileRows>(*it->second));
+    ordered.push_back(it->second);
   }
   auto delta = std::make_shared<const DeltaRows>(std::move(ordered));
   if (delta->bytes() > max_bytes) {

@@ -70,34 +70,27 @@ absl::Status PullShardRows(const Store& store, const DeltaRows* delta,
   if (delta == nullptr || !delta->HasTable(table)) {
     return base.PullRows(table, keys, out);
   }
+  // Each key's source: its delta file and row, or (null) the base.
+  std::vector<std::pair<const RowBatch*, size_t>> from(keys.size());
   std::vector<uint64_t> missed;
-  std::vector<size_t> where;
-  RowBatch got;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (delta->Find(table, keys[i], nullptr) == nullptr) {
-      missed.push_back(keys[i]);
-      where.push_back(i);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const ckpt::FileRows* file = delta->Find(table, keys[k], &from[k].second);
+    if (file != nullptr) {
+      from[k].first = &file->rows;
+    } else {
+      missed.push_back(keys[k]);
     }
   }
+  RowBatch got;
   PSDB_RETURN_IF_ERROR(base.PullRows(table, missed, &got));
   PSDB_ASSIGN_OR_RETURN(TableSpec spec, base.GetTable(table));
-  const int state_size = optim::StateSize(spec.optimizer, spec.dim);
-  const size_t d = static_cast<size_t>(spec.dim);
-  const size_t ss = static_cast<size_t>(state_size);
-  out->Resize(spec.dim, state_size, keys.size());
-  auto copy = [&](const RowBatch& src, size_t j, size_t k) {
-    std::copy_n(src.values.data() + j * d, d, out->values.data() + k * d);
-    std::copy_n(src.state.data() + j * ss, ss, out->state.data() + k * ss);
-    out->headers[k] = src.headers[j];
-  };
+  out->Resize(spec.dim, optim::StateSize(spec.optimizer, spec.dim), 0);
   size_t next_missed = 0;
-  for (size_t k = 0; k < keys.size(); ++k) {
-    size_t row = 0;
-    const ckpt::FileRows* file = delta->Find(table, keys[k], &row);
-    if (file != nullptr) {
-      copy(file->rows, row, k);
+  for (const auto& [rows, row] : from) {
+    if (rows != nullptr) {
+      out->AppendFrom(*rows, row);
     } else {
-      copy(got, next_missed++, k);
+      out->AppendFrom(got, next_missed++);
     }
   }
   return absl::OkStatus();
@@ -114,6 +107,11 @@ bool ServingSnapshot::Holds(uint64_t key) const {
 absl::Status ServingSnapshot::Pull(absl::string_view table,
                                    absl::Span<const uint64_t> keys,
                                    absl::Span<float> out) const {
+  // One store and no rows over it for the table: the store checks it all.
+  if (stores.size() == 1 &&
+      (deltas[0] == nullptr || !deltas[0]->HasTable(table))) {
+    return stores[0]->Pull(table, keys, out, Serving());
+  }
   PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
   const size_t dim = static_cast<size_t>(spec.dim);
   if (out.size() != keys.size() * dim) {
@@ -162,16 +160,10 @@ absl::Status ServingSnapshot::PullRows(absl::string_view table,
     }
   }
   PSDB_ASSIGN_OR_RETURN(TableSpec spec, GetTable(table));
-  const int state_size = optim::StateSize(spec.optimizer, spec.dim);
-  const size_t d = static_cast<size_t>(spec.dim);
-  const size_t ss = static_cast<size_t>(state_size);
-  out->Resize(spec.dim, state_size, keys.size());
+  out->Resize(spec.dim, optim::StateSize(spec.optimizer, spec.dim), 0);
   for (size_t k = 0; k < keys.size(); ++k) {
     const auto [p, j] = where[partitioner.inverse()[k]];
-    const RowBatch& src = parts[p];
-    std::copy_n(src.values.data() + j * d, d, out->values.data() + k * d);
-    std::copy_n(src.state.data() + j * ss, ss, out->state.data() + k * ss);
-    out->headers[k] = src.headers[j];
+    out->AppendFrom(parts[p], j);
   }
   return absl::OkStatus();
 }

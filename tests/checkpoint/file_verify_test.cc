@@ -100,7 +100,7 @@ TEST_F(FileVerifyTest, ReadsEachFileOnceAndKnowsWhatItIs) {
   EXPECT_GT(next.files_reused, 0u);
   ASSERT_TRUE(next.rows_complete);
   ASSERT_EQ(next.rows.size(), 1u);
-  const FileRows& rows = next.rows[0];
+  const FileRows& rows = *next.rows[0];
   EXPECT_EQ(rows.table, "emb");
   EXPECT_EQ(rows.keys,
             (std::vector<uint64_t>{40, 41, 42, 43, 44, 45, 46, 47, 48, 49}));

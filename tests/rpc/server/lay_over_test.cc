@@ -119,7 +119,8 @@ TEST(LayOverTest, TheDeltaIsTheOldRowsUnderTheFreshOnes) {
     verified.Insert(f.id, facts);
   }
   ckpt::FileVerifyReport checked;
-  checked.rows = {Rows(4, {7, 8}, 4), Rows(3, {7, 9}, 3)};
+  checked.rows = {std::make_shared<ckpt::FileRows>(Rows(4, {7, 8}, 4)),
+                  std::make_shared<ckpt::FileRows>(Rows(3, {7, 9}, 3))};
   const DeltaRows old(
       {std::make_shared<const ckpt::FileRows>(Rows(99, {7, 11}, 1))});
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<const DeltaRows> delta,
