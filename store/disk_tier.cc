@@ -99,6 +99,9 @@ std::shared_ptr<rocksdb::Logger> NewDiscardLogger() {
 
 // How long AwaitFlushed waits without any flush progress.
 constexpr absl::Duration kFlushStall = absl::Seconds(30);
+// How long after a compaction ended RocksDB may still hold its output
+// (AwaitCompactions): its one-second sleep after a failure, and the purge.
+constexpr absl::Duration kFailedCompactionPurge = absl::Milliseconds(1500);
 
 // What AwaitFlushed waits on: a count of flush completions and background
 // errors, and the last background error.
@@ -106,7 +109,13 @@ struct DiskTier::FlushEvents {
   absl::Mutex mu;
   uint64_t count ABSL_GUARDED_BY(mu) = 0;
   rocksdb::Status last_error ABSL_GUARDED_BY(mu);
-  // Compactions ended (done or failed); what AwaitCompactions waits on.
+  // Compactions begun, and ended (done or failed): AwaitCompactions waits
+  // until every one begun has ended. RocksDB notifies the end of exactly
+  // the compactions whose beginning it notified; a compaction it cancels
+  // before it begins (no room: StopCompactions) is neither, though
+  // rocksdb.num-running-compactions counts it through the second RocksDB
+  // sleeps before trying it again.
+  uint64_t compactions_begun ABSL_GUARDED_BY(mu) = 0;
   uint64_t compactions ABSL_GUARDED_BY(mu) = 0;
 };
 
@@ -166,6 +175,11 @@ class DiskTier::ErrorListener final : public rocksdb::EventListener {
   void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
     absl::MutexLock l(&events_->mu);
     ++events_->count;
+  }
+  void OnCompactionBegin(rocksdb::DB*,
+                         const rocksdb::CompactionJobInfo&) override {
+    absl::MutexLock l(&events_->mu);
+    ++events_->compactions_begun;
   }
   void OnCompactionCompleted(rocksdb::DB*,
                              const rocksdb::CompactionJobInfo&) override {
@@ -426,9 +440,17 @@ absl::Status DiskTier::Resume(bool force) {
   if (!bg_error()) return absl::OkStatus();  // another thread resumed
   const absl::Time now = absl::Now();
   if (!force && now - last_resume_ < kResumeInterval) {
-    return absl::UnavailableError(
-        "RocksDB stopped writes after a background error; next resume "
-        "attempt pending");
+    // The error that stopped writes, so a full disk answers as a full disk
+    // (ResourceExhausted) between resume attempts too.
+    rocksdb::Status cause;
+    {
+      absl::MutexLock el(&flush_events_->mu);
+      cause = flush_events_->last_error;
+    }
+    return FromRocks(
+        cause.ok() ? rocksdb::Status::IOError("background error") : cause,
+        "RocksDB stopped writes after a background error (next resume "
+        "attempt pending)");
   }
   last_resume_ = now;
   // RocksDB 7.8's Resume() flushes the memtables and can wait forever for
@@ -555,17 +577,23 @@ void DiskTier::StopCompactions() {
 
 void DiskTier::AwaitCompactions(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  while (IntProperty(nullptr, "rocksdb.num-running-compactions") > 0 &&
-         absl::Now() < deadline) {
+  {
     absl::MutexLock l(&flush_events_->mu);
-    const uint64_t seen = flush_events_->compactions;
     const auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_events_->mu) {
-      return flush_events_->compactions != seen;
+      return flush_events_->compactions >= flush_events_->compactions_begun;
     };
-    // The timeout bounds the wait for a compaction that ended between the
-    // property read and the lock.
-    flush_events_->mu.AwaitWithTimeout(absl::Condition(&ended),
-                                       absl::Milliseconds(50));
+    flush_events_->mu.AwaitWithDeadline(absl::Condition(&ended), deadline);
+  }
+  // RocksDB deletes a failed compaction's output only after it slept a
+  // second (DBImpl::BackgroundCallCompaction), and counts the compaction
+  // as running until then: wait for that too, but no longer than the
+  // sleep and the deletion take, since a compaction it keeps cancelling for
+  // want of room keeps the count above zero.
+  const absl::Time purged_by =
+      std::min(deadline, absl::Now() + kFailedCompactionPurge);
+  while (IntProperty(nullptr, "rocksdb.num-running-compactions") > 0 &&
+         absl::Now() < purged_by) {
+    absl::SleepFor(absl::Milliseconds(20));
   }
 }
 

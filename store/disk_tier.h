@@ -162,10 +162,11 @@ class DiskTier {
   // flush needs the disk space a compaction's output would take. Not
   // undone: the next open compacts as before.
   void StopCompactions();
-  // Waits until no compaction runs, for at most `timeout`. A compaction's
-  // output takes disk space until it ends, when its inputs are deleted or,
-  // if it failed (a full disk), its output: what a flush that failed for
-  // want of space waits for before it is tried again.
+  // Waits until every compaction that began has ended, for at most
+  // `timeout` (one RocksDB cancels for want of room never begins). A
+  // compaction's output takes disk space until it ends, when its inputs
+  // are deleted or, if it failed (a full disk), its output: what a flush
+  // that failed for want of space waits for before it is tried again.
   void AwaitCompactions(absl::Duration timeout);
   // rocksdb::Checkpoint of the whole database into `dir` (must not exist).
   absl::Status CreateCheckpoint(const std::string& dir);

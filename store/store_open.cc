@@ -181,7 +181,8 @@ void Store::Impl::RestoreReserve(bool force) {
   last_reserve_try_ = now;
   // The headroom rule's room stays free after the ballast (RoomFor: the
   // memtables and the memory tier's rows, what a close must write).
-  if (!disk_->RoomFor(reserve_->bytes(), used().load(std::memory_order_relaxed))
+  if (!disk_->RoomFor(reserve_->bytes(),
+                      ShutdownRowBytes(used().load(std::memory_order_relaxed)))
            .ok()) {
     return;
   }

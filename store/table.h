@@ -112,6 +112,16 @@ class BudgetArbiter {
   }
   uint64_t reserve() const { return reserve_; }
   std::atomic<uint64_t>& used() { return used_; }
+  // What the headroom rule (DiskTier::RoomFor) keeps on the disk for the
+  // memory tier's rows at shutdown, given `rows` bytes of them resident
+  // after the write being checked: the configured share, not the budget
+  // now. Rows are admitted without a disk check whenever the budget has
+  // room, and the budget grows back to the share as soon as RocksDB unpins
+  // what the rows yielded to it; so a close may find the memory tier full
+  // whatever it held when the disk last had room.
+  uint64_t ShutdownRowBytes(uint64_t rows) const {
+    return std::max(rows, budget_);
+  }
 
  protected:
   virtual void WakeEvictor() = 0;

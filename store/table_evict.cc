@@ -84,13 +84,14 @@ size_t Table::Evict(size_t n, bool background, absl::Status* write_error) {
     }
     // Write-ahead rule: no row on disk holds an update the log lacks.
     if (wal_ != nullptr) write_status = wal_->WaitWritten(max_lsn);
-    // Headroom (DiskTier::RoomFor): the rows that stay in memory after this
-    // write must still fit on the disk at shutdown.
+    // Headroom (DiskTier::RoomFor): after this write, the disk must still
+    // hold what a close writes, the memory tier's rows included.
     const uint64_t written_bytes = pending.size() * mem_.slot_bytes();
     const uint64_t used = budget_->used().load(std::memory_order_relaxed);
     if (write_status.ok()) {
-      write_status = disk_->RoomFor(batch.GetDataSize(),
-                                    used - std::min(used, written_bytes));
+      write_status = disk_->RoomFor(
+          batch.GetDataSize(),
+          budget_->ShutdownRowBytes(used - std::min(used, written_bytes)));
     }
     if (write_status.ok()) write_status = WriteRowsToDisk(&batch);
     if (!write_status.ok()) {

@@ -34,6 +34,7 @@ using ::psdb::testing::kDim;
 using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
 using ::psdb::testing::PushOnes;
+using ::psdb::testing::WaitFor;
 using ::psdb::testing::PushOnesOnceResumed;
 using ::psdb::testing::RowBytes;
 using ::psdb::testing::RowsBound;
@@ -114,11 +115,20 @@ TEST(StoreDiskFullTest, FullDiskRefusesPushesKeepsReadsAndResumesWithSpace) {
       EXPECT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
       EXPECT_EQ(TableStep(*store), step);
       ExpectAbsent(*store, refused);
-      // A pull that would create rows is refused too.
+      // A pull that would create rows is refused too, unless the memory
+      // tier has room by then without an eviction (its budget grows back
+      // as RocksDB unpins what the rows yielded): then the rows are
+      // created, zeros, and a close must keep them like any other.
       std::vector<float> out(refused.size() * kDim);
-      EXPECT_EQ(store->Pull("emb", refused, absl::MakeSpan(out)).code(),
-                absl::StatusCode::kResourceExhausted);
-      ExpectAbsent(*store, refused);
+      const absl::Status pulled =
+          store->Pull("emb", refused, absl::MakeSpan(out));
+      if (pulled.ok()) {
+        for (uint64_t k : refused) counts.emplace(k, 0);
+      } else {
+        EXPECT_EQ(pulled.code(), absl::StatusCode::kResourceExhausted)
+            << pulled;
+        ExpectAbsent(*store, refused);
+      }
     }
     // Reads keep working, exact, within the memory bound.
     ExpectCounts(*store, counts);
@@ -165,7 +175,15 @@ TEST(StoreDiskFullTest, WritesStoppedByRocksDbResumeWhenSpaceReturns) {
     ASSERT_OK(PushOnes(*store, BatchKeys(1 + b, kBatch), &counts));
   }
   // Something else fills the disk: the memtable flush fails with ENOSPC
-  // and RocksDB stops every write.
+  // and RocksDB stops every write. Filled once no compaction runs: one
+  // ending after the fill would give the flush its inputs' room.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const StoreStats stats = store->Stats();
+        return stats.disk_running_compactions == 0 &&
+               !stats.tables[0].disk_compaction_pending;
+      },
+      absl::Seconds(60)));
   ASSERT_OK(fs->Fill("filler").status());
   const absl::Status flushed = store->Flush();
   EXPECT_EQ(flushed.code(), absl::StatusCode::kResourceExhausted) << flushed;

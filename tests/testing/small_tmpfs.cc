@@ -49,6 +49,16 @@ SmallTmpfs::~SmallTmpfs() {
   std::filesystem::remove_all(path_, ec);
 }
 
+absl::Status SmallTmpfs::Resize(uint64_t bytes) {
+  const std::string data = absl::StrCat("size=", bytes);
+  if (mount("tmpfs", path_.c_str(), "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV,
+            data.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("mount -o remount,", data, " ",
+                                            path_, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 std::string SmallTmpfs::Sub(absl::string_view name) const {
   return absl::StrCat(path_, "/", name);
 }

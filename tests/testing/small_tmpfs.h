@@ -41,6 +41,9 @@ class SmallTmpfs {
       uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
   // Deletes the file `name` (its space returns at once).
   absl::Status Remove(absl::string_view name);
+  // Remounts with `bytes` as the size: space freed (or taken) in one step,
+  // files kept.
+  absl::Status Resize(uint64_t bytes);
 
  private:
   explicit SmallTmpfs(std::string path) : path_(std::move(path)) {}
