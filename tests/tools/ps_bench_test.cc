@@ -27,7 +27,9 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
   testing::ScratchDir dir;
   const std::string bin = testing::BuiltBinary("tools/ps-bench");
   auto [code, out] = testing::RunShell(
-      absl::StrCat(bin, " store --rows=20000 --batches=5 --json --dir=",
+      absl::StrCat(bin,
+                   " store --rows=20000 --batches=5 --repeats=1 "
+                   "--optimizer=adam --json --dir=",
                    dir.Sub("bench"), " 2>/dev/null"),
       /*merge_stderr=*/false);
   ASSERT_EQ(code, 0) << out;
@@ -35,10 +37,19 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
   ASSERT_EQ(out.substr(out.size() - 2), "}\n");
   EXPECT_THAT(out, HasSubstr("\"scenario\":\"store\""));
   EXPECT_THAT(out, HasSubstr("\"rows\":20000"));
+  EXPECT_THAT(out, HasSubstr("\"optimizer\":\"adam\""));
   ExpectRatioBlocks(
       out, {"mem_vs_limit_pull", "mem_vs_limit_push", "tiered_vs_rocksdb_pull",
-            "tiered_vs_rocksdb_push", "incremental_vs_full_checkpoint",
-            "wal_vs_checkpoint_push", "tiered_peak_rss_vs_budget_bound"});
+            "tiered_vs_rocksdb_push", "tiered_vs_rocksdb_cache_pull",
+            "tiered_vs_rocksdb_cache_push", "incremental_vs_full_checkpoint",
+            "wal_vs_checkpoint_push", "tiered_peak_rss_vs_budget_bound",
+            "rocksdb_peak_rss_vs_budget_bound"});
+  // Both RocksDB peers report their peak RSS.
+  const std::string systems = JsonObject(out, "systems");
+  for (const char* id : {"rocksdb", "rocksdb_cache", "psdb_tiered"}) {
+    EXPECT_GT(JsonNumber(JsonObject(systems, id), "peak_rss_bytes"), 0)
+        << id;
+  }
   // One round: the median is the only value.
   const std::string ratios = JsonObject(out, "ratios");
   for (const char* name : {"mem_vs_limit_pull", "tiered_vs_rocksdb_push"}) {

@@ -37,16 +37,23 @@ namespace {
 
 constexpr char kUsage[] = R"(usage: ps-bench store [--json] [flags]
 
-Pulls and Adagrad pushes on one Zipf stream, measured in one run on: psdb
-with a budget holding the whole table, psdb with a budget of a fraction of
-it, RocksDB used directly with a block cache of that same budget, and a flat
-hash map over one row array (the memory limit), and psdb with the whole-table
+Pulls and pushes (--optimizer) on one Zipf stream, measured in one run on:
+psdb with a budget holding the whole table, psdb with a budget of a fraction
+of it, RocksDB used directly within that same memory (memtables, blocks,
+index and filters charged to one cache of the budget, as psdb's are), RocksDB
+with a block cache of the budget and its memtables outside it, a flat hash
+map over one row array (the memory limit), and psdb with the whole-table
 budget and its write-ahead log on (durability wal: every push is written to
 the log before it returns); then a full vs incremental checkpoint of psdb.
+Each round runs every system in turn; ratios are the median over rounds.
 
 flags:
   --rows=N              table rows, all created before measuring (default 4194304)
   --dim=D               floats per row (default 64)
+  --optimizer=NAME      the table's optimizer: sgd, adagrad, adam, ... (default
+                        adagrad; learning rate 0.05)
+  --repeats=N           rounds, the systems alternating within each; each
+                        ratio is the median over rounds (default 3)
   --batches=N           measured batches (default 1024)
   --warmup_batches=N    warm-up batches: the stream's prefix (default
                         batches/4, at least 1, at most 256)
@@ -70,14 +77,17 @@ flags:
   --dir=PATH            scratch directory (default: a fresh one under
                         $TMPDIR or /tmp, removed at the end)
   --systems=A,B,..      measure only these of psdb_mem, psdb_tiered,
-                        rocksdb, hashmap, psdb_wal (for profiling; ratios
-                        that need a skipped system are null) (default all)
+                        rocksdb, rocksdb_cache, hashmap, psdb_wal (for
+                        profiling; ratios that need a skipped system are
+                        null) (default all)
   --json                print one JSON object instead of the report
 )";
 
 struct Params {
   uint64_t rows = 4194304;
   int dim = 64;
+  optim::OptimizerKind optimizer = optim::OptimizerKind::kAdagrad;
+  int repeats = 3;
   uint64_t batches = 1024;
   uint64_t warmup_batches = 0;
   uint64_t batch_keys = 4096;
@@ -91,8 +101,9 @@ struct Params {
   uint64_t rss_base_mb = 100;
   std::string dir;
   bool json = false;
-  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered", "rocksdb",
-                                      "hashmap", "psdb_wal"};
+  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered",
+                                      "rocksdb",  "rocksdb_cache",
+                                      "hashmap",  "psdb_wal"};
   bool Runs(absl::string_view id) const {
     return std::find(systems.begin(), systems.end(), id) != systems.end();
   }
@@ -101,7 +112,7 @@ struct Params {
 ScenarioFlags Flags() {
   return {"store",
           kUsage,
-          {"rows", "dim", "batches", "warmup_batches", "batch_keys", "alpha",
+          {"rows", "dim", "optimizer", "repeats", "batches", "warmup_batches", "batch_keys", "alpha",
            "budget_fraction", "touch_fraction", "seed", "dir", "systems",
            "psdb_block_cache_mb", "psdb_background_eviction", "psdb_mmap_reads",
            "rss_base_mb"}};
@@ -111,6 +122,9 @@ absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   Params p;
   PSDB_ASSIGN_OR_RETURN(p.rows, args.GetInt("rows", p.rows, 1, 1ll << 32));
   PSDB_ASSIGN_OR_RETURN(p.dim, args.GetInt("dim", p.dim, 1, 65536));
+  PSDB_ASSIGN_OR_RETURN(p.optimizer,
+                        optim::ParseKind(args.GetString("optimizer", "adagrad")));
+  PSDB_ASSIGN_OR_RETURN(p.repeats, args.GetInt("repeats", p.repeats, 1, 50));
   PSDB_ASSIGN_OR_RETURN(p.batches,
                         args.GetInt("batches", p.batches, 1, 1ll << 24));
   const int64_t warmup_default =
@@ -309,6 +323,13 @@ absl::StatusOr<uint64_t> StartPeakRss() {
   return m.rss_bytes;
 }
 
+// The peak RSS since StartPeakRss.
+absl::Status EndPeakRss(SystemResult* r) {
+  PSDB_ASSIGN_OR_RETURN(const ProcessMemory m, ReadProcessMemory());
+  r->peak_rss_bytes = m.peak_rss_bytes;
+  return absl::OkStatus();
+}
+
 absl::Status RunPsdb(Runner& runner, const std::string& dir,
                      const TableSpec& spec, const StoreOptions& options,
                      SystemResult* r, CheckpointResult* ckpt) {
@@ -326,10 +347,7 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   r->evictions = after.evictions - before.evictions;
   r->background_evictions =
       after.background_evictions - before.background_evictions;
-  {
-    PSDB_ASSIGN_OR_RETURN(const ProcessMemory m, ReadProcessMemory());
-    r->peak_rss_bytes = m.peak_rss_bytes;
-  }
+  PSDB_RETURN_IF_ERROR(EndPeakRss(r));
   if (ckpt == nullptr) return absl::OkStatus();
 
   const std::string root = dir + "/checkpoints";
@@ -346,6 +364,18 @@ absl::Status RunPsdb(Runner& runner, const std::string& dir,
   return absl::OkStatus();
 }
 
+absl::Status RunRocks(Runner& runner, const std::string& dir,
+                      const TableSpec& spec, const RocksDbMemory& memory,
+                      SystemResult* r) {
+  PSDB_ASSIGN_OR_RETURN(r->start_rss_bytes, StartPeakRss());
+  PSDB_ASSIGN_OR_RETURN(auto sys, RocksDbSystem::Open(dir, spec, memory));
+  PSDB_RETURN_IF_ERROR(runner.Load(*sys, r));
+  PSDB_RETURN_IF_ERROR(sys->Settle(/*timeout_s=*/600));
+  PSDB_RETURN_IF_ERROR(runner.WarmUp(*sys, r));
+  PSDB_RETURN_IF_ERROR(runner.Measure(*sys, r));
+  return EndPeakRss(r);
+}
+
 // The cpu-time value of each ratio (keys per process CPU second instead of
 // per wall second), in the order of the ratios; NaN where it has none.
 using CpuRatios = std::vector<double>;
@@ -359,43 +389,55 @@ std::string Gib(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", bytes / double(1ull << 30));
 }
 
+// The systems of one round, in the order of kSystems.
+using Round = std::vector<SystemResult>;
+
+// The memory a system was given, for its peak-RSS line.
+uint64_t BudgetOf(const SystemResult& s, uint64_t budget, uint64_t mem_budget) {
+  return s.id == "psdb_mem" || s.id == "psdb_wal" ? mem_budget : budget;
+}
+
 void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                  uint64_t table_bytes, uint64_t budget, uint64_t mem_budget,
-                 const std::vector<SystemResult>& systems,
-                 const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
-                 const CpuRatios& cpu, std::ostream& out) {
+                 const std::vector<Round>& rounds, const CheckpointResult& ckpt,
+                 const std::vector<Ratio>& ratios, const CpuRatios& cpu,
+                 std::ostream& out) {
   out << "ps-bench store\n";
   out << absl::StrFormat("machine     %d cores, %s, %s RAM\n", m.cores,
                          m.cpu_model, Gib(m.memory_bytes));
   out << absl::StrFormat(
-      "parameters  rows=%d dim=%d optimizer=adagrad batch_keys=%d "
-      "batches=%d warmup_batches=%d alpha=%g seed=%d "
+      "parameters  rows=%d dim=%d optimizer=%s batch_keys=%d "
+      "batches=%d warmup_batches=%d alpha=%g seed=%d repeats=%d "
       "psdb_block_cache_mb=%d psdb_background_eviction=%d "
       "psdb_mmap_reads=%d\n",
-      p.rows, p.dim, p.batch_keys, p.batches, p.warmup_batches, p.alpha, p.seed,
-      p.psdb_block_cache_mb, p.psdb_background_eviction ? 1 : 0,
-      p.psdb_mmap_reads ? 1 : 0);
+      p.rows, p.dim, optim::KindName(p.optimizer), p.batch_keys, p.batches,
+      p.warmup_batches, p.alpha, p.seed, p.repeats, p.psdb_block_cache_mb,
+      p.psdb_background_eviction ? 1 : 0, p.psdb_mmap_reads ? 1 : 0);
   out << absl::StrFormat(
       "table       %s (%d B/row: values + state + header + key); budget "
       "%.0f%% = %.1f MiB\n\n",
       Gib(table_bytes), row_bytes, p.budget_fraction * 100,
       budget / double(1 << 20));
-  out << absl::StrFormat("%-34s %9s %14s %14s %16s %16s %9s\n", "system",
+  out << absl::StrFormat("%-44s %9s %14s %14s %16s %16s %9s\n", "system",
                          "load s", "pull keys/s", "push keys/s",
                          "pull keys/cpu-s", "push keys/cpu-s", "hit rate");
-  for (const SystemResult& s : systems) {
-    if (s.keys == 0) continue;  // not run (--systems)
-    out << absl::StrFormat(
-        "%-34s %9.2f %14.0f %14.0f %16.0f %16.0f %9s\n", s.label, s.load_s,
-        s.PullRate(), s.PushRate(), s.PullCpuRate(), s.PushCpuRate(),
-        s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
+  for (size_t k = 0; k < rounds.size(); ++k) {
+    for (const SystemResult& s : rounds[k]) {
+      if (s.keys == 0) continue;  // not run (--systems)
+      const std::string label =
+          rounds.size() > 1 ? absl::StrCat(s.label, " #", k + 1) : s.label;
+      out << absl::StrFormat(
+          "%-44s %9.2f %14.0f %14.0f %16.0f %16.0f %9s\n", label, s.load_s,
+          s.PullRate(), s.PushRate(), s.PullCpuRate(), s.PushCpuRate(),
+          s.hit_rate < 0 ? "-" : absl::StrFormat("%.3f", s.hit_rate));
+    }
   }
-  for (const SystemResult& s : systems) {
+  for (const SystemResult& s : rounds.front()) {
     if (s.peak_rss_bytes == 0) continue;
-    const uint64_t b = s.id == "psdb_tiered" ? budget : mem_budget;
+    const uint64_t b = BudgetOf(s, budget, mem_budget);
     out << absl::StrFormat(
-        "%-34s peak RSS %.0f MiB (%.0f MiB at open), budget %.0f MiB, "
-        "target <= 1.5 x budget + %d MiB = %.0f MiB\n",
+        "%-44s peak RSS %.0f MiB (%.0f MiB at open), memory %.0f MiB, "
+        "1.5 x memory + %d MiB = %.0f MiB\n",
         s.label, s.peak_rss_bytes / double(1 << 20),
         s.start_rss_bytes / double(1 << 20), b / double(1 << 20), p.rss_base_mb,
         RssBound(p, b) / double(1 << 20));
@@ -411,21 +453,44 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   std::vector<Ratio> noted = ratios;
   for (size_t i = 0; i < noted.size(); ++i) {
     if (!std::isnan(cpu[i])) {
-      noted[i].note = absl::StrFormat("(cpu-time %.3f)", cpu[i]);
+      noted[i].note = absl::StrCat(noted[i].note, noted[i].note.empty() ? "" : " ",
+                                   absl::StrFormat("(cpu-time %.3f)", cpu[i]));
     }
   }
   PrintRatios(noted, out);
 }
 
+Json SystemJson(const SystemResult& s) {
+  Json r = {{"load_s", s.load_s},
+            {"pull_s", s.pull_s},
+            {"push_s", s.push_s},
+            {"keys", s.keys},
+            {"pull_keys_per_s", s.PullRate()},
+            {"push_keys_per_s", s.PushRate()},
+            {"pull_cpu_s", s.pull_cpu_s},
+            {"push_cpu_s", s.push_cpu_s}};
+  if (s.hit_rate >= 0) {
+    r["hit_rate"] = s.hit_rate;
+    r["evictions"] = s.evictions;
+    r["background_evictions"] = s.background_evictions;
+  }
+  if (s.peak_rss_bytes > 0) {
+    r["start_rss_bytes"] = s.start_rss_bytes;
+    r["peak_rss_bytes"] = s.peak_rss_bytes;
+  }
+  return r;
+}
+
 void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                uint64_t table_bytes, uint64_t budget, uint64_t mem_budget,
-               const std::vector<SystemResult>& systems,
-               const CheckpointResult& ckpt, const std::vector<Ratio>& ratios,
-               const CpuRatios& cpu, std::ostream& out) {
+               const std::vector<Round>& rounds, const CheckpointResult& ckpt,
+               const std::vector<Ratio>& ratios, const CpuRatios& cpu,
+               std::ostream& out) {
   Json j = StartReportJson("store", m);
   j["params"] = {{"rows", p.rows},
                  {"dim", p.dim},
-                 {"optimizer", "adagrad"},
+                 {"optimizer", optim::KindName(p.optimizer)},
+                 {"repeats", p.repeats},
                  {"batch_keys", p.batch_keys},
                  {"batches", p.batches},
                  {"warmup_batches", p.warmup_batches},
@@ -441,28 +506,14 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                  {"row_bytes", row_bytes},
                  {"table_bytes", table_bytes},
                  {"budget_bytes", budget}};
+  // Per system: its label and one object per round.
   Json by_id = Json::object();
-  for (const SystemResult& s : systems) {
-    if (s.keys == 0) continue;  // not run (--systems)
-    Json r = {{"label", s.label},
-              {"load_s", s.load_s},
-              {"pull_s", s.pull_s},
-              {"push_s", s.push_s},
-              {"keys", s.keys},
-              {"pull_keys_per_s", s.PullRate()},
-              {"push_keys_per_s", s.PushRate()},
-              {"pull_cpu_s", s.pull_cpu_s},
-              {"push_cpu_s", s.push_cpu_s}};
-    if (s.hit_rate >= 0) {
-      r["hit_rate"] = s.hit_rate;
-      r["evictions"] = s.evictions;
-      r["background_evictions"] = s.background_evictions;
-    }
-    if (s.peak_rss_bytes > 0) {
-      r["start_rss_bytes"] = s.start_rss_bytes;
-      r["peak_rss_bytes"] = s.peak_rss_bytes;
-    }
-    by_id[s.id] = std::move(r);
+  for (size_t i = 0; i < rounds.front().size(); ++i) {
+    const SystemResult& first = rounds.front()[i];
+    if (first.keys == 0) continue;  // not run (--systems)
+    Json each = Json::array();
+    for (const Round& round : rounds) each.push_back(SystemJson(round[i]));
+    by_id[first.id] = {{"label", first.label}, {"rounds", std::move(each)}};
   }
   j["systems"] = std::move(by_id);
   j["checkpoint"] = {{"full_s", ckpt.full_s},
@@ -471,27 +522,27 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
                      {"incremental_s", ckpt.incremental_s},
                      {"incremental_rows_flushed", ckpt.incremental_rows}};
   AddRatiosJson(ratios, &j);
-  // Beside the shared blocks: the same ratios in keys per CPU second.
+  // Beside the shared blocks: the same ratios in keys per CPU second
+  // (medians over rounds); ratios that are not rates have none.
   Json by_cpu = Json::object();
   for (size_t i = 0; i < ratios.size(); ++i) {
-    // Ratios that are not rates have no cpu-time value.
-    if (std::isnan(cpu[i]) &&
-        (ratios[i].name == "incremental_vs_full_checkpoint" ||
-         ratios[i].name == "tiered_peak_rss_vs_budget_bound")) {
-      continue;
-    }
-    by_cpu[ratios[i].name] = cpu[i];
+    if (!std::isnan(cpu[i])) by_cpu[ratios[i].name] = cpu[i];
   }
   j["ratios_cpu"] = std::move(by_cpu);
   WriteJson(j, out);
 }
+
+// The systems, in the order each round runs them.
+constexpr const char* kSystems[] = {"psdb_mem", "psdb_tiered",   "rocksdb",
+                                    "rocksdb_cache", "hashmap", "psdb_wal"};
+enum SystemIndex { kMem, kTiered, kRocks, kRocksCache, kLimit, kWal };
 
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   TableSpec spec;
   spec.name = "emb";
   spec.dim = p.dim;
   spec.seed = p.seed;
-  spec.optimizer.kind = optim::OptimizerKind::kAdagrad;
+  spec.optimizer.kind = p.optimizer;
   spec.optimizer.learning_rate = 0.05f;
   spec.optimizer.initial_accumulator = 0.1f;
   const int state_size = optim::StateSize(spec.optimizer, spec.dim);
@@ -519,7 +570,6 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
   log << "ps-bench store: generating the stream\n";
   Runner runner(p, log);
-  std::vector<SystemResult> results(5);
   CheckpointResult ckpt;
 
   // psdb's budget covers its rows, memtables and block cache (0: RocksDB's
@@ -527,130 +577,153 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   const uint64_t kPsdbBlockCache = p.psdb_block_cache_mb << 20;
   // Twice the raw row bytes: room for the store's index and slab overhead.
   const uint64_t mem_budget = 2 * table_bytes + (64ull << 20);
-  for (auto [i, id] : {std::pair<int, const char*>{0, "psdb_mem"},
-                       {1, "psdb_tiered"},
-                       {2, "rocksdb"},
-                       {3, "hashmap"},
-                       {4, "psdb_wal"}}) {
-    results[i].id = id;
-  }
-  if (p.Runs("psdb_mem")) {
-    SystemResult& r = results[0];
-    r.label = "psdb, budget = whole table";
+  auto psdb_options = [&](uint64_t bytes) {
     StoreOptions options;
-    options.memory_budget_bytes = mem_budget;
+    options.memory_budget_bytes = bytes;
     options.rocksdb_block_cache_bytes = kPsdbBlockCache;
     options.rocksdb_mmap_reads = p.psdb_mmap_reads;
     options.background_eviction = p.psdb_background_eviction;
-    const std::string sub = fresh(r.id);
-    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, &ckpt));
-    drop(sub);
-  }
-  if (p.Runs("psdb_tiered")) {
-    SystemResult& r = results[1];
-    r.label = absl::StrFormat("psdb, budget = %g%%", p.budget_fraction * 100);
-    StoreOptions options;
-    options.memory_budget_bytes = budget;
-    options.rocksdb_block_cache_bytes = kPsdbBlockCache;
-    options.rocksdb_mmap_reads = p.psdb_mmap_reads;
-    options.background_eviction = p.psdb_background_eviction;
-    const std::string sub = fresh(r.id);
-    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
-    drop(sub);
-  }
-  if (p.Runs("rocksdb")) {
-    SystemResult& r = results[2];
-    r.label = absl::StrFormat("rocksdb direct, cache = %g%%",
-                              p.budget_fraction * 100);
-    const std::string sub = fresh(r.id);
-    PSDB_ASSIGN_OR_RETURN(auto sys, RocksDbSystem::Open(sub, spec, budget));
-    PSDB_RETURN_IF_ERROR(runner.Load(*sys, &r));
-    PSDB_RETURN_IF_ERROR(sys->Settle(/*timeout_s=*/600));
-    PSDB_RETURN_IF_ERROR(runner.WarmUp(*sys, &r));
-    PSDB_RETURN_IF_ERROR(runner.Measure(*sys, &r));
-    sys.reset();
-    drop(sub);
-  }
-  if (p.Runs("hashmap")) {
-    SystemResult& r = results[3];
-    r.label = "flat hash map (limit)";
-    HashMapSystem sys(spec, p.rows);
-    PSDB_RETURN_IF_ERROR(runner.Load(sys, &r));
-    PSDB_RETURN_IF_ERROR(runner.WarmUp(sys, &r));
-    PSDB_RETURN_IF_ERROR(runner.Measure(sys, &r));
-  }
-
-  if (p.Runs("psdb_wal")) {
-    SystemResult& r = results[4];
-    r.label = "psdb, whole table, durability=wal";
-    StoreOptions options;
-    options.memory_budget_bytes = mem_budget;
-    options.rocksdb_block_cache_bytes = kPsdbBlockCache;
-    options.rocksdb_mmap_reads = p.psdb_mmap_reads;
-    options.background_eviction = p.psdb_background_eviction;
-    options.durability = Durability::kWal;
-    const std::string sub = fresh(r.id);
-    PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec, options, &r, nullptr));
-    drop(sub);
-  }
-
-  const SystemResult& mem = results[0];
-  const SystemResult& wal = results[4];
-  const SystemResult& tiered = results[1];
-  const SystemResult& rocks = results[2];
-  const SystemResult& limit = results[3];
-  const double incr =
-      ckpt.ran ? ckpt.incremental_s / std::max(ckpt.full_s, 1e-9) : NAN;
-  const double r1 = mem.PullRate() / limit.PullRate();
-  const double r2 = mem.PushRate() / limit.PushRate();
-  const double r3 = tiered.PullRate() / rocks.PullRate();
-  const double r4 = tiered.PushRate() / rocks.PushRate();
-  const double c1 = mem.PullCpuRate() / limit.PullCpuRate();
-  const double c2 = mem.PushCpuRate() / limit.PushCpuRate();
-  const double c3 = tiered.PullCpuRate() / rocks.PullCpuRate();
-  const double c4 = tiered.PushCpuRate() / rocks.PushCpuRate();
-  const double r5 = wal.PushRate() / mem.PushRate();
-  const double c5 = wal.PushCpuRate() / mem.PushCpuRate();
-  // One round: the store scenario measures each system once.
-  const double rss_ratio =
-      tiered.peak_rss_bytes == 0
-          ? NAN
-          : tiered.peak_rss_bytes / static_cast<double>(RssBound(p, budget));
-  const std::vector<Ratio> ratios = {
-      {.name = "mem_vs_limit_pull",
-       .target = Target::AtLeast(0.5),
-       .rounds = {r1}},
-      {.name = "mem_vs_limit_push",
-       .target = Target::AtLeast(0.5),
-       .rounds = {r2}},
-      {.name = "tiered_vs_rocksdb_pull",
-       .target = Target::AtLeast(3),
-       .rounds = {r3}},
-      {.name = "tiered_vs_rocksdb_push",
-       .target = Target::AtLeast(3),
-       .rounds = {r4}},
-      {.name = "incremental_vs_full_checkpoint",
-       .target = Target::AtMost(0.1),
-       .rounds = {incr}},
-      {.name = "wal_vs_checkpoint_push",
-       .target = Target::AtLeast(0.5),
-       .rounds = {r5}},
-      {.name = "tiered_peak_rss_vs_budget_bound",
-       .target = Target::AtMost(1),
-       .rounds = {rss_ratio},
-       .note = "(peak RSS / (1.5 x budget + base))"},
+    return options;
   };
-  const CpuRatios cpu = {c1, c2, c3, c4, NAN, c5, NAN};
+  // The equal-memory peer's memtables: the share psdb's own split gives
+  // its memtables (budget / 16, psdb/store_options.h), within 256 KiB to
+  // 128 MiB.
+  const RocksDbMemory equal = {
+      .cache_bytes = budget,
+      .charge_all = true,
+      .memtable_bytes =
+          std::clamp<uint64_t>(budget / 16, 256 << 10, 128ull << 20)};
+  const RocksDbMemory cache_only = {.cache_bytes = budget};
+  const std::string pct = absl::StrFormat("%g%%", p.budget_fraction * 100);
+  const std::string labels[] = {
+      "psdb, budget = whole table",
+      absl::StrCat("psdb, budget = ", pct),
+      absl::StrCat("rocksdb direct, all memory = ", pct),
+      absl::StrCat("rocksdb direct, block cache = ", pct),
+      "flat hash map (limit)",
+      "psdb, whole table, durability=wal"};
+
+  std::vector<Round> rounds(p.repeats);
+  for (int k = 0; k < p.repeats; ++k) {
+    Round& round = rounds[k];
+    round.resize(std::size(kSystems));
+    for (size_t i = 0; i < std::size(kSystems); ++i) {
+      SystemResult& r = round[i];
+      r.id = kSystems[i];
+      r.label = labels[i];
+      if (!p.Runs(r.id)) continue;
+      log << "ps-bench store: round " << k + 1 << " of " << p.repeats << "\n";
+      const std::string sub = fresh(r.id);
+      switch (i) {
+        case kMem:  // the checkpoints: once, in the first round
+          PSDB_RETURN_IF_ERROR(RunPsdb(runner, sub, spec,
+                                       psdb_options(mem_budget), &r,
+                                       k == 0 ? &ckpt : nullptr));
+          break;
+        case kTiered:
+          PSDB_RETURN_IF_ERROR(
+              RunPsdb(runner, sub, spec, psdb_options(budget), &r, nullptr));
+          break;
+        case kRocks:
+          PSDB_RETURN_IF_ERROR(RunRocks(runner, sub, spec, equal, &r));
+          break;
+        case kRocksCache:
+          PSDB_RETURN_IF_ERROR(RunRocks(runner, sub, spec, cache_only, &r));
+          break;
+        case kLimit: {
+          HashMapSystem sys(spec, p.rows);
+          PSDB_RETURN_IF_ERROR(runner.Load(sys, &r));
+          PSDB_RETURN_IF_ERROR(runner.WarmUp(sys, &r));
+          PSDB_RETURN_IF_ERROR(runner.Measure(sys, &r));
+          break;
+        }
+        case kWal: {
+          StoreOptions options = psdb_options(mem_budget);
+          options.durability = Durability::kWal;
+          PSDB_RETURN_IF_ERROR(
+              RunPsdb(runner, sub, spec, options, &r, nullptr));
+          break;
+        }
+      }
+      drop(sub);
+    }
+  }
+
+  // Each ratio's value per round, wall and CPU time.
+  struct Pair {
+    std::vector<double> wall, cpu;
+  };
+  auto rate_ratio = [&](SystemIndex a, SystemIndex b, bool pull) {
+    Pair out;
+    for (const Round& r : rounds) {
+      out.wall.push_back(pull ? r[a].PullRate() / r[b].PullRate()
+                              : r[a].PushRate() / r[b].PushRate());
+      out.cpu.push_back(pull ? r[a].PullCpuRate() / r[b].PullCpuRate()
+                             : r[a].PushCpuRate() / r[b].PushCpuRate());
+    }
+    return out;
+  };
+  auto rss_ratio = [&](SystemIndex a) {
+    std::vector<double> out;
+    for (const Round& r : rounds) {
+      out.push_back(r[a].peak_rss_bytes == 0
+                        ? NAN
+                        : r[a].peak_rss_bytes /
+                              static_cast<double>(RssBound(p, budget)));
+    }
+    return out;
+  };
+  std::vector<Ratio> ratios;
+  CpuRatios cpu;
+  auto add = [&](const char* name, Target target, Pair v,
+                 const char* note = "") {
+    ratios.push_back(
+        {.name = name, .target = target, .rounds = v.wall, .note = note});
+    cpu.push_back(Median(v.cpu));
+  };
+  add("mem_vs_limit_pull", Target::AtLeast(0.5),
+      rate_ratio(kMem, kLimit, true));
+  add("mem_vs_limit_push", Target::AtLeast(0.5),
+      rate_ratio(kMem, kLimit, false));
+  add("tiered_vs_rocksdb_pull", Target::AtLeast(3),
+      rate_ratio(kTiered, kRocks, true), "(equal memory)");
+  add("tiered_vs_rocksdb_push", Target::AtLeast(3),
+      rate_ratio(kTiered, kRocks, false), "(equal memory)");
+  add("tiered_vs_rocksdb_cache_pull", Target::None(),
+      rate_ratio(kTiered, kRocksCache, true), "(memtables outside its cache)");
+  add("tiered_vs_rocksdb_cache_push", Target::None(),
+      rate_ratio(kTiered, kRocksCache, false),
+      "(memtables outside its cache)");
+  ratios.push_back({.name = "incremental_vs_full_checkpoint",
+                    .target = Target::AtMost(0.1),
+                    .rounds = {ckpt.ran ? ckpt.incremental_s /
+                                              std::max(ckpt.full_s, 1e-9)
+                                        : NAN}});
+  cpu.push_back(NAN);
+  add("wal_vs_checkpoint_push", Target::AtLeast(0.5),
+      rate_ratio(kWal, kMem, false));
+  ratios.push_back({.name = "tiered_peak_rss_vs_budget_bound",
+                    .target = Target::AtMost(1),
+                    .rounds = rss_ratio(kTiered),
+                    .note = "(peak RSS / (1.5 x budget + base))"});
+  cpu.push_back(NAN);
+  ratios.push_back({.name = "rocksdb_peak_rss_vs_budget_bound",
+                    .target = Target::None(),
+                    .rounds = rss_ratio(kRocks),
+                    .note = "(the equal-memory peer, same bound)"});
+  cpu.push_back(NAN);
   if (p.json) {
-    PrintJson(p, machine, row_bytes, table_bytes, budget, mem_budget, results,
+    PrintJson(p, machine, row_bytes, table_bytes, budget, mem_budget, rounds,
               ckpt, ratios, cpu, out);
   } else {
-    PrintReport(p, machine, row_bytes, table_bytes, budget, mem_budget, results,
+    PrintReport(p, machine, row_bytes, table_bytes, budget, mem_budget, rounds,
                 ckpt, ratios, cpu, out);
   }
-  if (mem.evictions > 0) {
-    log << "ps-bench store: warning: psdb_mem evicted " << mem.evictions
-        << " rows; its budget did not hold the table\n";
+  for (const Round& r : rounds) {
+    if (r[kMem].evictions > 0) {
+      log << "ps-bench store: warning: psdb_mem evicted " << r[kMem].evictions
+          << " rows; its budget did not hold the table\n";
+    }
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
+#include "rocksdb/write_buffer_manager.h"
 #include "store/row_codec.h"
 #include "util/status_macros.h"
 
@@ -99,7 +100,8 @@ RocksDbSystem::~RocksDbSystem() {
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbSystem>> RocksDbSystem::Open(
-    const std::string& dir, const TableSpec& spec, uint64_t block_cache_bytes) {
+    const std::string& dir, const TableSpec& spec,
+    const RocksDbMemory& memory) {
   auto sys = std::unique_ptr<RocksDbSystem>(new RocksDbSystem(spec));
   rocksdb::Options options;
   options.create_if_missing = true;
@@ -108,8 +110,22 @@ absl::StatusOr<std::unique_ptr<RocksDbSystem>> RocksDbSystem::Open(
   // deployment of float embeddings does.
   options.compression = rocksdb::kNoCompression;
   rocksdb::BlockBasedTableOptions table_options;
-  table_options.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
+  table_options.block_cache = rocksdb::NewLRUCache(memory.cache_bytes);
   table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  if (memory.charge_all) {
+    // RocksDB's documented way to cap its memory with one number (wiki
+    // "Write Buffer Manager", "Memory usage in RocksDB").
+    options.write_buffer_size = memory.memtable_bytes;
+    options.write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(
+        memory.memtable_bytes, table_options.block_cache);
+    for (rocksdb::CacheEntryRole role :
+         {rocksdb::CacheEntryRole::kBlockBasedTableReader,
+          rocksdb::CacheEntryRole::kFilterConstruction}) {
+      table_options.cache_usage_options.options_overrides.insert(
+          {role,
+           {.charged = rocksdb::CacheEntryRoleOptions::Decision::kEnabled}});
+    }
+  }
   options.table_factory.reset(
       rocksdb::NewBlockBasedTableFactory(table_options));
   rocksdb::DB* db = nullptr;

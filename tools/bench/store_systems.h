@@ -4,8 +4,8 @@
 //
 //  - PsdbSystem: psdb's embedded Store (memory tier over RocksDB).
 //  - RocksDbSystem: the peer a user would otherwise write: RocksDB used
-//    directly with psdb's row encoding (store/row_codec.h), a block cache of
-//    a given size, MultiGet for pulls, read-modify-write with the same
+//    directly with psdb's row encoding (store/row_codec.h), within a given
+//    memory (RocksDbMemory), MultiGet for pulls, read-modify-write with the same
 //    optim::Apply and one WriteBatch per push, missing rows initialized with
 //    the same InitializeRow. Keys are de-duplicated before MultiGet (what a
 //    careful user does; it only helps the peer). Writes skip the WAL, as
@@ -88,11 +88,27 @@ class PsdbSystem : public KvSystem {
   std::string table_;
 };
 
+// What RocksDbSystem may use of memory.
+struct RocksDbMemory {
+  // The one LRU cache: data blocks, and with `charge_all` also the
+  // memtables, index and filter blocks.
+  uint64_t cache_bytes = 0;
+  // true: everything RocksDB holds is charged to the cache, as psdb
+  // charges its RocksDB share (a WriteBufferManager of memtable_bytes over
+  // the cache; table readers and filter construction charged), so memtables
+  // + blocks + index and filters stay within cache_bytes: the peer held to
+  // the same memory as psdb. false: RocksDB's defaults around a block
+  // cache of cache_bytes (64 MiB memtables and the index and filter blocks
+  // outside it).
+  bool charge_all = false;
+  uint64_t memtable_bytes = 0;  // with charge_all
+};
+
 class RocksDbSystem : public KvSystem {
  public:
   static absl::StatusOr<std::unique_ptr<RocksDbSystem>> Open(
       const std::string& dir, const TableSpec& spec,
-      uint64_t block_cache_bytes);
+      const RocksDbMemory& memory);
   ~RocksDbSystem() override;
   absl::Status Pull(absl::Span<const uint64_t> keys,
                     absl::Span<float> out) override;
