@@ -117,6 +117,13 @@ struct DiskTier::FlushEvents {
   // sleeps before trying it again.
   uint64_t compactions_begun ABSL_GUARDED_BY(mu) = 0;
   uint64_t compactions ABSL_GUARDED_BY(mu) = 0;
+
+  // The background error that stopped writes (a generic I/O error if the
+  // listener has not seen one).
+  rocksdb::Status Error() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return last_error.ok() ? rocksdb::Status::IOError("background error")
+                           : last_error;
+  }
 };
 
 DiskTier::DiskTier() : flush_events_(std::make_shared<FlushEvents>()) {}
@@ -442,15 +449,10 @@ absl::Status DiskTier::Resume(bool force) {
   if (!force && now - last_resume_ < kResumeInterval) {
     // The error that stopped writes, so a full disk answers as a full disk
     // (ResourceExhausted) between resume attempts too.
-    rocksdb::Status cause;
-    {
-      absl::MutexLock el(&flush_events_->mu);
-      cause = flush_events_->last_error;
-    }
-    return FromRocks(
-        cause.ok() ? rocksdb::Status::IOError("background error") : cause,
-        "RocksDB stopped writes after a background error (next resume "
-        "attempt pending)");
+    absl::MutexLock el(&flush_events_->mu);
+    return FromRocks(flush_events_->Error(),
+                     "RocksDB stopped writes after a background error (next "
+                     "resume attempt pending)");
   }
   last_resume_ = now;
   // RocksDB 7.8's Resume() flushes the memtables and can wait forever for
@@ -633,10 +635,7 @@ absl::Status DiskTier::AwaitFlushed(
     }
     absl::MutexLock l(&flush_events_->mu);
     if (bg_error()) {
-      const rocksdb::Status e = flush_events_->last_error;
-      return FromRocks(
-          e.ok() ? rocksdb::Status::IOError("background error") : e,
-          "flush memtables");
+      return FromRocks(flush_events_->Error(), "flush memtables");
     }
     // Woken by the listener; the timeout only bounds a missed wake-up.
     auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(flush_events_->mu) {

@@ -181,9 +181,9 @@ void Store::Impl::RestoreReserve(bool force) {
   last_reserve_try_ = now;
   // The headroom rule's room stays free after the ballast (RoomFor: the
   // memtables and the memory tier's rows, what a close must write).
-  if (!disk_->RoomFor(reserve_->bytes(),
-                      ShutdownRowBytes(used().load(std::memory_order_relaxed)))
-           .ok()) {
+  const uint64_t rows =
+      ShutdownRowBytes(used().load(std::memory_order_relaxed));
+  if (!disk_->RoomFor(reserve_->bytes(), rows).ok()) {
     return;
   }
   // On a file system that cannot say how much is free, the write itself

@@ -34,12 +34,12 @@ using ::psdb::testing::kDim;
 using ::psdb::testing::kSlotBytes;
 using ::psdb::testing::MakeSpec;
 using ::psdb::testing::PushOnes;
-using ::psdb::testing::WaitFor;
 using ::psdb::testing::PushOnesOnceResumed;
 using ::psdb::testing::RowBytes;
 using ::psdb::testing::RowsBound;
 using ::psdb::testing::SmallOptions;
 using ::psdb::testing::SmallTmpfs;
+using ::psdb::testing::WaitFor;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 

@@ -47,8 +47,7 @@ TEST(PsBenchTest, StoreScenarioJsonHasEveryRatio) {
   // Both RocksDB peers report their peak RSS.
   const std::string systems = JsonObject(out, "systems");
   for (const char* id : {"rocksdb", "rocksdb_cache", "psdb_tiered"}) {
-    EXPECT_GT(JsonNumber(JsonObject(systems, id), "peak_rss_bytes"), 0)
-        << id;
+    EXPECT_GT(JsonNumber(JsonObject(systems, id), "peak_rss_bytes"), 0) << id;
   }
   // One round: the median is the only value.
   const std::string ratios = JsonObject(out, "ratios");

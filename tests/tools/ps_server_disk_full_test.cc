@@ -1,5 +1,5 @@
-// Issue 16's and issue 34's disk-full reports, scaled to test time, against a real
-// ps-server process on a real small tmpfs: a server with a 2 MiB memory
+// Issue 16's and issue 34's disk-full reports, scaled to test time, against a
+// real ps-server process on a real small tmpfs: a server with a 2 MiB memory
 // budget is sent pushes of new dim-256 rows until the disk is full. Pushes
 // that need eviction then fail with RESOURCE_EXHAUSTED naming the table,
 // the memory tier stays within its bound, pushes resume without a restart

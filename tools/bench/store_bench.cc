@@ -83,6 +83,11 @@ flags:
   --json                print one JSON object instead of the report
 )";
 
+// The systems, in the order each round runs them.
+constexpr const char* kSystems[] = {"psdb_mem",      "psdb_tiered", "rocksdb",
+                                    "rocksdb_cache", "hashmap",     "psdb_wal"};
+enum SystemIndex { kMem, kTiered, kRocks, kRocksCache, kLimit, kWal };
+
 struct Params {
   uint64_t rows = 4194304;
   int dim = 64;
@@ -101,9 +106,7 @@ struct Params {
   uint64_t rss_base_mb = 100;
   std::string dir;
   bool json = false;
-  std::vector<std::string> systems = {"psdb_mem", "psdb_tiered",
-                                      "rocksdb",  "rocksdb_cache",
-                                      "hashmap",  "psdb_wal"};
+  std::vector<std::string> systems = {std::begin(kSystems), std::end(kSystems)};
   bool Runs(absl::string_view id) const {
     return std::find(systems.begin(), systems.end(), id) != systems.end();
   }
@@ -112,18 +115,18 @@ struct Params {
 ScenarioFlags Flags() {
   return {"store",
           kUsage,
-          {"rows", "dim", "optimizer", "repeats", "batches", "warmup_batches", "batch_keys", "alpha",
-           "budget_fraction", "touch_fraction", "seed", "dir", "systems",
-           "psdb_block_cache_mb", "psdb_background_eviction", "psdb_mmap_reads",
-           "rss_base_mb"}};
+          {"rows", "dim", "optimizer", "repeats", "batches", "warmup_batches",
+           "batch_keys", "alpha", "budget_fraction", "touch_fraction", "seed",
+           "dir", "systems", "psdb_block_cache_mb", "psdb_background_eviction",
+           "psdb_mmap_reads", "rss_base_mb"}};
 }
 
 absl::StatusOr<Params> ParseParams(const tools::Args& args) {
   Params p;
   PSDB_ASSIGN_OR_RETURN(p.rows, args.GetInt("rows", p.rows, 1, 1ll << 32));
   PSDB_ASSIGN_OR_RETURN(p.dim, args.GetInt("dim", p.dim, 1, 65536));
-  PSDB_ASSIGN_OR_RETURN(p.optimizer,
-                        optim::ParseKind(args.GetString("optimizer", "adagrad")));
+  PSDB_ASSIGN_OR_RETURN(
+      p.optimizer, optim::ParseKind(args.GetString("optimizer", "adagrad")));
   PSDB_ASSIGN_OR_RETURN(p.repeats, args.GetInt("repeats", p.repeats, 1, 50));
   PSDB_ASSIGN_OR_RETURN(p.batches,
                         args.GetInt("batches", p.batches, 1, 1ll << 24));
@@ -453,8 +456,9 @@ void PrintReport(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   std::vector<Ratio> noted = ratios;
   for (size_t i = 0; i < noted.size(); ++i) {
     if (!std::isnan(cpu[i])) {
-      noted[i].note = absl::StrCat(noted[i].note, noted[i].note.empty() ? "" : " ",
-                                   absl::StrFormat("(cpu-time %.3f)", cpu[i]));
+      noted[i].note =
+          absl::StrCat(noted[i].note, noted[i].note.empty() ? "" : " ",
+                       absl::StrFormat("(cpu-time %.3f)", cpu[i]));
     }
   }
   PrintRatios(noted, out);
@@ -532,11 +536,6 @@ void PrintJson(const Params& p, const MachineInfo& m, uint64_t row_bytes,
   WriteJson(j, out);
 }
 
-// The systems, in the order each round runs them.
-constexpr const char* kSystems[] = {"psdb_mem", "psdb_tiered",   "rocksdb",
-                                    "rocksdb_cache", "hashmap", "psdb_wal"};
-enum SystemIndex { kMem, kTiered, kRocks, kRocksCache, kLimit, kWal };
-
 absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   TableSpec spec;
   spec.name = "emb";
@@ -588,11 +587,10 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   // The equal-memory peer's memtables: the share psdb's own split gives
   // its memtables (budget / 16, psdb/store_options.h), within 256 KiB to
   // 128 MiB.
-  const RocksDbMemory equal = {
-      .cache_bytes = budget,
-      .charge_all = true,
-      .memtable_bytes =
-          std::clamp<uint64_t>(budget / 16, 256 << 10, 128ull << 20)};
+  const RocksDbMemory equal = {.cache_bytes = budget,
+                               .charge_all = true,
+                               .memtable_bytes = std::clamp<uint64_t>(
+                                   budget / 16, 256 << 10, 128ull << 20)};
   const RocksDbMemory cache_only = {.cache_bytes = budget};
   const std::string pct = absl::StrFormat("%g%%", p.budget_fraction * 100);
   const std::string labels[] = {
@@ -605,6 +603,7 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
 
   std::vector<Round> rounds(p.repeats);
   for (int k = 0; k < p.repeats; ++k) {
+    log << "ps-bench store: round " << k + 1 << " of " << p.repeats << "\n";
     Round& round = rounds[k];
     round.resize(std::size(kSystems));
     for (size_t i = 0; i < std::size(kSystems); ++i) {
@@ -612,7 +611,6 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
       r.id = kSystems[i];
       r.label = labels[i];
       if (!p.Runs(r.id)) continue;
-      log << "ps-bench store: round " << k + 1 << " of " << p.repeats << "\n";
       const std::string sub = fresh(r.id);
       switch (i) {
         case kMem:  // the checkpoints: once, in the first round
@@ -692,13 +690,12 @@ absl::Status Run(const Params& p, std::ostream& out, std::ostream& log) {
   add("tiered_vs_rocksdb_cache_pull", Target::None(),
       rate_ratio(kTiered, kRocksCache, true), "(memtables outside its cache)");
   add("tiered_vs_rocksdb_cache_push", Target::None(),
-      rate_ratio(kTiered, kRocksCache, false),
-      "(memtables outside its cache)");
-  ratios.push_back({.name = "incremental_vs_full_checkpoint",
-                    .target = Target::AtMost(0.1),
-                    .rounds = {ckpt.ran ? ckpt.incremental_s /
-                                              std::max(ckpt.full_s, 1e-9)
-                                        : NAN}});
+      rate_ratio(kTiered, kRocksCache, false), "(memtables outside its cache)");
+  ratios.push_back(
+      {.name = "incremental_vs_full_checkpoint",
+       .target = Target::AtMost(0.1),
+       .rounds = {ckpt.ran ? ckpt.incremental_s / std::max(ckpt.full_s, 1e-9)
+                           : NAN}});
   cpu.push_back(NAN);
   add("wal_vs_checkpoint_push", Target::AtLeast(0.5),
       rate_ratio(kWal, kMem, false));

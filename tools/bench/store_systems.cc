@@ -116,8 +116,9 @@ absl::StatusOr<std::unique_ptr<RocksDbSystem>> RocksDbSystem::Open(
     // RocksDB's documented way to cap its memory with one number (wiki
     // "Write Buffer Manager", "Memory usage in RocksDB").
     options.write_buffer_size = memory.memtable_bytes;
-    options.write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(
-        memory.memtable_bytes, table_options.block_cache);
+    options.write_buffer_manager =
+        std::make_shared<rocksdb::WriteBufferManager>(
+            memory.memtable_bytes, table_options.block_cache);
     for (rocksdb::CacheEntryRole role :
          {rocksdb::CacheEntryRole::kBlockBasedTableReader,
           rocksdb::CacheEntryRole::kFilterConstruction}) {

@@ -5,10 +5,10 @@
 //  - PsdbSystem: psdb's embedded Store (memory tier over RocksDB).
 //  - RocksDbSystem: the peer a user would otherwise write: RocksDB used
 //    directly with psdb's row encoding (store/row_codec.h), within a given
-//    memory (RocksDbMemory), MultiGet for pulls, read-modify-write with the same
-//    optim::Apply and one WriteBatch per push, missing rows initialized with
-//    the same InitializeRow. Keys are de-duplicated before MultiGet (what a
-//    careful user does; it only helps the peer). Writes skip the WAL, as
+//    memory (RocksDbMemory), MultiGet for pulls, read-modify-write with the
+//    same optim::Apply and one WriteBatch per push, missing rows initialized
+//    with the same InitializeRow. Keys are de-duplicated before MultiGet (what
+//    a careful user does; it only helps the peer). Writes skip the WAL, as
 //    psdb's durability also comes from checkpoints.
 //  - HashMapSystem: the memory limit: absl::flat_hash_map<uint64_t,
 //    uint32_t> from key to row index plus one std::vector<float> of rows
